@@ -1,0 +1,39 @@
+"""bigkernel: kernel ridge regression for large n, out of core on Dask.
+
+Public API: :class:`RandomFeatureRidge`, :func:`load`, :func:`make_data`.
+"""
+
+from bigkernel._version import __version__
+from bigkernel.data.sources import open_source
+from bigkernel.data.synthetic import SyntheticSpec, make_data
+from bigkernel.errors import (
+    BigkernelError,
+    ConfigError,
+    DataError,
+    DataNotFoundError,
+    ModelFormatError,
+    NonFiniteError,
+    OutputExistsError,
+    ParameterError,
+    StoreMismatchError,
+)
+from bigkernel.models.persist import load
+from bigkernel.models.random_features import RandomFeatureRidge
+
+__all__ = [
+    "__version__",
+    "BigkernelError",
+    "ConfigError",
+    "DataError",
+    "DataNotFoundError",
+    "ModelFormatError",
+    "NonFiniteError",
+    "OutputExistsError",
+    "ParameterError",
+    "RandomFeatureRidge",
+    "StoreMismatchError",
+    "SyntheticSpec",
+    "load",
+    "make_data",
+    "open_source",
+]

@@ -1,0 +1,151 @@
+"""One-pass graphs over row-chunked dask arrays: sufficient statistics and residual sums."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed
+
+from bigkernel.numerics.features import FeatureMap
+from bigkernel.numerics.sums import SufficientStats, block_stats
+
+#: partial results combined per reduction task; each is m·D² float64, so keep it small
+SPLIT_EVERY = 4
+
+
+def row_offsets(chunks: Sequence[int]) -> list[int]:
+    """Global index of the first row of each chunk."""
+    return np.concatenate([[0], np.cumsum(chunks)[:-1]]).astype(int).tolist()
+
+
+def row_blocks(X: da.Array, Y: da.Array | None = None) -> list[tuple[int, Any, Any]]:
+    """``(start, X_chunk, Y_chunk)`` delayed triples of two arrays with the same row chunks."""
+    xs = X.to_delayed().ravel()
+    ys = Y.to_delayed().ravel() if Y is not None else [None] * len(xs)
+    return list(zip(row_offsets(X.chunks[0]), xs, ys))
+
+
+def tree_reduce(parts: list, combine: Callable, split_every: int = SPLIT_EVERY, name: str = "combine") -> Delayed:
+    """Combine delayed ``parts`` pairwise-ish in a tree of fan-in ``split_every``."""
+    if not parts:
+        raise ValueError("nothing to reduce: the data has no chunks")
+    level = 0
+    while len(parts) > 1:
+        parts = [
+            dask.delayed(combine, pure=True, name=f"{name}-{level}-{i}-{dask.base.tokenize(*parts[i:i + split_every])}")(
+                *parts[i : i + split_every]
+            )
+            for i in range(0, len(parts), split_every)
+        ]
+        level += 1
+    return parts[0]
+
+
+def _sum(*parts):
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def stats_graph(
+    X: da.Array,
+    Y: da.Array,
+    fmap: FeatureMap,
+    *,
+    weights: Callable[[int, int], np.ndarray] | None = None,
+    dtype: str = "float64",
+    block_rows: int = 8192,
+) -> Delayed:
+    """Delayed :class:`SufficientStats` of the whole data set, tree-reduced.
+
+    ``X`` (n, d) and ``Y`` (n, k) must share their row chunks and have one column chunk.
+    NaN/inf raise :class:`~bigkernel.errors.NonFiniteError` from the chunk that holds them.
+    """
+    fmap_d = dask.delayed(fmap, pure=True)
+    parts = [
+        dask.delayed(block_stats, pure=True)(fmap_d, xb, yb, start, weights=weights, dtype=dtype, block_rows=block_rows)
+        for start, xb, yb in row_blocks(X, Y)
+    ]
+    return tree_reduce(parts, _sum, name="stats-sum")
+
+
+def _block_residuals(
+    fmap: FeatureMap, X: np.ndarray, Y: np.ndarray, start: int, coef: np.ndarray, intercept: np.ndarray,
+    groups: Callable[[int, int], np.ndarray] | None, n_groups: int, dtype: str, block_rows: int,
+) -> np.ndarray:
+    """Per-group [count, SSE, Σy, Σy²] for each target, shape (n_groups, 4, k)."""
+    from bigkernel.numerics.sums import check_finite
+
+    check_finite(X, Y, start)
+    g = np.zeros(X.shape[0], dtype=np.int64) if groups is None else np.asarray(groups(start, start + X.shape[0]))
+    pred = predict_block(fmap, X, coef, intercept, dtype=dtype, block_rows=block_rows)
+    Y = np.asarray(Y, dtype=np.float64)
+    out = np.zeros((n_groups, 4, Y.shape[1]))
+    for j in range(n_groups):
+        sel = g == j
+        r = Y[sel] - pred[sel]
+        out[j, 0] = sel.sum()
+        out[j, 1] = (r * r).sum(axis=0)
+        out[j, 2] = Y[sel].sum(axis=0)
+        out[j, 3] = (Y[sel] ** 2).sum(axis=0)
+    return out
+
+
+def residual_graph(
+    X: da.Array, Y: da.Array, fmap: FeatureMap, coef: np.ndarray, intercept: np.ndarray, *,
+    groups: Callable[[int, int], np.ndarray] | None = None, n_groups: int = 1,
+    dtype: str = "float64", block_rows: int = 8192,
+) -> Delayed:
+    """Delayed per-group residual sums (see :func:`_block_residuals`) of a fitted model."""
+    model = dask.delayed((fmap, coef, intercept), pure=True)
+    parts = [
+        dask.delayed(_residuals_task, pure=True)(model, xb, yb, start, groups, n_groups, dtype, block_rows)
+        for start, xb, yb in row_blocks(X, Y)
+    ]
+    return tree_reduce(parts, _sum, name="residual-sum")
+
+
+def _residuals_task(model, X, Y, start, groups, n_groups, dtype, block_rows):
+    fmap, coef, intercept = model
+    return _block_residuals(fmap, X, Y, start, coef, intercept, groups, n_groups, dtype, block_rows)
+
+
+def predict_block(
+    fmap: FeatureMap, X: np.ndarray, coef: np.ndarray, intercept: np.ndarray, *,
+    dtype: str = "float64", block_rows: int = 8192,
+) -> np.ndarray:
+    """Predictions φ(X)β + b for a numpy block, in sub-blocks of ``block_rows`` (bounded memory)."""
+    out = np.empty((X.shape[0], coef.shape[1]), dtype=np.float64)
+    beta = coef * fmap.scale
+    for lo in range(0, X.shape[0], block_rows):
+        phi = fmap.transform_unscaled(X[lo : lo + block_rows], dtype)
+        # β can be large with cancelling terms: keep the product in float64 even for float32 φ
+        out[lo : lo + block_rows] = phi @ beta + intercept
+    return out
+
+
+def predict_graph(
+    X: da.Array, fmap: FeatureMap, coef: np.ndarray, intercept: np.ndarray, *,
+    dtype: str = "float64", block_rows: int = 8192,
+) -> da.Array:
+    """Lazy predictions (n, k) float64 with the row chunks of ``X``."""
+    model = dask.delayed((fmap, coef, intercept), pure=True)
+    k = coef.shape[1]
+    blocks = [
+        da.from_delayed(
+            dask.delayed(_predict_task, pure=True)(model, xb, dtype, block_rows),
+            shape=(rows, k), dtype=np.float64, meta=np.empty((0, k)),
+        )
+        for (start, xb, _), rows in zip(row_blocks(X), X.chunks[0])
+    ]
+    return da.concatenate(blocks, axis=0)
+
+
+def _predict_task(model, X, dtype, block_rows):
+    fmap, coef, intercept = model
+    return predict_block(fmap, X, coef, intercept, dtype=dtype, block_rows=block_rows)

@@ -1,0 +1,135 @@
+"""Save and load fitted models as a zarr group plus JSON metadata — never pickle.
+
+Layout: group attrs hold ``format`` ("bigkernel-model"), ``format_version``, ``library_version``,
+``estimator`` (class name), ``params`` (get_params, JSON) and ``state`` (fitted scalars and the
+feature-map description); arrays hold the numbers. A model is written into a temporary sibling
+folder and renamed into place, and ``complete: true`` is the last attribute written, so a crash
+never leaves a store that loads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+
+import numpy as np
+import zarr
+
+from bigkernel._version import __version__
+from bigkernel.errors import DataNotFoundError, ModelFormatError, OutputExistsError
+
+logger = logging.getLogger(__name__)
+
+MODEL_FORMAT = "bigkernel-model"
+FORMAT_VERSION = 1
+
+
+def _registry() -> dict[str, type]:
+    from bigkernel.models.random_features import RandomFeatureRidge
+
+    reg: dict[str, type] = {"RandomFeatureRidge": RandomFeatureRidge}
+    try:  # estimators of other solvers register themselves when they exist
+        from bigkernel.models import exact
+
+        reg.update(getattr(exact, "PERSISTABLE", {}))
+    except ImportError:
+        pass
+    return reg
+
+
+def _jsonable(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
+    """Write ``estimator`` (fitted) to a zarr group at ``path``; returns ``path``."""
+    attrs, arrays = estimator._get_state()
+    params = {k: v for k, v in estimator.get_params(deep=False).items()}
+    if not isinstance(params.get("random_state"), (int, type(None))):
+        params["random_state"] = None  # a RandomState object is not data; the seed is in the state
+    meta = {
+        "format": MODEL_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "library_version": __version__,
+        "estimator": type(estimator).__name__,
+        "params": _jsonable(params),
+        "state": _jsonable(attrs),
+    }
+    json.dumps(meta)  # fail here, before writing anything, if something is not JSON
+    path = str(path)
+    local = "://" not in path
+    if local and os.path.exists(path) and not overwrite:
+        raise OutputExistsError(f"{path!r} exists; pass overwrite=True to replace it")
+    target = path
+    if local:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        target = os.path.join(parent, f".{os.path.basename(path)}.partial-{uuid.uuid4().hex[:8]}")
+    group = zarr.open_group(target, mode="w")
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        group.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks=arr.shape or None)[...] = arr
+    group.attrs.update(meta)
+    group.attrs["complete"] = True  # last: a store without it is unfinished
+    if local:
+        if os.path.exists(path):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        os.replace(target, path)
+    logger.info("saved %s to %s", type(estimator).__name__, path)
+    return path
+
+
+def load(path: str):
+    """Load a model saved by ``model.save(path)``.
+
+    Only JSON metadata and numeric arrays are read; nothing in the store is executed. Anything
+    that is not a complete bigkernel model store raises :class:`ModelFormatError`.
+    """
+    path = str(path)
+    local = "://" not in path
+    if local and not os.path.exists(path):
+        raise DataNotFoundError(f"no model at {path!r}; save one with model.save(path)")
+    if local and not os.path.isdir(path):
+        raise ModelFormatError(
+            f"{path!r} is a file, not a bigkernel model: models are zarr folders written by "
+            "model.save(); pickles and other files are never loaded"
+        )
+    try:
+        group = zarr.open_group(path, mode="r")
+        meta = group.attrs.asdict()
+    except Exception as exc:  # noqa: BLE001 - any unreadable store is the same user-facing error
+        raise ModelFormatError(f"{path!r} is not a bigkernel model (no readable zarr metadata: {exc})") from None
+    if meta.get("format") != MODEL_FORMAT:
+        raise ModelFormatError(
+            f"{path!r} is not a bigkernel model: expected format {MODEL_FORMAT!r}, "
+            f"found {meta.get('format')!r}"
+        )
+    if int(meta.get("format_version", -1)) > FORMAT_VERSION:
+        raise ModelFormatError(
+            f"{path!r} was written in model format {meta['format_version']} by bigkernel "
+            f"{meta.get('library_version')}; this bigkernel ({__version__}) reads up to "
+            f"{FORMAT_VERSION}: upgrade bigkernel"
+        )
+    if not meta.get("complete"):
+        raise ModelFormatError(f"{path!r} is an unfinished model store (its writer did not complete); save the model again")
+    cls = _registry().get(meta.get("estimator"))
+    if cls is None:
+        raise ModelFormatError(f"{path!r} holds an unknown estimator {meta.get('estimator')!r}")
+    try:
+        arrays = {name: np.asarray(arr[...]) for name, arr in group.arrays()}
+        est = cls(**meta["params"])
+        est._set_state(meta["state"], arrays)
+    except (KeyError, ValueError, TypeError, OSError) as exc:
+        raise ModelFormatError(f"{path!r} is a damaged or truncated bigkernel model: {type(exc).__name__}: {exc}") from None
+    return est

@@ -1,0 +1,306 @@
+"""RandomFeatureRidge: kernel ridge regression in the primal on random features, streamed."""
+
+from __future__ import annotations
+
+import logging
+from numbers import Integral, Real
+
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted, validate_data
+
+from bigkernel._checks import check_choice
+from bigkernel.data.sources import Dataset, as_dataset
+from bigkernel.errors import DataError, ParameterError
+from bigkernel.graph.stream import predict_block, predict_graph, stats_graph
+from bigkernel.models._compute import compute
+from bigkernel.numerics.features import FORMS, KERNELS, MATERN_NUS, SAMPLERS, FeatureMap, make_feature_map
+from bigkernel.numerics.primal import resolve_alphas, solve_primal
+from bigkernel.numerics.sums import SufficientStats
+
+logger = logging.getLogger(__name__)
+
+#: bytes of one feature sub-block (rows × D) per task; bounds the memory of the pass
+FEATURE_BLOCK_BYTES = 64 * 2**20
+
+
+def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOCK_BYTES) -> int:
+    """Rows of a feature sub-block: a power of two in [256, 8192] within ``budget`` bytes.
+
+    Depends only on (D, dtype), never on the chunking. Sub-blocks sit at global multiples of
+    this size, so any chunking whose edges are multiples of 8192 rows gives bitwise-identical
+    float32 products (float64 results agree to rounding for any chunking).
+    """
+    rows = budget // (n_components * np.dtype(dtype).itemsize)
+    return int(2 ** np.clip(np.floor(np.log2(max(rows, 1))), 8, 13))
+
+
+class RandomFeatureRidge(RegressorMixin, BaseEstimator):
+    """Kernel ridge regression with random Fourier features, fitted in one streamed pass.
+
+    The data are read once, chunk by chunk; each chunk contributes its feature statistics
+    ΦᵀΦ, Φᵀy, Σφ, Σy, Σy² (float64) to a tree reduction, and a D×D eigendecomposition gives the
+    coefficients, degrees of freedom and GCV for every α. Memory is O(D²), not O(n).
+
+    Parameters
+    ----------
+    kernel : {"rbf", "laplacian", "matern", "fourier"}, default="rbf"
+        Kernel approximated by the features; ``"fourier"`` is the fixed 1-D Fourier basis.
+    gamma : float, default=None
+        Bandwidth: rbf exp(-γ‖x-x'‖²), laplacian exp(-γ‖x-x'‖₁), matern ℓ = 1/√(2γ).
+        Default 1/n_features when ``length_scale`` is not given either.
+    length_scale : float or array-like of shape (n_features,), default=None
+        Alternative to ``gamma`` (rbf: γ = 1/(2ℓ²)); an array gives per-feature scales (ARD).
+    nu : {0.5, 1.5, 2.5}, default=1.5
+        Matérn smoothness.
+    n_components : int, default=100
+        Number of features D.
+    sampler : {"iid", "orthogonal"}, default="iid"
+        Orthogonal random features (rbf only) have lower variance.
+    form : {"cos", "cossin"}, default="cos"
+        √(2/D)·cos(ωᵀx + b), or paired √(2/D)·[cos ωᵀx, sin ωᵀx] with D/2 frequencies.
+    alpha : float, list of float or "gcv", default=1.0
+        Ridge penalty (scikit-learn's scaling: Σ squared errors + α‖β‖²). A list is searched by
+        generalized cross-validation; ``"gcv"`` searches a default grid. All from one pass.
+    fit_intercept : bool, default=True
+        Fit an unpenalized intercept by centring in feature space.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the feature map; the map depends on this seed, d, D and the kernel only.
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the features; every sum and solve is float64 regardless.
+    chunk_rows : int, default=None
+        Rows per dask chunk for numpy input (dask input keeps its chunks).
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_components,) or (n_targets, n_components)
+    intercept_ : float or ndarray of shape (n_targets,)
+    alpha_ : float
+        The penalty used (the GCV choice when several were given).
+    alphas_ : ndarray of shape (n_alphas,)
+    df_ : float
+        Effective degrees of freedom at ``alpha_`` (trace of the hat matrix, intercept included).
+    df_path_ : ndarray of shape (n_alphas,)
+    gcv_ : ndarray of shape (n_alphas,) or (n_alphas, n_targets)
+        Generalized cross-validation score per α.
+    feature_map_ : FeatureMap
+    n_features_in_ : int
+    n_samples_fit_ : int
+    """
+
+    def __init__(
+        self,
+        kernel="rbf",
+        *,
+        gamma=None,
+        length_scale=None,
+        nu=1.5,
+        n_components=100,
+        sampler="iid",
+        form="cos",
+        alpha=1.0,
+        fit_intercept=True,
+        random_state=None,
+        dtype="float64",
+        chunk_rows=None,
+    ):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.length_scale = length_scale
+        self.nu = nu
+        self.n_components = n_components
+        self.sampler = sampler
+        self.form = form
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.dtype = dtype
+        self.chunk_rows = chunk_rows
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags
+
+    # ----------------------------------------------------------------- parameters
+    def _check_params(self) -> None:
+        check_choice("kernel", self.kernel, KERNELS)
+        check_choice("sampler", self.sampler, SAMPLERS)
+        check_choice("form", self.form, FORMS)
+        check_choice("dtype", str(np.dtype(self.dtype)) if _is_dtype(self.dtype) else self.dtype, ("float32", "float64"))
+        if self.kernel == "matern":
+            check_choice("nu", self.nu, MATERN_NUS)
+        if isinstance(self.n_components, bool) or not isinstance(self.n_components, Integral) or self.n_components <= 0:
+            raise ParameterError(f"n_components must be a positive integer, got {self.n_components!r}")
+        if self.gamma is not None and (
+            isinstance(self.gamma, bool) or not isinstance(self.gamma, Real) or not np.isfinite(self.gamma) or self.gamma <= 0
+        ):
+            raise ParameterError(f"gamma must be a positive number or None, got {self.gamma!r}")
+        if self.chunk_rows is not None and (not isinstance(self.chunk_rows, Integral) or self.chunk_rows <= 0):
+            raise ParameterError(f"chunk_rows must be a positive integer or None, got {self.chunk_rows!r}")
+        resolve_alphas(self.alpha)
+
+    def _make_feature_map(self, n_features: int) -> FeatureMap:
+        seed = self.random_state
+        if not isinstance(seed, Integral) or isinstance(seed, bool):
+            seed = int(check_random_state(seed).randint(np.iinfo(np.int32).max))
+        return make_feature_map(
+            self.kernel, n_features, self.n_components, int(seed), gamma=self.gamma,
+            length_scale=self.length_scale, nu=self.nu, sampler=self.sampler, form=self.form,
+        )
+
+    # ----------------------------------------------------------------- data
+    def _as_dataset(self, X, y=None, *, reset: bool) -> tuple[Dataset, bool]:
+        """Validated dask data set and whether the input was dask (so output should be)."""
+        if isinstance(X, da.Array) or isinstance(y, da.Array):
+            ds = as_dataset(X, y)
+            if not reset:
+                self._check_n_features(ds.X.shape[1])
+            elif ds.X.shape[0] < 1:
+                raise DataError("X is empty")
+            return ds, True
+        X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32])
+        if y is not None:
+            # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
+            y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
+            check_consistent_length(X, y)
+        return as_dataset(X, y, chunk_rows=self.chunk_rows), False
+
+    def _check_n_features(self, d: int) -> None:
+        if d != self.n_features_in_:
+            raise DataError(
+                f"X has {d} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+
+    # ----------------------------------------------------------------- fit
+    def fit(self, X, y):
+        """Fit from numpy or dask arrays in one pass over the data.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        if y is None:
+            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        ds, _ = self._as_dataset(X, y, reset=True)
+        if isinstance(X, da.Array):
+            self.n_features_in_ = ds.X.shape[1]
+        fmap = self._make_feature_map(ds.X.shape[1])
+        (stats,) = compute(self.stats_graph(ds, fmap), label="fit")
+        return self._fit_from_stats(stats, fmap, y_ndim=ds.y.ndim)
+
+    def stats_graph(self, ds: Dataset, fmap: FeatureMap, weights=None):
+        """The delayed one-pass statistics of ``ds`` under ``fmap`` (for orchestrators)."""
+        Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
+        return stats_graph(ds.X, Y, fmap, weights=weights, dtype=str(np.dtype(self.dtype)),
+                           block_rows=feature_block_rows(fmap.n_components, self.dtype))
+
+    def _fit_from_stats(self, stats: SufficientStats, fmap: FeatureMap, y_ndim: int):
+        """Set the fitted attributes from one set of statistics."""
+        sol = solve_primal(stats, self.alpha, self.fit_intercept)
+        single = y_ndim == 1
+        self.feature_map_ = fmap
+        self.coef_ = sol.coef[:, 0].copy() if single else sol.coef.T.copy()
+        self.intercept_ = float(sol.intercept[0]) if single else sol.intercept.copy()
+        self.alpha_ = sol.alpha
+        self.alphas_ = sol.alphas
+        self.df_path_ = sol.df
+        self.df_ = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
+        self.gcv_ = sol.gcv[:, 0].copy() if single else sol.gcv
+        self.n_samples_fit_ = int(round(float(stats.n[0])))
+        self.n_features_in_ = fmap.n_features_in
+        logger.info("fitted %s: n=%s D=%d alpha=%.3g df=%.1f", type(self).__name__,
+                    f"{self.n_samples_fit_:,}", fmap.n_components, self.alpha_, self.df_)
+        return self
+
+    # ----------------------------------------------------------------- predict
+    def _coef_2d(self) -> tuple[np.ndarray, np.ndarray]:
+        coef = self.coef_[:, np.newaxis] if self.coef_.ndim == 1 else self.coef_.T
+        return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
+
+    def predict(self, X):
+        """Predict; numpy in gives numpy out, dask in gives a lazy dask array out.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self, "coef_")
+        coef, intercept = self._coef_2d()
+        dtype = str(np.dtype(self.dtype))
+        rows = feature_block_rows(self.feature_map_.n_components, dtype)
+        if isinstance(X, da.Array):
+            ds, _ = self._as_dataset(X, reset=False)
+            out = predict_graph(ds.X, self.feature_map_, coef, intercept, dtype=dtype, block_rows=rows)
+        else:
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            out = predict_block(self.feature_map_, X, coef, intercept, dtype=dtype, block_rows=rows)
+        return out[:, 0] if self.coef_.ndim == 1 else out
+
+    def predict_to_zarr(self, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
+        """Predict a dask/numpy X straight into a zarr array, chunk by chunk (out of core).
+
+        See :func:`bigkernel.models.predict_io.predict_to_zarr`.
+        """
+        from bigkernel.models.predict_io import predict_to_zarr
+
+        return predict_to_zarr(self, X, path, name=name, overwrite=overwrite)
+
+    # ----------------------------------------------------------------- persistence
+    def save(self, path: str, *, overwrite: bool = False) -> str:
+        """Save the fitted model as a zarr group with JSON metadata (no pickle)."""
+        from bigkernel.models.persist import save_model
+
+        return save_model(self, path, overwrite=overwrite)
+
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        check_is_fitted(self, "coef_")
+        fm = self.feature_map_
+        attrs = {
+            "feature_map": fm.to_metadata(),
+            "alpha_": self.alpha_, "df_": self.df_, "n_samples_fit_": self.n_samples_fit_,
+            "n_features_in_": self.n_features_in_, "single_output": self.coef_.ndim == 1,
+        }  # fmt: skip
+        arrays = {
+            "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
+            "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
+            "fmap_weights": fm.weights,
+        }  # fmt: skip
+        if fm.offsets is not None:
+            arrays["fmap_offsets"] = fm.offsets
+        return attrs, arrays
+
+    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        fm = FeatureMap.from_arrays(attrs["feature_map"], arrays["fmap_weights"], arrays.get("fmap_offsets"))
+        coef, intercept = arrays["coef"], arrays["intercept"]
+        if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
+            raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
+        single = bool(attrs["single_output"])
+        self.feature_map_ = fm
+        self.coef_ = coef[0] if single else coef
+        self.intercept_ = float(intercept[0]) if single else intercept
+        self.alpha_, self.df_ = float(attrs["alpha_"]), float(attrs["df_"])
+        self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
+        self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
+
+
+def _is_dtype(value) -> bool:
+    try:
+        np.dtype(value)
+        return True
+    except TypeError:
+        return False

@@ -1,0 +1,1 @@
+"""Layer 1: pure numerics on numpy blocks (kernels, feature maps, sums, solvers). No dask, no files."""

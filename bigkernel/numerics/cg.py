@@ -1,0 +1,295 @@
+"""Preconditioned conjugate gradients over a matvec callable, several right-hand sides at once.
+
+The solver never sees the kernel: it gets ``matvec(V) = A V`` for an ``(n, k)`` block ``V``
+(Falkon's ``solve(X0, B, mmv, ...)`` design). Column ``j`` solves ``(A + shift_j I) x_j = b_j``
+with its own CG recurrence (own step sizes), vectorised across columns, so one call can solve
+several targets and several ridge penalties α together: every matvec is shared. Columns that
+converge drop out of the active set and the matvec is then called on the remaining columns only.
+
+All arithmetic is float64, whatever ``matvec`` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.exceptions import ConvergenceWarning
+
+from bigkernel.errors import DataError, NotPSDError, ParameterError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CGResult", "conjugate_gradient"]
+
+Matvec = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class CGResult:
+    """Result of :func:`conjugate_gradient`.
+
+    For a 1-D right-hand side the per-column fields are scalars.
+
+    Attributes
+    ----------
+    x : ndarray of shape (n,) or (n, m)
+        Solutions.
+    n_iter : int or ndarray of shape (m,)
+        Iterations each column ran.
+    residual : float or ndarray of shape (m,)
+        Relative residual ``‖b − (A + shift I) x‖ / ‖b‖`` per column, from the CG recurrence
+        (refreshed with the true residual every ``recompute_every`` iterations).
+    converged : bool or ndarray of shape (m,)
+        ``residual <= tol``.
+    n_matvec : int
+        Calls of ``matvec`` (iterations plus residual recomputations), the cost that matters
+        when every matvec is a pass over the Gram matrix.
+    """
+
+    x: np.ndarray
+    n_iter: Any
+    residual: Any
+    converged: Any
+    n_matvec: int = 0
+
+
+class _Operator:
+    """``V ↦ A V + shift[cols] V`` with shape checks and a call counter."""
+
+    def __init__(self, matvec: Matvec, shift: np.ndarray | None, n: int) -> None:
+        self.matvec, self.shift, self.n, self.calls = matvec, shift, n, 0
+
+    def __call__(self, V: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        AV = np.asarray(self.matvec(V), dtype=np.float64)
+        if AV.shape != V.shape:
+            raise DataError(f"matvec returned shape {AV.shape}, expected {V.shape} (same as its input)")
+        if self.shift is not None:
+            AV = AV + V * self.shift[cols]
+        return AV
+
+
+def _preconditioner(preconditioner: Any, shift: np.ndarray | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Normalise the preconditioner argument to ``f(R, cols) ≈ (A + shift[cols] I)⁻¹ R``."""
+    if preconditioner is None:
+        return lambda R, cols: R
+    if shift is not None and hasattr(preconditioner, "apply_shifted"):
+        apply = lambda R, cols: preconditioner.apply_shifted(R, shift[cols])  # noqa: E731
+    elif hasattr(preconditioner, "apply"):
+        apply = lambda R, cols: preconditioner.apply(R)  # noqa: E731
+    elif callable(preconditioner):
+        apply = lambda R, cols: preconditioner(R)  # noqa: E731
+    else:
+        raise ParameterError(
+            "preconditioner must be None, a callable R -> M⁻¹R or an object with apply(R), "
+            f"found {type(preconditioner).__name__}"
+        )
+
+    def checked(R: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        Z = np.asarray(apply(R, cols), dtype=np.float64)
+        if Z.shape != R.shape:
+            raise DataError(f"preconditioner returned shape {Z.shape}, expected {R.shape}")
+        return Z
+
+    return checked
+
+
+def _column_shifts(shift: ArrayLike | None, m: int) -> np.ndarray | None:
+    if shift is None:
+        return None
+    s = np.asarray(shift, dtype=np.float64)
+    if s.ndim == 0:
+        s = np.full(m, float(s))
+    if s.shape != (m,):
+        raise ParameterError(f"shift must be a float or have shape ({m},) (one per column of B), found {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ParameterError(f"shift must be finite, found {s.tolist()}")
+    return s
+
+
+def _check_options(tol: float, max_iter: int | None, recompute_every: int, n: int) -> int:
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (tol > 0 and math.isfinite(tol)):
+        raise ParameterError(f"tol must be a finite float > 0, found {tol!r}")
+    for name, v in (("max_iter", max_iter), ("recompute_every", recompute_every)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
+            raise ParameterError(f"{name} must be a positive integer, found {v!r}")
+    return 10 * n if max_iter is None else int(max_iter)
+
+
+def _breakdown(what: str, values: np.ndarray, cols: np.ndarray, it: int) -> None:
+    """Raise NotPSDError if any of ``values`` (pᵀAp or rᵀz) is not > 0."""
+    bad = ~(values > 0)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise NotPSDError(
+            f"CG breakdown in column {int(cols[j])} at iteration {it}: {what} = {values[j]:.3g} "
+            "<= 0, so the operator"
+            + (" (A + shift I)" if what.startswith("p") else "'s preconditioner")
+            + " is not positive definite. Check the kernel with check_psd, increase alpha, or "
+            "use a PSD kernel / SPD preconditioner."
+        )
+
+
+def conjugate_gradient(
+    matvec: Matvec,
+    B: ArrayLike,
+    *,
+    preconditioner: Any = None,
+    x0: ArrayLike | None = None,
+    tol: float = 1e-6,
+    max_iter: int | None = None,
+    shift: ArrayLike | None = None,
+    recompute_every: int = 50,
+    callback: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
+) -> CGResult:
+    """Solve ``(A + shift_j I) x_j = b_j`` for every column ``j`` by preconditioned CG.
+
+    Parameters
+    ----------
+    matvec : callable
+        ``matvec(V) -> A V`` for ``V`` of shape ``(n, k)``, any ``1 <= k <= m`` (only the
+        columns still iterating are passed). ``A`` must be symmetric positive semi-definite.
+    B : array-like of shape (n,) or (n, m)
+        Right-hand sides.
+    preconditioner : callable or object, optional
+        Approximates ``(A + shift I)⁻¹``; must be symmetric positive definite. Used as
+        ``M.apply_shifted(R, shift_cols)`` when ``shift`` is given and ``M`` has that method
+        (:class:`~bigkernel.numerics.precond.LowRankPreconditioner` does: then column ``j``
+        gets the exact low-rank preconditioner for its own ``shift_j``), else ``M.apply(R)``,
+        else ``M(R)``. A preconditioner built for one α is still valid for other shifts (it
+        is SPD, so CG converges to the right answer) but is less effective the further the
+        shift is from the α it was built for.
+    x0 : array-like of shape (n,) or (n, m), optional
+        Initial guess (zeros by default).
+    tol : float, default=1e-6
+        Stop a column when ``‖b − (A + shift I)x‖ / ‖b‖ <= tol``.
+    max_iter : int, optional
+        Iterations per column; default ``10 * n`` (as scipy's ``cg``).
+    shift : float or array-like of shape (m,), optional
+        Per-column diagonal shift, e.g. several ridge penalties α with ``matvec = K``.
+    recompute_every : int, default=50
+        Replace the recursive residual by the true ``b − (A + shift I)x`` (one extra matvec)
+        every this many iterations, to stop round-off drift.
+    callback : callable, optional
+        ``callback(n_iter, X, residual)`` after each iteration with the current ``(n, m)``
+        solutions and ``(m,)`` relative residuals (read-only views).
+
+    Returns
+    -------
+    CGResult
+
+    Raises
+    ------
+    NotPSDError
+        Breakdown: ``pᵀ(A + shift I)p <= 0`` (the operator is not positive definite) or
+        ``rᵀM⁻¹r <= 0`` (the preconditioner is not); the message names column and iteration.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When some column has not reached ``tol`` after ``max_iter`` iterations; the message
+        gives the iterations and the relative residuals.
+    """
+    Bm = np.asarray(B, dtype=np.float64)
+    squeeze = Bm.ndim == 1
+    if squeeze:
+        Bm = Bm[:, None]
+    if Bm.ndim != 2 or Bm.shape[0] == 0 or Bm.shape[1] == 0:
+        raise DataError(f"B must have shape (n,) or (n, m) with n, m >= 1, found {np.shape(B)}")
+    n, m = Bm.shape
+    max_iter = _check_options(tol, max_iter, recompute_every, n)
+    shifts = _column_shifts(shift, m)
+    op = _Operator(matvec, shifts, n)
+    prec = _preconditioner(preconditioner, shifts)
+
+    X = np.zeros((n, m)) if x0 is None else _initial(x0, Bm.shape, squeeze)
+    all_cols = np.arange(m)
+    R = Bm.copy() if x0 is None else Bm - op(X, all_cols)
+    b_norm = np.linalg.norm(Bm, axis=0)
+    # a zero right-hand side has the zero solution: report it converged with residual 0
+    safe_norm = np.where(b_norm > 0, b_norm, 1.0)
+    zero_b = b_norm == 0
+    X[:, zero_b] = 0.0
+    R[:, zero_b] = 0.0
+    residual = np.linalg.norm(R, axis=0) / safe_norm
+    converged = residual <= tol
+    n_iter = np.zeros(m, dtype=np.int64)
+
+    active = np.flatnonzero(~converged)
+    P = np.zeros((n, m))
+    rz = np.zeros(m)
+    if active.size:
+        Z = prec(R[:, active], active)
+        _breakdown("rᵀM⁻¹r", np.einsum("ij,ij->j", R[:, active], Z), active, 0)
+        P[:, active] = Z
+        rz[active] = np.einsum("ij,ij->j", R[:, active], Z)
+
+    it = 0
+    while active.size and it < max_iter:
+        it += 1
+        Pa = P[:, active]
+        APa = op(Pa, active)
+        pAp = np.einsum("ij,ij->j", Pa, APa)
+        _breakdown("pᵀAp", pAp, active, it)
+        step = rz[active] / pAp
+        X[:, active] += Pa * step
+        if it % recompute_every == 0:
+            Ra = Bm[:, active] - op(X[:, active], active)
+        else:
+            Ra = R[:, active] - APa * step
+        R[:, active] = Ra
+        residual[active] = np.linalg.norm(Ra, axis=0) / safe_norm[active]
+        n_iter[active] = it
+        done = residual[active] <= tol
+        converged[active[done]] = True
+        if callback is not None:
+            callback(it, X, residual)
+        active = active[~done]
+        if not active.size:
+            break
+        Ra = R[:, active]
+        Z = prec(Ra, active)
+        rz_new = np.einsum("ij,ij->j", Ra, Z)
+        _breakdown("rᵀM⁻¹r", rz_new, active, it)
+        P[:, active] = Z + P[:, active] * (rz_new / rz[active])
+        rz[active] = rz_new
+
+    _report(n_iter, residual, converged, tol, max_iter, op.calls)
+    if squeeze:
+        return CGResult(X[:, 0], int(n_iter[0]), float(residual[0]), bool(converged[0]), op.calls)
+    return CGResult(X, n_iter, residual, converged, op.calls)
+
+
+def _initial(x0: ArrayLike, shape: tuple[int, int], squeeze: bool) -> np.ndarray:
+    X = np.array(x0, dtype=np.float64)  # a copy: CG updates it in place
+    if squeeze and X.ndim == 1:
+        X = X[:, None]
+    if X.shape != shape:
+        raise DataError(f"x0 must have the shape of B, {shape if not squeeze else shape[:1]}, found {np.shape(x0)}")
+    return X
+
+
+def _report(n_iter: np.ndarray, residual: np.ndarray, converged: np.ndarray, tol: float, max_iter: int, calls: int) -> None:
+    if converged.all():
+        logger.info(
+            "CG converged: %d right-hand side(s), at most %d iterations, %d matvecs, max relative residual %.3g",
+            len(n_iter), int(n_iter.max(initial=0)), calls, float(residual.max(initial=0.0)),
+        )
+        return
+    bad = np.flatnonzero(~converged)
+    shown = ", ".join(f"column {j}: {residual[j]:.3g}" for j in bad[:5]) + (", ..." if bad.size > 5 else "")
+    warnings.warn(
+        f"CG did not converge for {bad.size} of {len(n_iter)} right-hand side(s) after "
+        f"{max_iter} iterations: relative residual {shown} > tol={tol:g}. Increase max_iter, "
+        "loosen tol, increase alpha, or use (a higher-rank) preconditioner.",
+        ConvergenceWarning,
+        stacklevel=3,
+    )

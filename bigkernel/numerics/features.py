@@ -1,0 +1,262 @@
+"""Random-feature maps on numpy blocks (layer 1: no dask, no files).
+
+A map is fixed by ``(kernel, n_features_in, n_components, seed, ...)`` alone: the frequencies are
+drawn once, in float64, from ``numpy.random.default_rng(seed)``, so the features of a row never
+depend on how the data is chunked.
+
+Kernels and their spectral samplers (Rahimi & Recht 2007), with unit length scale ``ℓ = 1``
+after dividing inputs by ``ℓ`` (per feature for ARD):
+
+- ``rbf``: k(x, x') = exp(-‖x - x'‖² / (2ℓ²)) = exp(-γ‖x - x'‖²), γ = 1/(2ℓ²);
+  frequencies ω ~ N(0, I/ℓ²). ``sampler="orthogonal"`` gives orthogonal random features
+  (Yu et al. 2016): QR-orthogonalised Gaussian blocks with χ(d)-distributed row norms.
+- ``laplacian``: k = exp(-γ‖x - x'‖₁) with γ = 1/ℓ; ω_j iid Cauchy(0, γ).
+- ``matern`` with ν ∈ {0.5, 1.5, 2.5}: scikit-learn's Matérn with length scale ℓ (``gamma`` means
+  ℓ = 1/√(2γ), matching the rbf limit ν → ∞); ω ~ multivariate t with 2ν degrees of freedom,
+  scaled by 1/ℓ.
+- ``fourier``: the fixed 1-D basis of the lecture notes, φ(x) = D^(-1/2) [cos 2πjx, sin 2πjx] for
+  j = 1..D/2; it has no random part and no bandwidth.
+
+Forms: ``"cos"``: φ(x) = √(2/D) cos(ωᵀx + b), b ~ U(0, 2π), D frequencies; ``"cossin"``:
+φ(x) = √(2/D) [cos ωᵀx, sin ωᵀx] with D/2 frequencies (lower variance, D must be even).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bigkernel._checks import check_choice
+from bigkernel.errors import DataError, ParameterError
+
+KERNELS = ("rbf", "laplacian", "matern", "fourier")
+SAMPLERS = ("iid", "orthogonal")
+FORMS = ("cos", "cossin")
+MATERN_NUS = (0.5, 1.5, 2.5)
+
+
+def length_scale_from_gamma(kernel: str, gamma: float) -> float:
+    """Convert the ``gamma`` of a kernel to its length scale ``ℓ``.
+
+    rbf and matern: γ = 1/(2ℓ²); laplacian: γ = 1/ℓ.
+    """
+    if kernel == "laplacian":
+        return 1.0 / gamma
+    return 1.0 / math.sqrt(2.0 * gamma)
+
+
+def gamma_from_length_scale(kernel: str, length_scale: float) -> float:
+    """Inverse of :func:`length_scale_from_gamma`."""
+    if kernel == "laplacian":
+        return 1.0 / length_scale
+    return 1.0 / (2.0 * length_scale**2)
+
+
+def _unit_frequencies(
+    kernel: str, sampler: str, nu: float, d: int, m: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Frequencies of the unit-length-scale kernel, shape (d, m), float64."""
+    if kernel == "rbf" and sampler == "orthogonal":
+        blocks = []
+        for _ in range(-(-m // d)):
+            q, r = np.linalg.qr(rng.standard_normal((d, d)))
+            q = q * np.sign(np.diag(r))  # make the QR factor unique (Haar-distributed)
+            norms = np.sqrt(rng.chisquare(d, size=d))
+            blocks.append(q * norms[np.newaxis, :])
+        return np.concatenate(blocks, axis=1)[:, :m]
+    if kernel == "rbf":
+        return rng.standard_normal((d, m))
+    if kernel == "laplacian":
+        return rng.standard_cauchy((d, m))
+    if kernel == "matern":
+        z = rng.standard_normal((d, m))
+        u = rng.chisquare(2.0 * nu, size=m)
+        return z * np.sqrt(2.0 * nu / u)[np.newaxis, :]
+    raise ParameterError(f"no spectral sampler for kernel {kernel!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureMap:
+    """A fitted feature map: frequencies ``weights`` (d, m) and offsets ``offsets`` (m,).
+
+    Build one with :func:`make_feature_map`; restore one from saved arrays with
+    :meth:`from_arrays`. :meth:`transform_unscaled` returns features without the constant
+    factor :attr:`scale`, so hot loops can fold that factor into the (small) sums instead of
+    multiplying the (large) feature block.
+    """
+
+    kernel: str
+    n_features_in: int
+    n_components: int
+    form: str
+    weights: np.ndarray
+    offsets: np.ndarray | None
+    scale: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def transform_unscaled(self, X: np.ndarray, dtype: np.dtype | str = np.float64) -> np.ndarray:
+        """Features of the rows of ``X`` divided by :attr:`scale`, shape (n, n_components).
+
+        The argument ``Xω + b`` is formed in float64 (cheap: d is small) and only the cosine,
+        the expensive part, runs in ``dtype``, so float32 features lose no accuracy to a
+        rounded argument.
+        """
+        dtype = np.dtype(dtype)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in:
+            raise DataError(
+                f"X has {X.shape[1] if X.ndim == 2 else X.shape} features, but the feature map "
+                f"expects {self.n_features_in}; pass data with the same columns as in fit"
+            )
+        z = np.asarray(X, dtype=np.float64) @ self.weights
+        if self.offsets is not None:
+            z += self.offsets
+        z = z.astype(dtype, copy=False)
+        if self.form == "cos":
+            return np.cos(z, out=z)
+        out = np.empty((z.shape[0], 2 * z.shape[1]), dtype=dtype)
+        np.cos(z, out=out[:, : z.shape[1]])
+        np.sin(z, out=out[:, z.shape[1] :])
+        return out
+
+    def transform(self, X: np.ndarray, dtype: np.dtype | str = np.float64) -> np.ndarray:
+        """Features φ(x) of the rows of ``X``, shape (n, n_components)."""
+        phi = self.transform_unscaled(X, dtype)
+        phi *= phi.dtype.type(self.scale)
+        return phi
+
+    def to_metadata(self) -> dict[str, Any]:
+        """JSON-able description (arrays are saved separately by the persistence layer)."""
+        return {
+            "kernel": self.kernel,
+            "n_features_in": self.n_features_in,
+            "n_components": self.n_components,
+            "form": self.form,
+            "scale": self.scale,
+            "params": self.params,
+        }
+
+    @classmethod
+    def from_arrays(
+        cls, meta: dict[str, Any], weights: np.ndarray, offsets: np.ndarray | None
+    ) -> FeatureMap:
+        """Rebuild a map from :meth:`to_metadata` output and its saved arrays."""
+        weights = np.asarray(weights, dtype=np.float64)
+        d, m = int(meta["n_features_in"]), int(meta["n_components"])
+        n_freq = m // 2 if meta["form"] == "cossin" else m
+        if weights.shape != (d, n_freq):
+            raise DataError(
+                f"feature-map weights have shape {weights.shape}, expected {(d, n_freq)}"
+            )
+        return cls(
+            kernel=meta["kernel"],
+            n_features_in=d,
+            n_components=m,
+            form=meta["form"],
+            weights=weights,
+            offsets=None if offsets is None else np.asarray(offsets, dtype=np.float64),
+            scale=float(meta["scale"]),
+            params=dict(meta.get("params", {})),
+        )
+
+
+def make_feature_map(
+    kernel: str,
+    n_features_in: int,
+    n_components: int,
+    seed: int,
+    *,
+    gamma: float | None = None,
+    length_scale: float | np.ndarray | None = None,
+    nu: float = 1.5,
+    sampler: str = "iid",
+    form: str = "cos",
+) -> FeatureMap:
+    """Draw a feature map approximating ``kernel`` with ``n_components`` features.
+
+    Parameters
+    ----------
+    kernel : {"rbf", "laplacian", "matern", "fourier"}
+    n_features_in : int
+        Input dimension d.
+    n_components : int
+        Number of features D (even for ``form="cossin"`` and ``kernel="fourier"``).
+    seed : int
+        Fixes the frequencies and offsets.
+    gamma, length_scale : float, optional
+        Bandwidth, one or the other; ``length_scale`` may be an array of shape (d,) (ARD).
+        Default: γ = 1/d.
+    nu : {0.5, 1.5, 2.5}, default=1.5
+        Matérn smoothness.
+    sampler : {"iid", "orthogonal"}, default="iid"
+        Orthogonal random features are available for ``rbf`` only.
+    form : {"cos", "cossin"}, default="cos"
+
+    Returns
+    -------
+    FeatureMap
+    """
+    check_choice("kernel", kernel, KERNELS)
+    check_choice("sampler", sampler, SAMPLERS)
+    check_choice("form", form, FORMS)
+    d, m = int(n_features_in), int(n_components)
+    if m <= 0:
+        raise ParameterError(f"n_components must be a positive integer, got {n_components!r}")
+    if kernel == "fourier":
+        return _fourier_basis(d, m)
+    if kernel == "matern" and nu not in MATERN_NUS:
+        raise ParameterError(f"nu must be one of {MATERN_NUS} for the matern kernel, got {nu!r}")
+    if sampler == "orthogonal" and kernel != "rbf":
+        raise ParameterError(
+            f"sampler='orthogonal' is implemented for kernel='rbf' only, got kernel={kernel!r}; "
+            "use sampler='iid'"
+        )
+    if form == "cossin" and m % 2:
+        raise ParameterError(f"form='cossin' needs an even n_components, got {m}")
+    ell = _resolve_length_scale(kernel, d, gamma, length_scale)
+
+    rng = np.random.default_rng(seed)
+    n_freq = m // 2 if form == "cossin" else m
+    weights = _unit_frequencies(kernel, sampler, nu, d, n_freq, rng) / ell[:, np.newaxis]
+    offsets = rng.uniform(0.0, 2.0 * math.pi, size=n_freq) if form == "cos" else None
+    params: dict[str, Any] = {
+        "length_scale": ell.tolist() if ell.size > 1 and np.ptp(ell) > 0 else float(ell[0]),
+        "nu": float(nu),
+        "sampler": sampler,
+        "seed": int(seed),
+    }
+    return FeatureMap(kernel, d, m, form, weights, offsets, math.sqrt(2.0 / m), params)
+
+
+def _fourier_basis(d: int, m: int) -> FeatureMap:
+    if d != 1:
+        raise DataError(
+            f"kernel='fourier' is the fixed 1-D Fourier basis and needs X with 1 feature, got {d}"
+        )
+    if m % 2:
+        raise ParameterError(f"kernel='fourier' needs an even n_components, got {m}")
+    freqs = 2.0 * math.pi * np.arange(1, m // 2 + 1, dtype=np.float64)[np.newaxis, :]
+    return FeatureMap("fourier", 1, m, "cossin", freqs, None, 1.0 / math.sqrt(m), {})
+
+
+def _resolve_length_scale(
+    kernel: str, d: int, gamma: float | None, length_scale: float | np.ndarray | None
+) -> np.ndarray:
+    if gamma is not None and length_scale is not None:
+        raise ParameterError("give gamma or length_scale, not both")
+    if length_scale is None:
+        gamma = 1.0 / d if gamma is None else gamma
+        if not (np.isscalar(gamma) and np.isfinite(gamma) and gamma > 0):
+            raise ParameterError(f"gamma must be a positive finite number, got {gamma!r}")
+        return np.full(d, length_scale_from_gamma(kernel, float(gamma)))
+    ell = np.atleast_1d(np.asarray(length_scale, dtype=np.float64))
+    if ell.ndim != 1 or ell.size not in (1, d):
+        raise ParameterError(
+            f"length_scale must be a number or have one entry per feature ({d}), "
+            f"got shape {ell.shape}"
+        )
+    if not np.all(np.isfinite(ell) & (ell > 0)):
+        raise ParameterError(f"length_scale must be positive and finite, got {length_scale!r}")
+    return np.broadcast_to(ell, (d,)).copy()

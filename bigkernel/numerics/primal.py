@@ -1,0 +1,142 @@
+"""Primal ridge solve from sufficient statistics (layer 1).
+
+Objective (scikit-learn's scaling): Σ (yᵢ - φᵢᵀβ - b)² + α‖β‖², intercept b unpenalized.
+
+With ``fit_intercept`` the system is centred in feature space from the one-pass sums
+(kernel-regression-with-bias post): ΦcᵀΦc = ΦᵀΦ - n μμᵀ, Φcᵀyc = Φᵀy - n μ ȳᵀ, b = ȳ - μᵀβ.
+One eigendecomposition ΦcᵀΦc = V diag(s) Vᵀ then gives, for every α at once,
+
+    β(α) = V (z / (s + α)),  z = Vᵀ Φcᵀyc
+    df(α) = [1 if intercept] + Σ s / (s + α)                  (trace of the hat matrix)
+    RSS(α) = ycᵀyc - Σ z² (s + 2α) / (s + α)²
+    GCV(α) = n · RSS(α) / (n - df(α))²
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from bigkernel.errors import DataError, ParameterError
+from bigkernel.numerics.sums import SufficientStats
+
+#: default relative α grid for ``alpha="gcv"``: multiples of the mean eigenvalue of ΦcᵀΦc
+GCV_GRID = np.logspace(-9, 1, 41)
+
+
+@dataclass(frozen=True)
+class EigenPath:
+    """Eigendecomposition of a (centred) primal system, reusable for any α."""
+
+    eigvals: np.ndarray  # (D,), clipped at 0
+    eigvecs: np.ndarray  # (D, D)
+    z: np.ndarray  # (D, k) = Vᵀ Φcᵀ yc
+    mean_phi: np.ndarray  # (D,) μ (zeros without intercept)
+    mean_y: np.ndarray  # (k,) ȳ (zeros without intercept)
+    yy: np.ndarray  # (k,) ycᵀyc
+    n: float
+    fit_intercept: bool
+
+    def coef(self, alpha: float) -> np.ndarray:
+        """β(α), shape (D, k)."""
+        return self.eigvecs @ (self.z / (self.eigvals + alpha)[:, np.newaxis])
+
+    def intercept(self, coef: np.ndarray) -> np.ndarray:
+        """b = ȳ - μᵀβ, shape (k,)."""
+        return self.mean_y - self.mean_phi @ coef
+
+    def df(self, alphas: np.ndarray) -> np.ndarray:
+        """Effective degrees of freedom (trace of the hat matrix), shape (A,)."""
+        s = self.eigvals
+        return float(self.fit_intercept) + (s / (s + np.asarray(alphas)[:, np.newaxis])).sum(axis=1)
+
+    def rss(self, alphas: np.ndarray) -> np.ndarray:
+        """Training residual sum of squares from the sums, shape (A, k)."""
+        s = self.eigvals[np.newaxis, :, np.newaxis]
+        a = np.asarray(alphas, dtype=np.float64)[:, np.newaxis, np.newaxis]
+        explained = (self.z[np.newaxis] ** 2 * (s + 2 * a) / (s + a) ** 2).sum(axis=1)
+        # clip: RSS is a difference of sums and may round just below zero
+        return np.maximum(self.yy[np.newaxis, :] - explained, 0.0)
+
+    def gcv(self, alphas: np.ndarray) -> np.ndarray:
+        """Generalized cross-validation score n·RSS/(n - df)², shape (A, k); inf where df >= n."""
+        resid_df = (self.n - self.df(alphas))[:, np.newaxis]
+        safe = np.where(resid_df > 0, resid_df, 1.0)
+        return np.where(resid_df > 0, self.n * self.rss(alphas) / safe**2, np.inf)
+
+
+def centred_system(
+    stats: SufficientStats, fit_intercept: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """(G, b, yy, μ, ȳ, n) of the single set in ``stats``, centred if ``fit_intercept``."""
+    if stats.n.shape[0] != 1:
+        raise ValueError("centred_system expects statistics of one set; use stats.select(i)")
+    n = float(stats.n[0])
+    if n <= 0:
+        raise DataError("no rows to fit: the training set is empty (or all weights are zero)")
+    G, b, yy = stats.gram[0], stats.phi_y[0], stats.sum_yy[0]
+    D, k = b.shape
+    if not fit_intercept:
+        return G, b, yy, np.zeros(D), np.zeros(k), n
+    mu, ybar = stats.sum_phi[0] / n, stats.sum_y[0] / n
+    return G - n * np.outer(mu, mu), b - n * np.outer(mu, ybar), yy - n * ybar**2, mu, ybar, n
+
+
+def eigen_path(stats: SufficientStats, fit_intercept: bool = True) -> EigenPath:
+    """Eigendecompose the centred system of ``stats`` (one set) once, for any α."""
+    G, b, yy, mu, ybar, n = centred_system(stats, fit_intercept)
+    G = 0.5 * (G + G.T)  # exact symmetry; float32 block products are symmetric only to rounding
+    s, V = scipy.linalg.eigh(G, driver="evd", check_finite=False)
+    return EigenPath(np.maximum(s, 0.0), V, V.T @ b, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept)
+
+
+def resolve_alphas(alpha, path: EigenPath | None = None) -> tuple[np.ndarray, bool]:
+    """Turn an ``alpha`` parameter into a grid; returns (alphas, select_by_gcv).
+
+    ``alpha`` may be a positive number, a sequence of positive numbers (selected by GCV) or
+    ``"gcv"`` (a default log grid relative to the mean eigenvalue of the centred system).
+    """
+    if isinstance(alpha, str):
+        if alpha != "gcv":
+            raise ParameterError(f"alpha must be a positive number, a list of them or 'gcv', got {alpha!r}")
+        if path is None:
+            return GCV_GRID.copy(), True
+        scale = max(float(path.eigvals.mean()), np.finfo(float).tiny)
+        return GCV_GRID * scale, True
+    arr = np.atleast_1d(np.asarray(alpha, dtype=object))
+    try:
+        arr = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ParameterError(f"alpha must be a positive number, a list of them or 'gcv', got {alpha!r}") from None
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr) & (arr > 0)):
+        raise ParameterError(f"alpha must be positive and finite, got {alpha!r}; use e.g. alpha=1.0e-3")
+    return arr, arr.size > 1
+
+
+@dataclass(frozen=True)
+class PrimalSolution:
+    """Coefficients for the chosen α and the whole path's diagnostics."""
+
+    coef: np.ndarray  # (D, k)
+    intercept: np.ndarray  # (k,)
+    alpha: float
+    alphas: np.ndarray  # (A,)
+    df: np.ndarray  # (A,)
+    gcv: np.ndarray  # (A, k)
+
+
+def solve_primal(stats: SufficientStats, alpha="gcv", fit_intercept: bool = True) -> PrimalSolution:
+    """Solve the ridge problem of ``stats`` for ``alpha`` (number, list or ``"gcv"``).
+
+    When several α are given the one with the smallest GCV (averaged over targets, as
+    scikit-learn's RidgeCV does by default) is chosen.
+    """
+    resolve_alphas(alpha)  # validate before the eigendecomposition
+    path = eigen_path(stats, fit_intercept)
+    alphas, select = resolve_alphas(alpha, path)
+    gcv = path.gcv(alphas)
+    best = int(np.argmin(gcv.mean(axis=1))) if select else 0
+    coef = path.coef(float(alphas[best]))
+    return PrimalSolution(coef, path.intercept(coef), float(alphas[best]), alphas, path.df(alphas), gcv)

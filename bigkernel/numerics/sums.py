@@ -1,0 +1,176 @@
+"""Sufficient statistics of a ridge problem on a block of rows (layer 1).
+
+For features Φ (rows × D), targets Y (rows × k) and m weight vectors w (m × rows; 0/1 masks for
+holdout or folds, multinomial counts for bootstrap replicates), the statistics of set ``i`` are
+
+    n = Σ w,  Σφ = Φᵀw,  Σy = Yᵀw,  Σy² = (Y²)ᵀw,  ΦᵀWΦ,  ΦᵀWY
+
+all float64. They add across blocks, so a whole data set reduces to one small object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bigkernel.errors import NonFiniteError
+from bigkernel.numerics.features import FeatureMap
+
+
+@dataclass
+class SufficientStats:
+    """Summed statistics of ``m`` weighted row sets; every array has leading axis ``m``.
+
+    Attributes
+    ----------
+    n : ndarray of shape (m,)
+    sum_phi : ndarray of shape (m, D)
+    sum_y, sum_yy : ndarray of shape (m, k)
+    gram : ndarray of shape (m, D, D)
+    phi_y : ndarray of shape (m, D, k)
+    """
+
+    n: np.ndarray
+    sum_phi: np.ndarray
+    sum_y: np.ndarray
+    sum_yy: np.ndarray
+    gram: np.ndarray
+    phi_y: np.ndarray
+
+    @classmethod
+    def zeros(cls, m: int, n_components: int, n_targets: int) -> SufficientStats:
+        """All-zero statistics, the identity of ``+``."""
+        D, k = n_components, n_targets
+        return cls(
+            np.zeros(m), np.zeros((m, D)), np.zeros((m, k)), np.zeros((m, k)),
+            np.zeros((m, D, D)), np.zeros((m, D, k)),
+        )  # fmt: skip
+
+    def __add__(self, other: SufficientStats) -> SufficientStats:
+        return SufficientStats(
+            self.n + other.n,
+            self.sum_phi + other.sum_phi,
+            self.sum_y + other.sum_y,
+            self.sum_yy + other.sum_yy,
+            self.gram + other.gram,
+            self.phi_y + other.phi_y,
+        )
+
+    def __iadd__(self, other: SufficientStats) -> SufficientStats:
+        self.n += other.n
+        self.sum_phi += other.sum_phi
+        self.sum_y += other.sum_y
+        self.sum_yy += other.sum_yy
+        self.gram += other.gram
+        self.phi_y += other.phi_y
+        return self
+
+    def select(self, i: int) -> SufficientStats:
+        """Statistics of set ``i`` alone (leading axis kept, of length 1)."""
+        s = slice(i, i + 1)
+        return SufficientStats(
+            self.n[s], self.sum_phi[s], self.sum_y[s], self.sum_yy[s], self.gram[s], self.phi_y[s]
+        )
+
+    def total(self) -> SufficientStats:
+        """Statistics of the union of all sets (sum over the leading axis)."""
+        return SufficientStats(
+            *(a.sum(axis=0, keepdims=True) for a in
+              (self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y))
+        )  # fmt: skip
+
+
+def check_finite(X: np.ndarray, y: np.ndarray, start: int) -> None:
+    """Raise :class:`NonFiniteError` naming the first offending row if X or y has NaN/inf."""
+    for name, a in (("X", X), ("y", y)):
+        if not np.isfinite(a).all():
+            bad = ~np.isfinite(a.reshape(a.shape[0], -1)).all(axis=1)
+            first = start + int(np.argmax(bad))
+            stop = start + a.shape[0]
+            raise NonFiniteError(
+                f"{name} contains NaN or inf in rows [{start}, {stop}) — first at row {first} "
+                f"({int(bad.sum())} bad rows in that range); remove or impute those rows "
+                "before fitting"
+            )
+
+
+def block_stats(
+    fmap: FeatureMap,
+    X: np.ndarray,
+    Y: np.ndarray,
+    start: int,
+    *,
+    weights=None,
+    dtype: np.dtype | str = np.float64,
+    block_rows: int = 8192,
+) -> SufficientStats:
+    """Statistics of rows ``[start, start + len(X))`` of a data set.
+
+    Parameters
+    ----------
+    fmap : FeatureMap
+    X : ndarray of shape (rows, d)
+    Y : ndarray of shape (rows, k)
+    start : int
+        Global index of the first row (for weights and error messages).
+    weights : callable, optional
+        ``weights(start, stop) -> ndarray (m, stop - start)`` giving m weight vectors; default one
+        set of unit weights.
+    dtype : float32 or float64
+        Precision of the features and of the within-sub-block products.
+    block_rows : int
+        Rows are processed in sub-blocks aligned to global multiples of ``block_rows``, which
+        bounds the feature memory to ``block_rows × D`` and makes each sub-block's product the
+        same for any chunking whose boundaries are multiples of ``block_rows``.
+
+    Returns
+    -------
+    SufficientStats
+    """
+    check_finite(X, Y, start)
+    stop = start + X.shape[0]
+    W = None if weights is None else np.asarray(weights(start, stop), dtype=np.float64)
+    m = 1 if W is None else W.shape[0]
+    acc = SufficientStats.zeros(m, fmap.n_components, Y.shape[1])
+    # sub-block edges at global multiples of block_rows, so a sub-block does not depend on the chunk
+    first = -(-start // block_rows) * block_rows
+    edges = sorted({start, stop, *range(first, stop, block_rows)})
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        rows = slice(lo - start, hi - start)
+        phi = fmap.transform_unscaled(X[rows], dtype)
+        y = np.asarray(Y[rows], dtype=np.float64)
+        _accumulate(acc, phi, y, None if W is None else W[:, rows])
+    # fold the constant feature scale into the small sums rather than the big blocks
+    c = fmap.scale
+    acc.sum_phi *= c
+    acc.gram *= c * c
+    acc.phi_y *= c
+    return acc
+
+
+def _accumulate(acc: SufficientStats, phi: np.ndarray, y: np.ndarray, W: np.ndarray | None) -> None:
+    if W is None:
+        acc.n[0] += phi.shape[0]
+        acc.sum_phi[0] += phi.sum(axis=0, dtype=np.float64)
+        acc.sum_y[0] += y.sum(axis=0)
+        acc.sum_yy[0] += (y * y).sum(axis=0)
+        acc.gram[0] += phi.T @ phi  # numpy dispatches AᵀA to BLAS syrk
+        acc.phi_y[0] += phi.T @ y.astype(phi.dtype, copy=False)
+        return
+    for i, w in enumerate(W):
+        keep = np.flatnonzero(w)
+        if keep.size == 0:
+            continue
+        wk = w[keep]
+        p, yk = phi[keep], y[keep]
+        acc.n[i] += wk.sum()
+        acc.sum_phi[i] += wk.astype(p.dtype) @ p
+        acc.sum_y[i] += wk @ yk
+        acc.sum_yy[i] += wk @ (yk * yk)
+        if np.all(wk == 1.0):
+            acc.gram[i] += p.T @ p
+        else:
+            ps = p * np.sqrt(wk, dtype=np.float64).astype(p.dtype)[:, np.newaxis]
+            acc.gram[i] += ps.T @ ps
+        acc.phi_y[i] += p.T @ (wk[:, np.newaxis] * yk).astype(p.dtype, copy=False)
