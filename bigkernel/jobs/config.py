@@ -14,9 +14,9 @@ Reading
 Validation
     Unknown keys at any level are errors that name the full dotted key (``model.n_compnents``),
     suggest close matches and list the valid keys. Wrong types name the key, the expected type and
-    the value found. Booleans are not numbers. A number YAML 1.1 reads as text (``1e-3``, ``1E5``,
-    ``1.0e3`` — the YAML 1.1 float needs a decimal point and a signed exponent) is an error telling
-    the user what to write (``1.0e-3``); it is never converted silently.
+    the value found. Booleans are not numbers. A number YAML 1.1 reads as text (``1e-3``,
+    ``1E5``, ``1.0e3`` — the YAML 1.1 float needs a decimal point and a signed exponent) is an
+    error telling the user what to write (``1.0e-3``); it is never converted silently.
 All problems at once
     Every field is checked and all problems are reported together in one ``ConfigError``, one line
     each, as ``<file>:<line>: <dotted.key>: <message>``. Checks that relate several fields (for
@@ -138,7 +138,7 @@ class MakeDataConfig:
         Standard deviation of the Gaussian noise added to y, >= 0.
     seed : int, default=the job's ``seed``
         Seed of the generator, >= 0.
-    chunk_rows : int, default=100_000
+    chunk_rows : int, default=131_072
         Rows per written chunk, > 0.
     path : str
         Resolved location of the zarr group the data is written to (arrays ``X`` and ``y``);
@@ -150,7 +150,7 @@ class MakeDataConfig:
     n_features: int = 10
     noise: float = 1.0
     seed: int = 0
-    chunk_rows: int = 100_000
+    chunk_rows: int = 131_072
     path: str
 
     @property
@@ -675,7 +675,8 @@ def _yaml_error_message(exc: yaml.MarkedYAMLError, shown: str) -> str:
     """Format a YAML scanner/parser/constructor error as ``file:line:column: problem``."""
     mark = exc.problem_mark or exc.context_mark
     where = f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark else shown
-    kind = "YAML error" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
+    is_syntax = not isinstance(exc, yaml.constructor.ConstructorError)
+    kind = "YAML syntax error" if is_syntax else "YAML error"
     message = f"{where}: {kind}: {exc.problem or exc.context}"
     if exc.context and exc.problem and exc.context_mark:
         message += f" ({exc.context}, line {exc.context_mark.line + 1})"
@@ -842,7 +843,7 @@ def _choice(options: Sequence[str], *, upper: bool = False) -> Check:
             _fail(expected, value)
         word = value.upper() if upper else value
         if word not in options:
-            close = difflib.get_close_matches(word, options, n=1)
+            close = difflib.get_close_matches(word if upper else word.lower(), options, n=1)
             _fail(expected, value, f"; did you mean {close[0]!r}?" if close else "")
         return word
 
@@ -957,6 +958,7 @@ class _Section:
         self.prefix = prefix
         self.lines: dict[Any, int] = getattr(raw, "key_lines", {})
         self.line: int | None = getattr(raw, "line", None)
+        self.reported = 0
         self._check_keys(SECTION_KEYS[prefix])
 
     def dotted(self, key: str) -> str:
@@ -965,17 +967,29 @@ class _Section:
 
     def report(self, key: str | None, message: str) -> None:
         """Record a problem with ``key`` (or with the section itself)."""
+        self.reported += 1
         line = self.lines.get(key, self.line) if key is not None else self.line
         self.ctx.report(self.dotted(key) if key is not None else self.prefix, message, line)
+
+    @property
+    def clean(self) -> bool:
+        """bool : Whether no problem was reported in this section (so cross-checks are fair)."""
+        return self.reported == 0
 
     def is_set(self, key: str) -> bool:
         """Whether ``key`` is present with a non-null value."""
         return self.raw.get(key) is not None
 
     def value(self, key: str, check: Check, default: Any, *, nullable: bool = False) -> Any:
-        """Return the checked value of ``key``, or ``default`` if absent or invalid."""
-        if key not in self.raw or (nullable and self.raw[key] is None):
+        """Return the checked value of ``key``.
+
+        ``default`` when the key is absent or its value invalid; None when it is null and
+        ``nullable``.
+        """
+        if key not in self.raw:
             return default
+        if nullable and self.raw[key] is None:
+            return None
         try:
             return check(self.raw[key])
         except _Invalid as exc:
@@ -995,8 +1009,11 @@ class _Section:
             return None
         sub = self.raw[key]
         if not isinstance(sub, Mapping):
-            keys = ", ".join(SECTION_KEYS[self.dotted(key)])
-            self.report(key, f"expected a mapping with keys {keys}; found {_show(sub)}")
+            keys = SECTION_KEYS[self.dotted(key)]
+            is_path = isinstance(sub, str) and "path" in keys
+            hint = f"; write `{key}: {{path: {sub}}}`" if is_path else ""
+            self.report(key, f"expected a mapping with keys {', '.join(keys)}; found "
+                        f"{_show(sub)}{hint}")
             return None
         return _Section(self.ctx, sub, self.dotted(key))
 
@@ -1087,11 +1104,12 @@ def _parse_make(sec: _Section) -> MakeDataConfig:
         n_features=sec.value("n_features", _integer(gt=0), default_features),
         noise=sec.value("noise", _number(ge=0), 1.0),
         seed=sec.ctx.seed if seed is None else seed,
-        chunk_rows=sec.value("chunk_rows", _integer(gt=0), 100_000),
+        chunk_rows=sec.value("chunk_rows", _integer(gt=0), 131_072),
         path=sec.required("path", _location(sec.ctx.base_dir), "the zarr group to write, "
                           "e.g. data/synthetic.zarr"),
     )
-    if make.n_features < low or (high is not None and make.n_features > high):
+    too_few, too_many = make.n_features < low, high is not None and make.n_features > high
+    if sec.clean and (too_few or too_many):
         allowed = f"exactly {low}" if high == low else f">= {low}"
         sec.report("n_features", f"kind {kind!r} needs n_features {allowed}, found "
                    f"{make.n_features}")
@@ -1145,6 +1163,8 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
 
 def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:
     """Report model fields that contradict one another or the synthetic data."""
+    if not sec.clean:
+        return
     if model.gamma is not None and model.length_scale is not None:
         sec.report("length_scale", "give gamma or length_scale, not both: they set the same "
                    "bandwidth (gamma = 1 / (2 * length_scale**2))")
@@ -1155,7 +1175,7 @@ def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:
         why = "form 'cossin'" if model.form == "cossin" else "kernel 'fourier'"
         sec.report("n_components", f"must be even with {why} (each frequency gives a cos and a "
                    f"sin feature), found {model.n_components}")
-    if isinstance(model.length_scale, tuple) and data.make is not None:
+    if isinstance(model.length_scale, tuple) and data.make is not None and not sec.ctx.problems:
         if len(model.length_scale) != data.make.n_features:
             sec.report("length_scale", f"expected one length scale per feature "
                        f"({data.make.n_features}, data.make.n_features), found "
@@ -1239,7 +1259,7 @@ def _parse_grid(sec: _Section, data: DataConfig) -> EvalGridConfig:
         n_points=sec.value("n_points", _integer(gt=0), 200),
         feature=sec.value("feature", _integer(ge=0), 0),
     )
-    if data.make is not None and grid.feature >= data.make.n_features:
+    if data.make is not None and not sec.ctx.problems and grid.feature >= data.make.n_features:
         sec.report("feature", f"expected a column index < {data.make.n_features} "
                    f"(data.make.n_features), found {grid.feature}")
     return grid

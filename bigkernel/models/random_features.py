@@ -193,10 +193,16 @@ class RandomFeatureRidge(RegressorMixin, BaseEstimator):
         if y is None:
             raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         ds, _ = self._as_dataset(X, y, reset=True)
-        if isinstance(X, da.Array):
-            self.n_features_in_ = ds.X.shape[1]
+        return self.fit_dataset(ds)
+
+    def fit_dataset(self, ds: Dataset, weights=None):
+        """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
+
+        ``weights(start, stop) -> (1, rows)`` optionally weights rows (e.g. a training mask).
+        """
+        self._check_params()
         fmap = self._make_feature_map(ds.X.shape[1])
-        (stats,) = compute(self.stats_graph(ds, fmap), label="fit")
+        (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
         return self._fit_from_stats(stats, fmap, y_ndim=ds.y.ndim)
 
     def stats_graph(self, ds: Dataset, fmap: FeatureMap, weights=None):

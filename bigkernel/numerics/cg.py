@@ -177,7 +177,8 @@ def conjugate_gradient(
         Per-column diagonal shift, e.g. several ridge penalties α with ``matvec = K``.
     recompute_every : int, default=50
         Replace the recursive residual by the true ``b − (A + shift I)x`` (one extra matvec)
-        every this many iterations, to stop round-off drift.
+        every this many iterations, to stop round-off drift. Not too often: a true residual
+        breaks the recurrence's orthogonality and, at 1, CG can stall near ``ε·cond(A)``.
     callback : callable, optional
         ``callback(n_iter, X, residual)`` after each iteration with the current ``(n, m)``
         solutions and ``(m,)`` relative residuals (read-only views).

@@ -1,0 +1,101 @@
+"""Command line: ``bigkernel run JOB.yaml``, ``bigkernel make-data``. Thin: parse, configure
+logging, call the library; bigkernel errors become one clear message and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from bigkernel._version import __version__
+from bigkernel.errors import BigkernelError
+
+logger = logging.getLogger("bigkernel")
+
+EXIT_USER_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bigkernel", description="Kernel ridge regression for large n on Dask.")
+    p.add_argument("--version", action="version", version=f"bigkernel {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a YAML job: fit, evaluate, save, predict, bootstrap")
+    run.add_argument("config", help="path of the job YAML (see configs/)")
+    run.add_argument("--dry-run", action="store_true", help="print the resolved config and chunk plan; compute nothing")
+
+    mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, chunk by chunk")
+    mk.add_argument("kind", choices=["friedman1", "sine"])
+    mk.add_argument("output", help="zarr group to write (arrays X and y)")
+    mk.add_argument("--n-samples", type=_count, default=100_000, help="rows (accepts 1e8)")
+    mk.add_argument("--n-features", type=int, default=None, help="friedman1: >= 5 (default 10); sine: 1")
+    mk.add_argument("--noise", type=float, default=None, help="noise sd (friedman1 1.0, sine 0.3)")
+    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("--chunk-rows", type=_count, default=131_072)
+    mk.add_argument("--overwrite", action="store_true")
+    return p
+
+
+def _count(text: str) -> int:
+    value = float(text)
+    if value != int(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(value)
+
+
+def _configure_logging(args) -> None:
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    for old in [h for h in logger.handlers if getattr(h, "_bigkernel_cli", False)]:
+        logger.removeHandler(old)  # main() may run several times in one process (tests, notebooks)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler._bigkernel_cli = True
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
+def _cmd_run(args) -> int:
+    from bigkernel.jobs.config import load_config
+    from bigkernel.jobs.runner import dry_run, run_job, summary_text
+
+    cfg = load_config(args.config)
+    if args.dry_run:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(dry_run(cfg), sort_keys=False))
+        return 0
+    metrics = run_job(cfg)
+    sys.stdout.write(summary_text(metrics))
+    return 0
+
+
+def _cmd_make_data(args) -> int:
+    from bigkernel.data.synthetic import SyntheticSpec, make_data
+
+    d = args.n_features or (10 if args.kind == "friedman1" else 1)
+    noise = args.noise if args.noise is not None else (1.0 if args.kind == "friedman1" else 0.3)
+    spec = SyntheticSpec(args.kind, args.n_samples, d, noise, args.seed)
+    path = make_data(spec, args.output, chunk_rows=args.chunk_rows, overwrite=args.overwrite)
+    sys.stdout.write(json.dumps({"path": path, "n_samples": spec.n_samples, "n_features": d}) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``bigkernel`` command; returns the exit code."""
+    args = _parser().parse_args(argv)
+    _configure_logging(args)
+    try:
+        return {"run": _cmd_run, "make-data": _cmd_make_data}[args.command](args)
+    except BigkernelError as exc:
+        logger.error("%s: %s", type(exc).__name__, exc)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        logger.error("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Run a job: open (or make) data, fit, evaluate, save, predict, bootstrap, write reports.
+
+Outputs go to the job's ``output`` folder: ``model.zarr``, ``config.resolved.yaml``, ``job.log``,
+``summary.txt`` and, written last, ``metrics.json`` — a folder without ``metrics.json`` is an
+unfinished job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from bigkernel._version import __version__
+from bigkernel.data.sources import Dataset, open_source
+from bigkernel.data.synthetic import SyntheticSpec, make_data
+from bigkernel.errors import OutputExistsError
+from bigkernel.graph.stream import residual_graph
+from bigkernel.jobs.config import JobConfig, SourceConfig
+from bigkernel.models._compute import compute, progress_bars
+from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
+from bigkernel.numerics.splits import HoldoutSplit
+
+logger = logging.getLogger(__name__)
+
+
+def build_estimator(cfg: JobConfig):
+    """The estimator described by the ``model:`` section."""
+    m = cfg.model
+    if m.solver not in ("random_features",):
+        from bigkernel.errors import ConfigError
+
+        raise ConfigError(f"{cfg.source}: model.solver: {m.solver!r} is not available yet; use random_features")
+    alpha = list(m.alpha) if isinstance(m.alpha, tuple) else m.alpha
+    ls = list(m.length_scale) if isinstance(m.length_scale, tuple) else m.length_scale
+    return RandomFeatureRidge(
+        kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, n_components=m.n_components,
+        sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
+        random_state=m.random_state, dtype=m.dtype,
+    )  # fmt: skip
+
+
+def _chunk_rows(cfg: JobConfig) -> int | None:
+    return None if cfg.data.chunk_rows == "auto" else int(cfg.data.chunk_rows)
+
+
+def open_training_data(cfg: JobConfig) -> Dataset:
+    """Open ``data.train``, or make ``data.make`` first (reused when already complete)."""
+    if cfg.data.make is not None:
+        mk = cfg.data.make
+        spec = SyntheticSpec(mk.kind, mk.n_samples, mk.n_features, mk.noise, mk.seed)
+        make_data(spec, mk.path, chunk_rows=mk.chunk_rows)
+        return open_source(mk.path, chunk_rows=_chunk_rows(cfg))
+    return open_dataset(cfg.data.train, _chunk_rows(cfg))
+
+
+def open_dataset(src: SourceConfig, chunk_rows: int | None, with_y: bool = True) -> Dataset:
+    """Open a ``SourceConfig`` (train, predict or eval data)."""
+    return open_source(src.path, src.x, src.y if with_y else None, y_path=src.y_path if with_y else None,
+                       chunk_rows=chunk_rows)
+
+
+def chunk_plan(cfg: JobConfig, ds: Dataset) -> dict[str, Any]:
+    """What the pass will do, from metadata only (for ``--dry-run`` and the log)."""
+    n, d = ds.X.shape
+    D = cfg.model.n_components
+    itemsize = np.dtype(cfg.model.dtype).itemsize
+    rows = feature_block_rows(D, cfg.model.dtype)
+    k = 1 if ds.y is None or ds.y.ndim == 1 else ds.y.shape[1]
+    return {
+        "source": ds.source, "n_samples": n, "n_features": d, "n_targets": k,
+        "n_chunks": ds.X.numblocks[0], "rows_per_chunk": int(max(ds.X.chunks[0])),
+        "feature_block_rows": rows, "feature_block_MiB": round(rows * D * itemsize / 2**20, 1),
+        "stats_MiB_per_partial": round(8 * (D * D + D * (k + 1)) / 2**20, 1),
+        "X_chunk_MiB": round(max(ds.X.chunks[0]) * d * ds.X.dtype.itemsize / 2**20, 1),
+    }  # fmt: skip
+
+
+def _metrics_from_residuals(r: np.ndarray) -> dict[str, dict[str, float]]:
+    """RMSE and R² per group from [count, SSE, Σy, Σy²] sums (averaged over targets)."""
+    out = {}
+    for name, g in zip(("train", "holdout"), r):
+        n = g[0, 0]
+        if n == 0:
+            continue
+        sse, sy, syy = g[1], g[2], g[3]
+        tss = syy - sy**2 / n
+        out[name] = {
+            "n_samples": int(n),
+            "rmse": float(np.sqrt(sse.mean() / n)),
+            "r2": float(np.mean(1 - sse / np.where(tss > 0, tss, np.nan))),
+        }
+    return out
+
+
+@contextlib.contextmanager
+def _job_logging(output: str, level: str) -> Iterator[None]:
+    handler = logging.FileHandler(os.path.join(output, "job.log"), mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("bigkernel")
+    root.addHandler(handler)
+    old = root.level
+    root.setLevel(level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old)
+        handler.close()
+
+
+def _prepare_output(cfg: JobConfig) -> None:
+    done = os.path.join(cfg.output, "metrics.json")
+    if os.path.exists(done) and not cfg.overwrite:
+        raise OutputExistsError(
+            f"output folder {cfg.output!r} already holds a finished job (metrics.json); "
+            "choose another output or set `overwrite: true`"
+        )
+    os.makedirs(cfg.output, exist_ok=True)
+    if os.path.exists(done):
+        os.remove(done)  # from here on the folder is an unfinished job until we finish
+
+
+def _write_json_atomic(path: str, data: dict) -> None:
+    tmp = f"{path}.partial"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, path)
+
+
+def dry_run(cfg: JobConfig) -> dict[str, Any]:
+    """The resolved config and the chunk plan, computing nothing (data may not exist yet)."""
+    plan: dict[str, Any] = {"config": cfg.to_dict()}
+    if cfg.data.make is not None and not os.path.exists(cfg.data.make.path):
+        mk = cfg.data.make
+        plan["chunk_plan"] = {"source": mk.path, "n_samples": mk.n_samples, "n_features": mk.n_features,
+                              "note": "synthetic data not made yet; it will be written first"}
+    else:
+        plan["chunk_plan"] = chunk_plan(cfg, open_training_data(cfg) if cfg.data.make is None
+                                        else open_source(cfg.data.make.path, chunk_rows=_chunk_rows(cfg)))
+    return plan
+
+
+def run_job(cfg: JobConfig) -> dict[str, Any]:
+    """Run the whole job on the configured cluster; returns the metrics written to metrics.json."""
+    from bigkernel.jobs.cluster import client_from_config
+
+    _prepare_output(cfg)
+    timings: dict[str, float] = {}
+    with _job_logging(cfg.output, cfg.log_level), progress_bars(cfg.progress):
+        with open(os.path.join(cfg.output, "config.resolved.yaml"), "w") as f:
+            f.write(cfg.to_yaml())
+        if cfg.data.train is not None:
+            open_training_data(cfg)  # fail on missing/bad data before starting a cluster
+        with client_from_config(cfg.cluster) as client:
+            t = time.perf_counter()
+            ds = open_training_data(cfg)
+            timings["data"] = time.perf_counter() - t
+            plan = chunk_plan(cfg, ds)
+            logger.info("chunk plan: %s", plan)
+
+            est = build_estimator(cfg)
+            split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
+            t = time.perf_counter()
+            est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
+            timings["fit"] = time.perf_counter() - t
+
+            t = time.perf_counter()
+            coef, intercept = est._coef_2d()
+            Y = ds.y if ds.y.ndim == 2 else ds.y[:, None]
+            (res,) = compute(residual_graph(
+                ds.X, Y, est.feature_map_, coef, intercept, groups=split.groups, n_groups=2,
+                dtype=est.dtype, block_rows=feature_block_rows(est.n_components, est.dtype),
+            ), client=client, label="evaluate")  # fmt: skip
+            scores = _metrics_from_residuals(res)
+            timings["evaluate"] = time.perf_counter() - t
+
+            t = time.perf_counter()
+            model_path = est.save(os.path.join(cfg.output, "model.zarr"), overwrite=True)
+            timings["save"] = time.perf_counter() - t
+
+            outputs: dict[str, str] = {"model": model_path}
+            if cfg.predict is not None:
+                t = time.perf_counter()
+                pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
+                outputs["predictions"] = est.predict_to_zarr(pds.X, cfg.predict.output, overwrite=cfg.overwrite)
+                timings["predict"] = time.perf_counter() - t
+
+            boot = None
+            if cfg.bootstrap is not None:
+                t = time.perf_counter()
+                from bigkernel.jobs.bootstrap_job import run_bootstrap_section
+
+                boot = run_bootstrap_section(cfg, est, ds, client)
+                outputs.update(boot.get("outputs", {}))
+                timings["bootstrap"] = time.perf_counter() - t
+
+        metrics = {
+            "job": cfg.name, "bigkernel_version": __version__, "data": plan,
+            "model": {"solver": cfg.model.solver, "kernel": est.kernel, "n_components": est.n_components,
+                      "alpha": est.alpha_, "df": est.df_, "dtype": est.dtype,
+                      "gcv": float(np.min(est.gcv_))},
+            "scores": scores, "timings_s": {k: round(v, 3) for k, v in timings.items()}, "outputs": outputs,
+        }  # fmt: skip
+        if boot is not None:
+            metrics["bootstrap"] = boot.get("metrics", {})
+        with open(os.path.join(cfg.output, "summary.txt"), "w") as f:
+            f.write(summary_text(metrics))
+        _write_json_atomic(os.path.join(cfg.output, "metrics.json"), metrics)
+    logger.info("job %s finished: %s", cfg.name, os.path.join(cfg.output, "metrics.json"))
+    return metrics
+
+
+def summary_text(m: dict[str, Any]) -> str:
+    """A short human-readable report of a job's metrics."""
+    d, mo = m["data"], m["model"]
+    lines = [
+        f"bigkernel {m['bigkernel_version']} — job {m['job']}",
+        f"data:  {d['n_samples']:,} rows × {d['n_features']} features from {d['source']} "
+        f"({d['n_chunks']} chunks)",
+        f"model: {mo['solver']} {mo['kernel']}, D={mo['n_components']}, alpha={mo['alpha']:.3g}, "
+        f"df={mo['df']:.1f}, {mo['dtype']} features",
+    ]
+    for name, s in m["scores"].items():
+        lines.append(f"{name:8s} n={s['n_samples']:,}  RMSE={s['rmse']:.4f}  R²={s['r2']:.4f}")
+    lines.append("time:  " + ", ".join(f"{k} {v:.2f}s" for k, v in m["timings_s"].items()))
+    for k, v in m["outputs"].items():
+        lines.append(f"{k}: {v}")
+    return "\n".join(lines) + "\n"

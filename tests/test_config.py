@@ -1,0 +1,582 @@
+"""Job config loading and validation (bigkernel.jobs.config): pure, no Dask, no data."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bigkernel.errors import ConfigError, DataNotFoundError
+from bigkernel.jobs.config import (
+    BootstrapConfig,
+    ClusterConfig,
+    JobConfig,
+    LocalClusterConfig,
+    ModelConfig,
+    PredictConfig,
+    SourceConfig,
+    config_from_dict,
+    load_config,
+)
+
+MINIMAL = """\
+output: runs/job
+data:
+  train:
+    path: data/train.zarr
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
+    """Write a dedented YAML config into ``tmp_path`` and return its path."""
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def with_model(tmp_path: Path, model_lines: str) -> Path:
+    """A minimal valid job with ``model_lines`` (already indented by two spaces) under model."""
+    model = textwrap.indent(textwrap.dedent(model_lines), "  ")
+    return write(tmp_path, MINIMAL + "model:\n" + model)
+
+
+def error_of(path: Path) -> str:
+    """Load ``path`` expecting a ConfigError; return its message."""
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return str(info.value)
+
+
+# --------------------------------------------------------------------------------------------
+# Valid configs
+# --------------------------------------------------------------------------------------------
+
+
+def test_minimal_config_gets_documented_defaults(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL))
+    assert cfg.name == "job"  # the file stem
+    assert cfg.seed == 0 and cfg.overwrite is False
+    assert cfg.model == ModelConfig(random_state=0)
+    assert cfg.model.alpha == "gcv" and cfg.model.kernel == "rbf"
+    assert cfg.data.train == SourceConfig(path=str(tmp_path / "data" / "train.zarr"))
+    assert cfg.data.make is None and cfg.data.chunk_rows == "auto"
+    assert cfg.cluster == ClusterConfig(local=LocalClusterConfig())
+    assert cfg.cluster.local is not None and cfg.cluster.local.host == "127.0.0.1"
+    assert cfg.predict is None and cfg.bootstrap is None
+    assert cfg.source == str(tmp_path / "job.yaml")
+
+
+def test_relative_paths_resolve_against_config_directory(tmp_path: Path, monkeypatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    path = write(tmp_path, """\
+        output: ../runs/job
+        data:
+          train: {path: data/x.npy, y_path: data/y.npy}
+        predict:
+          path: /abs/new.zarr
+          output: preds.zarr
+        bootstrap:
+          store: /abs/store.zarr
+        """, name="configs/job.yaml")
+    cfg = load_config(os.path.relpath(path))  # a relative config path, from another cwd
+    configs = tmp_path / "configs"
+    assert cfg.output == str(tmp_path / "runs" / "job")
+    assert cfg.data.train is not None
+    assert cfg.data.train.path == str(configs / "data" / "x.npy")
+    assert cfg.data.train.y_path == str(configs / "data" / "y.npy")
+    assert cfg.predict is not None and cfg.predict.path == "/abs/new.zarr"
+    assert cfg.predict.output == str(tmp_path / "runs" / "job" / "preds.zarr")  # in output folder
+    assert cfg.bootstrap is not None and cfg.bootstrap.store == "/abs/store.zarr"
+    assert cfg.base_dir == str(configs)
+
+
+def test_urls_are_kept_as_written(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+        output: runs/job
+        data:
+          train: {path: "s3://bucket/train.zarr"}
+        """)
+    cfg = load_config(path)
+    assert cfg.data.train is not None and cfg.data.train.path == "s3://bucket/train.zarr"
+
+
+def test_seeds_fall_back_to_top_level_seed(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+        output: runs/job
+        seed: 7
+        data:
+          make: {path: data/syn.zarr, kind: sine}
+        """)
+    cfg = load_config(path)
+    assert cfg.model.random_state == 7
+    assert cfg.data.make is not None and cfg.data.make.seed == 7
+    assert cfg.data.make.n_features == 1  # the sine default
+
+
+def test_explicit_zero_seed_is_not_replaced(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+        output: runs/job
+        seed: 7
+        data:
+          make: {path: data/syn.zarr, seed: 0}
+        model: {random_state: 0}
+        """)
+    cfg = load_config(path)
+    assert cfg.model.random_state == 0 and cfg.data.make is not None and cfg.data.make.seed == 0
+
+
+def test_train_source_comes_from_make(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, "output: runs/j\ndata:\n  make: {path: syn.zarr}\n"))
+    assert cfg.data.train_source == SourceConfig(path=str(tmp_path / "syn.zarr"), x="X", y="y")
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "expected"),
+    [("1.0e-3", 1e-3), ("0.5", 0.5), ("2", 2.0), ("[1.0e-3, 0.1, 10]", (1e-3, 0.1, 10.0)),
+     ("gcv", "gcv")],
+)
+def test_alpha_accepts_number_list_or_gcv(tmp_path: Path, yaml_value: str, expected) -> None:
+    cfg = load_config(with_model(tmp_path, f"alpha: {yaml_value}\n"))
+    assert cfg.model.alpha == expected
+
+
+def test_full_config_and_round_trip(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+        name: full
+        output: runs/full
+        overwrite: true
+        seed: 3
+        data:
+          train: {path: data/train.zarr, x: features, y: target}
+          holdout_fraction: 0.25
+          chunk_rows: 50000
+        model:
+          solver: random_features
+          kernel: matern
+          length_scale: [0.5, 1.0, 2.0]
+          nu: 2.5
+          n_components: 512
+          sampler: iid
+          form: cossin
+          alpha: [1.0e-10, 1.0e-2, 1.0e+5]
+          fit_intercept: false
+          dtype: float32
+        predict: {path: data/new.zarr}
+        cluster:
+          address: tcp://10.0.0.5:8786
+          security: {tls_ca_file: certs/ca.pem, require_encryption: true}
+        bootstrap:
+          n_bootstraps: 50
+          confidence_level: 0.95
+          method: poisson
+          eval: {path: data/eval.zarr}
+          plot: true
+        progress: false
+        log_level: debug
+        """)
+    cfg = load_config(path)
+    assert cfg.model.length_scale == (0.5, 1.0, 2.0)
+    assert cfg.cluster.local is None
+    assert cfg.cluster.security is not None
+    assert cfg.cluster.security.tls_ca_file == str(tmp_path / "certs" / "ca.pem")
+    assert cfg.log_level == "DEBUG"
+    assert isinstance(cfg.predict, PredictConfig) and cfg.predict.y is None
+    assert isinstance(cfg.bootstrap, BootstrapConfig) and cfg.bootstrap.eval_grid is None
+    plain = cfg.to_dict()
+    assert json.loads(json.dumps(plain)) == plain  # plain JSON-able data
+    assert config_from_dict(plain) == cfg
+    assert config_from_dict(yaml.safe_load(cfg.to_yaml())) == cfg
+    again = load_config(write(tmp_path, cfg.to_yaml(), name="elsewhere/dumped.yaml"))
+    assert again == cfg
+
+
+def test_round_trip_of_minimal_and_synthetic_configs(tmp_path: Path) -> None:
+    synthetic = "output: o\ndata: {make: {path: s.zarr}}\nbootstrap: {}\npredict: {path: p.npy}\n"
+    for text in (MINIMAL, synthetic):
+        cfg = load_config(write(tmp_path, text))
+        assert config_from_dict(cfg.to_dict()) == cfg
+        assert config_from_dict(cfg.to_dict()).to_dict() == cfg.to_dict()
+
+
+def test_configs_are_frozen(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL))
+    with pytest.raises(AttributeError):
+        cfg.model.alpha = 1.0  # type: ignore[misc]
+
+
+def test_yaml_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+        output: runs/job
+        data:
+          train: {path: a.zarr}
+        model:
+          <<: {n_components: 64, alpha: 1.0}
+          alpha: 2.0
+        """)
+    cfg = load_config(path)
+    assert cfg.model.alpha == 2.0 and cfg.model.n_components == 64
+
+
+# --------------------------------------------------------------------------------------------
+# Unknown keys, types, numbers YAML reads as text
+# --------------------------------------------------------------------------------------------
+
+
+def test_unknown_key_names_dotted_key_and_suggests(tmp_path: Path) -> None:
+    message = error_of(with_model(tmp_path, "n_compnents: 100\n"))
+    assert "model.n_compnents" in message
+    assert "did you mean 'n_components'" in message
+    assert "valid keys in model:" in message and "alpha" in message
+    assert str(tmp_path / "job.yaml") in message
+    assert "job.yaml:6:" in message  # the line of the key
+
+
+def test_unknown_key_in_wrong_section_points_to_right_one(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, MINIMAL + "alpha: 0.1\n"))
+    assert "unknown key 'alpha'" in message and "'model.alpha'" in message
+
+
+def test_unknown_nested_key(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, MINIMAL + "cluster:\n  local:\n    n_worker: 2\n"))
+    assert "cluster.local.n_worker" in message and "'n_workers'" in message
+
+
+def test_non_text_key_is_an_error(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, MINIMAL + "yes: 1\n"))
+    assert "not text" in message and "quote it" in message
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "fragment"),
+    [
+        ("n_components: many", "model.n_components", "expected an integer > 0, found 'many'"),
+        ("n_components: 100.5", "model.n_components", "expected an integer > 0, found 100.5"),
+        ("n_components: 128.0", "model.n_components", "without a decimal point"),
+        ("fit_intercept: 1", "model.fit_intercept", "expected true or false, found 1"),
+        ("fit_intercept: 'yes'", "model.fit_intercept", "expected true or false"),
+        ("gamma: [1.0]", "model.gamma", "expected a number > 0, found [1.0] (list)"),
+        ("dtype: float16", "model.dtype", "expected one of 'float32', 'float64'"),
+        ("nu: 1.0", "model.nu", "expected one of 0.5, 1.5, 2.5"),
+        ("random_state: -1", "model.random_state", "expected an integer >= 0"),
+        ("n_components: null", "model.n_components", "found null"),
+    ],
+)
+def test_wrong_type_names_key_expected_and_found(tmp_path: Path, line: str, key: str,
+                                                 fragment: str) -> None:
+    message = error_of(with_model(tmp_path, line + "\n"))
+    assert f"{key}: " in message and fragment in message
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "spelled"),
+    [("alpha", "1e-3", "1.0e-3"), ("gamma", "1E5", "1.0e+5"), ("gamma", "5e+2", "5.0e+2"),
+     ("gamma", "1.5e3", "1.5e+3"), ("alpha", "'0.5'", "0.5")],
+)
+def test_numbers_yaml_reads_as_text_are_errors(tmp_path: Path, key: str, value: str,
+                                               spelled: str) -> None:
+    message = error_of(with_model(tmp_path, f"{key}: {value}\n"))
+    assert f"model.{key}" in message and "YAML 1.1 reads" in message
+    assert f"write {spelled}" in message
+    assert isinstance(yaml.safe_load(spelled), float)  # the advice really is a YAML float
+
+
+def test_exponent_text_in_integer_field_suggests_integer(tmp_path: Path) -> None:
+    text = "output: o\ndata:\n  make: {path: s.zarr, n_samples: 2e5}\n"
+    message = error_of(write(tmp_path, text))
+    assert "data.make.n_samples" in message and "write 200000" in message
+
+
+def test_exponent_text_in_alpha_list(tmp_path: Path) -> None:
+    message = error_of(with_model(tmp_path, "alpha: [0.1, 1e-3]\n"))
+    assert "model.alpha" in message and "item 1" in message and "write 1.0e-3" in message
+
+
+@pytest.mark.parametrize(("key", "value"), [("n_components", "true"), ("seed", "false")])
+def test_booleans_are_not_integers(tmp_path: Path, key: str, value: str) -> None:
+    line = f"model: {{{key}: {value}}}" if key == "n_components" else f"{key}: {value}"
+    text = MINIMAL + line + "\n"
+    message = error_of(write(tmp_path, text))
+    assert "booleans are not numbers" in message and key in message
+
+
+def test_boolean_is_not_a_number_for_alpha(tmp_path: Path) -> None:
+    message = error_of(with_model(tmp_path, "alpha: true\n"))
+    assert "model.alpha" in message and "booleans are not numbers" in message
+
+
+# --------------------------------------------------------------------------------------------
+# Ranges and choices
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "fragment"),
+    [
+        ("alpha: 0", "model.alpha", "expected a number > 0"),
+        ("alpha: -1.0", "model.alpha", "found -1.0"),
+        ("alpha: .nan", "model.alpha", "NaN is not allowed"),
+        ("alpha: .inf", "model.alpha", "must be finite"),
+        ("alpha: auto", "model.alpha", "or 'gcv', found 'auto' (string)"),
+        ("alpha: []", "model.alpha", "the list is empty"),
+        ("alpha: [1.0, -2.0]", "model.alpha", "item 1: expected a number > 0"),
+        ("gamma: 0", "model.gamma", "expected a number > 0, found 0"),
+        ("gamma: -0.5", "model.gamma", "expected a number > 0, found -0.5"),
+        ("length_scale: 0.0", "model.length_scale", "found 0.0"),
+        ("n_components: 0", "model.n_components", "expected an integer > 0, found 0"),
+        ("n_components: -5", "model.n_components", "found -5"),
+    ],
+)
+def test_out_of_range_values(tmp_path: Path, line: str, key: str, fragment: str) -> None:
+    message = error_of(with_model(tmp_path, line + "\n"))
+    assert f"{key}: " in message and fragment in message
+
+
+def test_unknown_kernel_suggests_close_match(tmp_path: Path) -> None:
+    message = error_of(with_model(tmp_path, "kernel: gausian\n"))
+    assert "model.kernel" in message and "'rbf', 'laplacian', 'matern', 'fourier'" in message
+    message = error_of(with_model(tmp_path, "kernel: laplacain\n"))
+    assert "did you mean 'laplacian'?" in message
+
+
+def test_unknown_solver_is_an_error(tmp_path: Path) -> None:
+    assert "model.solver" in error_of(with_model(tmp_path, "solver: cholesky\n"))
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "fragment"),
+    [
+        ("model: {gamma: 1.0, length_scale: 1.0}", "model.length_scale", "not both"),
+        ("model: {sampler: orthogonal, kernel: laplacian}", "model.sampler", "kernel 'rbf' only"),
+        ("model: {form: cossin, n_components: 101}", "model.n_components", "must be even"),
+        ("data: {holdout_fraction: 1.0}", "data.holdout_fraction", ">= 0 and < 1"),
+        ("bootstrap: {confidence_level: 1.0}", "bootstrap.confidence_level", "> 0 and < 1"),
+        ("bootstrap: {eval: {path: e.zarr}, eval_grid: {n_points: 3}}", "bootstrap.eval_grid",
+         "not both"),
+        ("cluster: {address: tcp://h:1, local: {n_workers: 2}}", "cluster.local", "exclusive"),
+        ("cluster: {security: {tls_ca_file: ca.pem}}", "cluster.security", "cluster.address"),
+        ("cluster: {address: 'http://h:1'}", "cluster.address", "known schemes"),
+        ("cluster: {local: {memory_limit: lots}}", "cluster.local.memory_limit", "'4GiB'"),
+        ("log_level: LOUD", "log_level", "'INFO'"),
+        ("predict: {output: p.zarr}", "predict.path", "missing"),
+        ("predict: [a.zarr]", "predict", "expected a mapping"),
+    ],
+)
+def test_cross_field_and_section_rules(tmp_path: Path, text: str, key: str,
+                                       fragment: str) -> None:
+    if text.startswith("data:"):
+        config = "output: runs/job\ndata: {train: {path: t.zarr}, holdout_fraction: 1.0}\n"
+    else:
+        config = MINIMAL + text + "\n"
+    message = error_of(write(tmp_path, config))
+    assert f"{key}: " in message and fragment in message
+
+
+def test_address_alone_is_fine_and_local_defaults_otherwise(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL + "cluster: {address: 'tcp://127.0.0.1:8786'}\n"))
+    assert cfg.cluster.address == "tcp://127.0.0.1:8786" and cfg.cluster.local is None
+    cfg = load_config(write(tmp_path, MINIMAL + "cluster: {local: {memory_limit: 4GiB}}\n"))
+    assert cfg.cluster.local == LocalClusterConfig(memory_limit="4GiB")
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ("{}", "exactly one of data.train"),
+        ("{train: {path: a.zarr}, make: {path: b.zarr}}", "exactly one of data.train"),
+        ("{train: {path: x.npy}}", "y_path"),
+        ("{train: {path: x.zarr, y_path: y.npy}}", "only for a .npy path"),
+        ("{train: {path: x.zarr, y: null}}", "needs targets"),
+        ("{make: {path: s.zarr, kind: friedman1, n_features: 3}}", "n_features >= 5"),
+        ("{make: {path: s.zarr, kind: sine, n_features: 2}}", "n_features exactly 1"),
+        ("{make: {kind: sine}}", "data.make.path: missing"),
+    ],
+)
+def test_data_section_rules(tmp_path: Path, data: str, fragment: str) -> None:
+    message = error_of(write(tmp_path, f"output: runs/job\ndata: {data}\n"))
+    assert fragment in message
+
+
+def test_missing_required_top_level_keys(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "seed: 1\n"))
+    assert "output: missing" in message and "data: missing" in message
+
+
+def test_all_problems_reported_together_in_file_order(tmp_path: Path) -> None:
+    message = error_of(with_model(tmp_path, "alpha: -1\ngamma: 0\nkernel: rbff\n"))
+    assert message.startswith(f"3 problems in job config {tmp_path / 'job.yaml'}")
+    lines = message.splitlines()[1:]
+    assert [line.split(": ")[1] for line in lines] == ["model.alpha", "model.gamma",
+                                                       "model.kernel"]
+    assert all(line.strip().startswith(str(tmp_path / "job.yaml")) for line in lines)
+
+
+def test_config_from_dict_names_its_source() -> None:
+    with pytest.raises(ConfigError, match=r"^<dict>: model\.alpha: expected a number > 0"):
+        config_from_dict({"output": "o", "data": {"train": {"path": "t.zarr"}},
+                          "model": {"alpha": 0}})
+    with pytest.raises(ConfigError, match="top level of a job config must be a mapping"):
+        config_from_dict(["output", "o"])  # type: ignore[arg-type]
+
+
+def test_config_errors_are_value_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        load_config(with_model(tmp_path, "alpha: 0\n"))
+
+
+# --------------------------------------------------------------------------------------------
+# Outputs must not overwrite inputs
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "train", "relation"),
+    [
+        ("data/train.zarr", "data/train.zarr", "is the same path as"),
+        ("data", "data/train.zarr", "contains"),
+        ("./data/../data/train.zarr/run", "data/train.zarr", "is inside"),
+    ],
+)
+def test_output_overlapping_an_input_names_both_paths(tmp_path: Path, output: str, train: str,
+                                                     relation: str) -> None:
+    message = error_of(write(tmp_path, f"output: {output}\ndata:\n  train: {{path: {train}}}\n"))
+    assert "would overwrite an input" in message and relation in message
+    assert str(tmp_path / "data" / "train.zarr") in message  # the input, resolved
+    assert f"output {os.path.normpath(tmp_path / output)}" in message  # the output, resolved
+
+
+def test_output_overlap_sees_through_symlinks(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    message = error_of(write(tmp_path, "output: link/run\ndata:\n  train: {path: real/run}\n"))
+    assert "is the same path as" in message
+
+
+def test_predict_output_must_not_be_an_input(tmp_path: Path) -> None:
+    text = MINIMAL + f"predict: {{path: new.zarr, output: {tmp_path / 'data' / 'train.zarr'}}}\n"
+    message = error_of(write(tmp_path, text))
+    assert "predict.output" in message and "data.train.path" in message
+
+
+def test_synthetic_data_path_counts_as_input(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "output: runs\ndata:\n  make: {path: runs/s.zarr}\n"))
+    assert "data.make.path" in message and "contains" in message
+
+
+def test_predict_output_must_not_be_the_output_folder(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, MINIMAL + "predict: {path: new.zarr, output: .}\n"))
+    assert "predict.output" in message and "not the folder itself" in message
+
+
+def test_separate_outputs_and_inputs_are_fine(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL + "predict: {path: data/train.zarr}\n"))
+    assert cfg.predict is not None and cfg.predict.path == cfg.data.train_source.path
+
+
+# --------------------------------------------------------------------------------------------
+# Reading YAML safely
+# --------------------------------------------------------------------------------------------
+
+
+def test_duplicate_keys_are_errors_with_both_lines(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + "model:\n  alpha: 1.0\n  kernel: rbf\n  alpha: 2.0\n")
+    message = error_of(path)
+    assert "duplicate key 'alpha'" in message and "lines 6 and 8" in message
+    assert f"{path}:8" in message
+
+
+def test_duplicate_top_level_key(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, MINIMAL + "output: other\n"))
+    assert "duplicate key 'output'" in message and "lines 1 and 5" in message
+
+
+def test_python_object_tag_is_refused_and_never_executed(tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    path = write(tmp_path, f'output: !!python/object/apply:os.system ["echo pwned > {marker}"]\n'
+                 "data: {train: {path: t.zarr}}\n")
+    message = error_of(path)
+    assert not marker.exists()
+    assert "!!python/object/apply:os.system" in message and "not allowed" in message
+    assert f"{path}:1" in message
+
+
+@pytest.mark.parametrize("tag", ["!!python/object:os.system", "!!python/name:os.system",
+                                 "!custom"])
+def test_other_non_standard_tags_are_refused(tmp_path: Path, tag: str) -> None:
+    message = error_of(write(tmp_path, MINIMAL + f"name: {tag} x\n"))
+    assert "not allowed" in message and "job.yaml:5" in message
+
+
+def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "output: runs/job\ndata:\n  train: {path: t.zarr\nmodel:\n  alpha: 1\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:4:") and "YAML syntax error" in message
+
+
+def test_bad_indentation_is_a_syntax_error(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "output: o\n  data: x\n"))
+    assert "job.yaml:2:" in message and "YAML syntax error" in message
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n", "---\n", "null\n"])
+def test_empty_file_is_an_error(tmp_path: Path, text: str) -> None:
+    message = error_of(write(tmp_path, text))
+    assert "is empty" in message and "job.yaml" in message
+
+
+def test_non_mapping_top_level_is_an_error(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "- output\n- data\n"))
+    assert "must be a mapping" in message and "job.yaml" in message
+
+
+def test_missing_file_is_data_not_found(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(DataNotFoundError) as info:
+        load_config(missing)
+    assert isinstance(info.value, FileNotFoundError)
+    assert str(missing) in str(info.value) and "bigkernel run configs/" in str(info.value)
+
+
+def test_directory_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+
+
+def test_job_config_type() -> None:
+    cfg = config_from_dict({"output": "/tmp/o", "data": {"train": {"path": "/tmp/t.zarr"}}})
+    assert isinstance(cfg, JobConfig) and cfg.name == "o" and cfg.source == "<dict>"
+
+
+def test_string_where_a_source_mapping_belongs_shows_the_fix(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "output: o\ndata:\n  train: data/train.zarr\n"))
+    assert "data.train: expected a mapping" in message
+    assert "write `train: {path: data/train.zarr}`" in message
+    assert "exactly one" not in message  # no cascade
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # an invalid kind must not also complain that n_features does not fit the default kind
+        "output: o\ndata: {make: {path: s.zarr, kind: sin, n_features: 1}}\n",
+        # an invalid gamma must not also trip the checks relating model fields
+        MINIMAL + "model: {gamma: -1, length_scale: 2.0, form: cossin, n_components: 9}\n",
+        MINIMAL + "model: {gamma: 1.0, length_scale: 2.0}\n",
+    ],
+)
+def test_one_mistake_gives_one_message(tmp_path: Path, text: str) -> None:
+    message = error_of(write(tmp_path, text))
+    assert len(message.splitlines()) == 1 and "problems in job config" not in message
+
+
+def test_ard_length_scales_must_match_synthetic_feature_count(tmp_path: Path) -> None:
+    text = ("output: o\ndata: {make: {path: s.zarr, n_features: 5}}\n"
+            "model: {length_scale: [1.0, 2.0]}\n")
+    message = error_of(write(tmp_path, text))
+    assert "model.length_scale" in message and "one length scale per feature (5" in message
