@@ -49,7 +49,9 @@ def test_per_column_shifts():
     shifts = np.array([0.0, 1e-3, 1e-1, 10.0])
     res = conjugate_gradient(mv(A), B, shift=shifts, tol=1e-10)
     for j, s in enumerate(shifts):
-        np.testing.assert_allclose(res.x[:, j], np.linalg.solve(A + s * np.eye(60), B[:, j]), rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(
+            res.x[:, j], np.linalg.solve(A + s * np.eye(60), B[:, j]), rtol=1e-6, atol=1e-9
+        )
     # a larger shift is better conditioned: no more iterations
     assert res.n_iter[3] <= res.n_iter[2] <= res.n_iter[1]
 
@@ -93,7 +95,9 @@ def test_recompute_every_keeps_the_same_answer():
 def test_callback_sees_each_iteration():
     A = random_spd(40, 100.0, 11)
     seen = []
-    res = conjugate_gradient(mv(A), np.ones(40), tol=1e-10, callback=lambda it, X, r: seen.append((it, r.copy())))
+    res = conjugate_gradient(
+        mv(A), np.ones(40), tol=1e-10, callback=lambda it, X, r: seen.append((it, r.copy()))
+    )
     assert [s[0] for s in seen] == list(range(1, res.n_iter + 1))
     assert seen[-1][1][0] == pytest.approx(res.residual)
 
@@ -115,7 +119,9 @@ def test_preconditioner_reduces_iterations_on_ill_conditioned_rbf():
     kernel, X, K, B = rbf_system()
     alpha = 1e-4
     plain = conjugate_gradient(mv(K), B, shift=alpha, tol=1e-8)
-    P = build_preconditioner(kernel_columns(kernel, X), kernel.diag(X), alpha, rank=100, random_state=0)
+    P = build_preconditioner(
+        kernel_columns(kernel, X), kernel.diag(X), alpha, rank=100, random_state=0
+    )
     pre = conjugate_gradient(mv(K), B, shift=alpha, preconditioner=P, tol=1e-8)
     ref = np.linalg.solve(K + alpha * np.eye(len(K)), B)
     for res in (plain, pre):
@@ -127,7 +133,9 @@ def test_preconditioner_reduces_iterations_on_ill_conditioned_rbf():
 def test_preconditioner_with_several_alphas():
     kernel, X, K, B = rbf_system(seed=1)
     alphas = np.array([1e-4, 1e-2])
-    P = build_preconditioner(kernel_columns(kernel, X), kernel.diag(X), 1e-4, rank=80, random_state=0)
+    P = build_preconditioner(
+        kernel_columns(kernel, X), kernel.diag(X), 1e-4, rank=80, random_state=0
+    )
     # the shift-aware path (apply_shifted) and a plain callable built for alpha=1e-4 both work
     for prec in (P, P.apply):
         res = conjugate_gradient(mv(K), B, shift=alphas, preconditioner=prec, tol=1e-8)
@@ -138,7 +146,9 @@ def test_preconditioner_with_several_alphas():
 
 def test_non_convergence_warns_with_figures():
     A = random_spd(50, 1e6, 13)
-    with pytest.warns(ConvergenceWarning, match=r"after 2 iterations: relative residual column 0: \d"):
+    with pytest.warns(
+        ConvergenceWarning, match=r"after 2 iterations: relative residual column 0: \d"
+    ):
         res = conjugate_gradient(mv(A), np.ones(50), max_iter=2)
     assert not res.converged and res.n_iter == 2 and res.residual > 1e-6
 

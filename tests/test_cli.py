@@ -181,3 +181,24 @@ def test_make_data_command(tmp_path, capsys):
     g = zarr.open_group(tmp_path / "s.zarr", mode="r")
     assert g["X"].shape == (10_000, 1) and g.attrs["complete"] is True
     assert main(["make-data", "friedman1", str(tmp_path / "s.zarr"), "--n-samples", "10"]) == 2
+
+
+@pytest.mark.parametrize("path", sorted(p for p in os.listdir(os.path.join(os.path.dirname(__file__), "..", "configs"))
+                                        if p.endswith(".yaml")))
+def test_example_configs_are_valid(path):
+    from bigkernel.jobs.config import load_config
+
+    cfg = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", path))
+    assert cfg.name and cfg.output
+
+
+def test_quickstart_config_runs(tmp_path):
+    """The README's first command: the quickstart job (copied so its outputs land in tmp_path)."""
+    import shutil
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    (tmp_path / "configs").mkdir()
+    shutil.copy(os.path.join(root, "configs", "quickstart.yaml"), tmp_path / "configs" / "quickstart.yaml")
+    assert main(["-q", "run", str(tmp_path / "configs" / "quickstart.yaml")]) == 0
+    m = json.loads((tmp_path / "runs" / "quickstart" / "metrics.json").read_text())
+    assert m["scores"]["holdout"]["r2"] > 0.9

@@ -103,3 +103,16 @@ def test_no_intercept_option():
     m = RandomFeatureRidge(gamma=0.5, n_components=50, fit_intercept=False, random_state=0).fit(X, y)
     assert m.intercept_ == 0.0
     np.testing.assert_allclose(m.predict(X[:5]), m.feature_map_.transform(X[:5]) @ m.coef_)
+
+
+def test_pipeline_and_grid_search():
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = friedman(1500, seed=10)
+    pipe = make_pipeline(StandardScaler(), RandomFeatureRidge(n_components=64, random_state=0))
+    search = GridSearchCV(pipe, {"randomfeatureridge__gamma": [0.01, 0.1], "randomfeatureridge__alpha": [0.1, 10.0]}, cv=3)
+    search.fit(X, y)
+    assert set(search.best_params_) == {"randomfeatureridge__gamma", "randomfeatureridge__alpha"}
+    assert search.best_score_ > 0.5

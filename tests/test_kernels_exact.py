@@ -53,19 +53,26 @@ A_PREC = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 0.5]])
 REFERENCES = [
     (RBF(gamma=0.3), lambda x, z: math.exp(-0.3 * np.sum((x - z) ** 2))),
     (RBF(length_scale=1.7), lambda x, z: math.exp(-np.sum((x - z) ** 2) / (2 * 1.7**2))),
-    (RBF(length_scale=[0.5, 1.0, 2.0]), lambda x, z: math.exp(-0.5 * np.sum(((x - z) / [0.5, 1.0, 2.0]) ** 2))),
+    (
+        RBF(length_scale=[0.5, 1.0, 2.0]),
+        lambda x, z: math.exp(-0.5 * np.sum(((x - z) / [0.5, 1.0, 2.0]) ** 2)),
+    ),
     (RBF(precision=A_PREC), lambda x, z: math.exp(-0.5 * (x - z) @ A_PREC @ (x - z))),
     (Laplacian(gamma=0.4), lambda x, z: math.exp(-0.4 * np.sum(np.abs(x - z)))),
     (Matern(length_scale=1.3, nu=0.5), lambda x, z: math.exp(-np.linalg.norm(x - z) / 1.3)),
     (
         Matern(length_scale=1.3, nu=1.5),
-        lambda x, z: (1 + math.sqrt(3) * np.linalg.norm(x - z) / 1.3) * math.exp(-math.sqrt(3) * np.linalg.norm(x - z) / 1.3),
+        lambda x, z: (
+            (1 + math.sqrt(3) * np.linalg.norm(x - z) / 1.3)
+            * math.exp(-math.sqrt(3) * np.linalg.norm(x - z) / 1.3)
+        ),
     ),
     (
         Matern(length_scale=1.3, nu=2.5),
         lambda x, z: (
-            1 + math.sqrt(5) * (r := np.linalg.norm(x - z) / 1.3) + 5 * r**2 / 3
-        ) * math.exp(-math.sqrt(5) * r),
+            (1 + math.sqrt(5) * (r := np.linalg.norm(x - z) / 1.3) + 5 * r**2 / 3)
+            * math.exp(-math.sqrt(5) * r)
+        ),
     ),
     (Polynomial(degree=3, gamma=0.2, coef0=0.0), lambda x, z: (0.2 * x @ z) ** 3),
     (Polynomial(degree=2, gamma=0.2, coef0=1.5), lambda x, z: (0.2 * x @ z + 1.5) ** 2),
@@ -78,12 +85,18 @@ REFERENCES = [
 ]
 
 
-@pytest.mark.parametrize("kernel,ref", REFERENCES, ids=lambda v: repr(v)[:40] if isinstance(v, Kernel) else "")
+@pytest.mark.parametrize(
+    "kernel,ref", REFERENCES, ids=lambda v: repr(v)[:40] if isinstance(v, Kernel) else ""
+)
 def test_kernel_matches_naive_formula(kernel, ref, data):
     X, Z = data
     expected = naive(ref, X, Z)
-    np.testing.assert_allclose(kernel(X, Z), expected, rtol=RTOL, atol=1e-12 * np.abs(expected).max())
-    np.testing.assert_allclose(kernel(X), naive(ref, X, X), rtol=RTOL, atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(
+        kernel(X, Z), expected, rtol=RTOL, atol=1e-12 * np.abs(expected).max()
+    )
+    np.testing.assert_allclose(
+        kernel(X), naive(ref, X, X), rtol=RTOL, atol=1e-12 * np.abs(expected).max()
+    )
     np.testing.assert_allclose(kernel.diag(X), [ref(x, x) for x in X], rtol=RTOL)
 
 
@@ -91,7 +104,9 @@ def test_sigmoid_matches_naive_formula(data):
     X, Z = data
     with pytest.warns(UserWarning, match="not positive semi-definite"):
         k = Sigmoid(gamma=0.05, coef0=-0.3)
-    np.testing.assert_allclose(k(X, Z), naive(lambda x, z: math.tanh(0.05 * x @ z - 0.3), X, Z), rtol=RTOL)
+    np.testing.assert_allclose(
+        k(X, Z), naive(lambda x, z: math.tanh(0.05 * x @ z - 0.3), X, Z), rtol=RTOL
+    )
     np.testing.assert_allclose(k.diag(X), np.tanh(0.05 * np.sum(X * X, 1) - 0.3), rtol=RTOL)
 
 
@@ -102,14 +117,24 @@ SKLEARN = [
     (Matern(length_scale=1.3, nu=0.5), gpk.Matern(1.3, nu=0.5)),
     (Matern(length_scale=[1.0, 2.0, 0.7], nu=1.5), gpk.Matern([1.0, 2.0, 0.7], nu=1.5)),
     (Matern(length_scale=1.3, nu=2.5), gpk.Matern(1.3, nu=2.5)),
-    (Polynomial(degree=3, gamma=0.2, coef0=1.0), lambda X, Z: pairwise.polynomial_kernel(X, Z, 3, 0.2, 1.0)),
+    (
+        Polynomial(degree=3, gamma=0.2, coef0=1.0),
+        lambda X, Z: pairwise.polynomial_kernel(X, Z, 3, 0.2, 1.0),
+    ),
     (Linear(), pairwise.linear_kernel),
     (Periodic(length_scale=0.8, periodicity=2.5), gpk.ExpSineSquared(0.8, 2.5)),
-    (2.0 * RBF(gamma=0.3) + Laplacian(gamma=0.4), lambda X, Z: 2 * pairwise.rbf_kernel(X, Z, gamma=0.3) + pairwise.laplacian_kernel(X, Z, gamma=0.4)),
+    (
+        2.0 * RBF(gamma=0.3) + Laplacian(gamma=0.4),
+        lambda X, Z: (
+            2 * pairwise.rbf_kernel(X, Z, gamma=0.3) + pairwise.laplacian_kernel(X, Z, gamma=0.4)
+        ),
+    ),
 ]
 
 
-@pytest.mark.parametrize("kernel,ref", SKLEARN, ids=lambda v: repr(v)[:40] if isinstance(v, Kernel) else "")
+@pytest.mark.parametrize(
+    "kernel,ref", SKLEARN, ids=lambda v: repr(v)[:40] if isinstance(v, Kernel) else ""
+)
 def test_kernel_matches_sklearn(kernel, ref, data):
     X, Z = data
     np.testing.assert_allclose(kernel(X, Z), ref(X, Z), rtol=1e-9, atol=1e-13)
@@ -126,8 +151,12 @@ def test_float32_output(data):
 def test_rbf_gamma_and_length_scale_agree(data):
     X, Z = data
     ell = 1.7
-    np.testing.assert_allclose(RBF(length_scale=ell)(X, Z), RBF(gamma=1 / (2 * ell**2))(X, Z), rtol=1e-12)
-    np.testing.assert_allclose(RBF(precision=np.eye(3) / ell**2)(X, Z), RBF(length_scale=ell)(X, Z), rtol=1e-12)
+    np.testing.assert_allclose(
+        RBF(length_scale=ell)(X, Z), RBF(gamma=1 / (2 * ell**2))(X, Z), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        RBF(precision=np.eye(3) / ell**2)(X, Z), RBF(length_scale=ell)(X, Z), rtol=1e-12
+    )
 
 
 def test_symmetric_block_has_exact_unit_diagonal():
@@ -152,7 +181,8 @@ COMBOS = [
     RBF(gamma=0.5) * Polynomial(degree=2, gamma=0.1, coef0=1.0),
     3.0 * Matern(1.0, 1.5),
     RBF(length_scale=[1.0, 2.0, 3.0]) + 0.5 * Linear(),
-    (RBF(gamma=1.0) + Matern(0.7, 0.5)) * Polynomial(degree=3, gamma=0.2, coef0=0.0) + Constant(1.0),
+    (RBF(gamma=1.0) + Matern(0.7, 0.5)) * Polynomial(degree=3, gamma=0.2, coef0=0.0)
+    + Constant(1.0),
 ]
 
 
@@ -173,6 +203,7 @@ def test_combinations_match_their_terms(data):
     np.testing.assert_allclose((k1 * k2)(X, Z), k1(X, Z) * k2(X, Z))
     np.testing.assert_allclose((2.5 * k1)(X, Z), 2.5 * k1(X, Z))
     np.testing.assert_allclose((k1 * 2.5).diag(X), 2.5 * np.ones(len(X)))
+    assert isinstance(k1 + k2, Sum) and isinstance(k1 * k2, Product)
     assert isinstance(np.float64(2.0) * k1, Scaled)
     assert (2.0 * (3.0 * k1)).scale == 6.0
     assert len((k1 + k2 + k1).kernels) == 3  # flattened
@@ -201,7 +232,9 @@ def test_periodic_is_psd_in_1d_only():
     k = Periodic(length_scale=1.0, periodicity=2.0) * RBF(gamma=0.1)
     assert check_psd(k, rng.uniform(0, 10, size=(200, 1)), random_state=0).is_psd
     # the Euclidean-distance form (scikit-learn's) is not PSD with several features
-    assert not check_psd(Periodic(1.0, 2.0), rng.uniform(0, 10, size=(200, 3)), random_state=0).is_psd
+    assert not check_psd(
+        Periodic(1.0, 2.0), rng.uniform(0, 10, size=(200, 3)), random_state=0
+    ).is_psd
 
 
 def test_polynomial_negative_coef0_warns():
@@ -221,8 +254,21 @@ def test_make_kernel_names_and_defaults():
     assert make_kernel("rbf", gamma=0.5, degree=3, coef0=1, strict=False) == RBF(gamma=0.5)
     k = Matern(1.0, 0.5)
     assert make_kernel(k) is k
+    # gamma or length_scale for laplacian and matern, as the random-feature maps accept
+    assert make_kernel("laplacian", length_scale=4.0) == Laplacian(gamma=0.25)
+    assert make_kernel("matern", gamma=0.125, nu=0.5) == Matern(length_scale=2.0, nu=0.5)
+    assert make_kernel("matern", n_features=2) == Matern(length_scale=1.0, nu=1.5)
     for name in KERNEL_NAMES:
-        assert name in ("rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", "periodic", "constant")
+        assert name in (
+            "rbf",
+            "laplacian",
+            "matern",
+            "polynomial",
+            "linear",
+            "sigmoid",
+            "periodic",
+            "constant",
+        )
 
 
 @pytest.mark.parametrize(
@@ -239,7 +285,9 @@ def test_make_kernel_names_and_defaults():
         ("rbf", {"precision": [[1.0, 2.0], [2.0, 1.0]]}, "positive semi-definite"),
         ("rbf", {"precision": [[1.0, 0.5], [0.0, 1.0]]}, "symmetric"),
         ("matern", {"length_scale": 0.0}, "length_scale"),
-        ("matern", {"nu": 2.0}, "nu must be one of"),
+        ("matern", {"gamma": 1.0, "length_scale": 1.0}, "not both"),
+        ("matern", {"nu": 1.5}, "n_features"),
+        ("matern", {"nu": 2.0, "length_scale": 1.0}, "nu must be one of"),
         ("polynomial", {"degree": 0, "gamma": 1.0}, "positive integer"),
         ("polynomial", {"degree": 2.5, "gamma": 1.0}, "positive integer"),
         ("polynomial", {"degree": True, "gamma": 1.0}, "positive integer"),
@@ -299,8 +347,15 @@ def test_kernels_are_frozen():
 
 @pytest.mark.parametrize(
     "kernel",
-    [RBF(gamma=0.5), Laplacian(0.5), Matern(1.0, 1.5), Matern(1.0, 2.5), Polynomial(2, 1.0, 1.0),
-     RBF(gamma=0.5) + Matern(1.0, 2.5), 2.0 * RBF(gamma=0.5) * Linear()],
+    [
+        RBF(gamma=0.5),
+        Laplacian(0.5),
+        Matern(1.0, 1.5),
+        Matern(1.0, 2.5),
+        Polynomial(2, 1.0, 1.0),
+        RBF(gamma=0.5) + Matern(1.0, 2.5),
+        2.0 * RBF(gamma=0.5) * Linear(),
+    ],
     ids=lambda k: k.to_dict()["name"] + str(k.to_dict().get("nu", "")),
 )
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -7,6 +7,7 @@ Layout (a zarr v3 group at a local path or an fsspec URL)::
       predictions      (B, n_eval, k) float64, chunks (1, n_eval, k), fill NaN
       coef             (B, p, k)      float64, chunks (1, p, k), fill NaN   (absent when p == 0)
       done             (B,)           uint8,   chunks (1,),      fill 0
+      eval_points      (n_eval, d)    float64, one chunk   (optional; written once at creation)
 
 Each replicate owns one chunk of every array, so replicates written concurrently by different
 workers never touch the same object. A replicate writes its predictions, then its coefficients,
@@ -72,6 +73,7 @@ FORMAT_VERSION = 1
 _PREDICTIONS = "predictions"
 _COEF = "coef"
 _DONE = "done"
+_EVAL_POINTS = "eval_points"
 _ABSENT = "<absent>"
 
 
@@ -356,6 +358,15 @@ class BootstrapStore:
             mean[i0:i1], lower[i0:i1], upper[i0:i1] = band.mean, band.lower, band.upper
         return Band(mean=mean, lower=lower, upper=upper)
 
+    def read_eval_points(self) -> np.ndarray | None:
+        """The evaluation points recorded at creation, shape (n_eval, d), or None if absent."""
+        group = zarr.open_group(self.path, mode="r", **_zarr_kwargs(self.storage_options))
+        try:
+            node = group[_EVAL_POINTS]
+        except KeyError:
+            return None
+        return np.asarray(node[:])
+
     def predictions_dask(self, *, complete_only: bool = False) -> da.Array:
         """Lazy dask array over the stored predictions, one chunk per replicate.
 
@@ -507,6 +518,7 @@ def open_or_create_store(
     n_targets: int,
     n_coef: int,
     *,
+    eval_points: Any = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> BootstrapStore:
     """Create a bootstrap store, or reopen it if it was made by the same job.
@@ -531,6 +543,10 @@ def open_or_create_store(
         Number of targets ``k >= 1``.
     n_coef : int
         Coefficients per target ``p >= 0`` stored per replicate; 0 stores none.
+    eval_points : array-like of shape (n_eval, d), optional
+        Evaluation points, kept in the store (array ``eval_points``) so that results can be
+        read back and plotted without them. Written only at creation; on reopening they are not
+        compared (put their digest in ``fingerprint`` for that).
     storage_options : dict, optional
         fsspec options for URLs.
 
@@ -566,6 +582,15 @@ def open_or_create_store(
         "fingerprint": _normalise_fingerprint(fingerprint),
     }
     kwargs = _zarr_kwargs(storage_options)
+    points = None
+    if eval_points is not None:
+        points = np.asarray(eval_points, dtype=np.float64)
+        if points.ndim == 1:
+            points = points[:, np.newaxis]
+        if points.ndim != 2 or points.shape[0] != store.n_eval:
+            raise ParameterError(
+                f"eval_points must have shape ({store.n_eval}, d); found {points.shape}."
+            )
 
     if _describe_existing(path, storage_options) is None:
         group = zarr.open_group(path, mode="w-", **kwargs)
@@ -576,6 +601,9 @@ def open_or_create_store(
             group.create_array(_COEF, shape=(B, p, k), chunks=(1, p, k), dtype="float64",
                                fill_value=np.nan)
         group.create_array(_DONE, shape=(B,), chunks=(1,), dtype="uint8", fill_value=0)
+        if points is not None:
+            group.create_array(_EVAL_POINTS, shape=points.shape, chunks=points.shape,
+                               dtype="float64")[...] = points
         # Attributes last: they are what makes the group a valid store.
         group.attrs.update({
             "format": FORMAT,

@@ -7,7 +7,10 @@ Memory model of one Gram block ``K[rows, :m] = k(X[rows], Z)`` followed by a pro
   kernel's workspace per entry (:meth:`bigkernel.numerics.kernels.Kernel.extra_bytes_per_entry`)
   — plus ``8 · (2d + 1 + n_rhs)``: the row of ``X`` in float64 and its centred copy, its
   squared norm and its output entries;
-* per column: the same ``8 · (2d + 1 + n_rhs)`` for ``Z`` and the vectors multiplied.
+* per column: the same ``8 · (2d + 1 + n_rhs)`` for ``Z`` and the vectors multiplied;
+* a fixed :data:`OVERHEAD_BYTES` for small arrays and Python objects.
+
+``tests/test_budget.py`` measures the peak (tracemalloc) of blocks sized this way.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ __all__ = [
 ]
 
 _F64 = 8
+#: fixed allowance for small arrays and Python objects (means, shapes, views): 64 KiB
+OVERHEAD_BYTES = 64 * 1024
 
 
 def _count(name: str, value: object, minimum: int = 1) -> int:
@@ -35,7 +40,11 @@ def _count(name: str, value: object, minimum: int = 1) -> int:
 
 
 def _nonneg(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not (math.isfinite(value) and value >= 0)
+    ):
         raise ParameterError(f"{name} must be a finite number >= 0, found {value!r}")
     return float(value)
 
@@ -51,7 +60,7 @@ def _per_row(m: int, d: int, itemsize: int, kernel_extra: float, n_rhs: int) -> 
 
 
 def _fixed(m: int, d: int, n_rhs: int) -> int:
-    return m * _vectors(d, n_rhs)
+    return m * _vectors(d, n_rhs) + OVERHEAD_BYTES
 
 
 def gram_block_bytes(
@@ -162,10 +171,9 @@ def gram_block_size(
             f"budget_bytes={int(budget)} is too small for any Gram block with d={d} features: "
             f"a 1×1 block needs {need_one} bytes"
         )
-    # s²·a + s·b <= budget, from gram_block_bytes(s, s, ...)
-    a = itemsize + extra
-    b = 2 * _vectors(d, n_rhs)
-    s = int((-b + math.sqrt(b * b + 4 * a * budget)) / (2 * a)) if a > 0 else n
+    # s²·a + s·b + c <= budget, from gram_block_bytes(s, s, ...)
+    a, b, c = itemsize + extra, 2 * _vectors(d, n_rhs), OVERHEAD_BYTES
+    s = int((-b + math.sqrt(b * b + 4 * a * (budget - c))) / (2 * a))
     s = max(1, min(n, s))
     while s > 1 and gram_block_bytes(s, s, d, itemsize, extra, n_rhs=n_rhs) > budget:
         s -= 1

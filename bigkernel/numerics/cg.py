@@ -71,13 +71,17 @@ class _Operator:
         self.calls += 1
         AV = np.asarray(self.matvec(V), dtype=np.float64)
         if AV.shape != V.shape:
-            raise DataError(f"matvec returned shape {AV.shape}, expected {V.shape} (same as its input)")
+            raise DataError(
+                f"matvec returned shape {AV.shape}, expected {V.shape} (same as its input)"
+            )
         if self.shift is not None:
             AV = AV + V * self.shift[cols]
         return AV
 
 
-def _preconditioner(preconditioner: Any, shift: np.ndarray | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def _preconditioner(
+    preconditioner: Any, shift: np.ndarray | None
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """Normalise the preconditioner argument to ``f(R, cols) ≈ (A + shift[cols] I)⁻¹ R``."""
     if preconditioner is None:
         return lambda R, cols: R
@@ -109,14 +113,20 @@ def _column_shifts(shift: ArrayLike | None, m: int) -> np.ndarray | None:
     if s.ndim == 0:
         s = np.full(m, float(s))
     if s.shape != (m,):
-        raise ParameterError(f"shift must be a float or have shape ({m},) (one per column of B), found {s.shape}")
+        raise ParameterError(
+            f"shift must be a float or have shape ({m},) (one per column of B), found {s.shape}"
+        )
     if not np.all(np.isfinite(s)):
         raise ParameterError(f"shift must be finite, found {s.tolist()}")
     return s
 
 
 def _check_options(tol: float, max_iter: int | None, recompute_every: int, n: int) -> int:
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (tol > 0 and math.isfinite(tol)):
+    if (
+        isinstance(tol, bool)
+        or not isinstance(tol, numbers.Real)
+        or not (tol > 0 and math.isfinite(tol))
+    ):
         raise ParameterError(f"tol must be a finite float > 0, found {tol!r}")
     for name, v in (("max_iter", max_iter), ("recompute_every", recompute_every)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
@@ -274,19 +284,33 @@ def _initial(x0: ArrayLike, shape: tuple[int, int], squeeze: bool) -> np.ndarray
     if squeeze and X.ndim == 1:
         X = X[:, None]
     if X.shape != shape:
-        raise DataError(f"x0 must have the shape of B, {shape if not squeeze else shape[:1]}, found {np.shape(x0)}")
+        raise DataError(
+            f"x0 must have the shape of B, {shape if not squeeze else shape[:1]}, found {np.shape(x0)}"
+        )
     return X
 
 
-def _report(n_iter: np.ndarray, residual: np.ndarray, converged: np.ndarray, tol: float, max_iter: int, calls: int) -> None:
+def _report(
+    n_iter: np.ndarray,
+    residual: np.ndarray,
+    converged: np.ndarray,
+    tol: float,
+    max_iter: int,
+    calls: int,
+) -> None:
     if converged.all():
         logger.info(
             "CG converged: %d right-hand side(s), at most %d iterations, %d matvecs, max relative residual %.3g",
-            len(n_iter), int(n_iter.max(initial=0)), calls, float(residual.max(initial=0.0)),
+            len(n_iter),
+            int(n_iter.max(initial=0)),
+            calls,
+            float(residual.max(initial=0.0)),
         )
         return
     bad = np.flatnonzero(~converged)
-    shown = ", ".join(f"column {j}: {residual[j]:.3g}" for j in bad[:5]) + (", ..." if bad.size > 5 else "")
+    shown = ", ".join(f"column {j}: {residual[j]:.3g}" for j in bad[:5]) + (
+        ", ..." if bad.size > 5 else ""
+    )
     warnings.warn(
         f"CG did not converge for {bad.size} of {len(n_iter)} right-hand side(s) after "
         f"{max_iter} iterations: relative residual {shown} > tol={tol:g}. Increase max_iter, "

@@ -30,8 +30,8 @@ import logging
 import math
 import numbers
 import warnings
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -215,7 +215,9 @@ def _gram_self(X: np.ndarray, *, symmetrize: bool = True) -> np.ndarray:
     return out
 
 
-def _feature_scaler(length_scale: float | tuple[float, ...], kernel: str) -> Callable[[np.ndarray], np.ndarray]:
+def _feature_scaler(
+    length_scale: float | tuple[float, ...], kernel: str
+) -> Callable[[np.ndarray], np.ndarray]:
     """In-place ``x ↦ x / ℓ`` (one ℓ or one per feature) for a centred copy."""
     inv = 1.0 / np.asarray(length_scale, dtype=np.float64)
 
@@ -310,7 +312,9 @@ class Kernel:
     def from_dict(spec: dict[str, Any]) -> Kernel:
         """Rebuild a kernel from :meth:`to_dict` output."""
         if not isinstance(spec, dict) or "name" not in spec:
-            raise ParameterError(f"a kernel description is a dict with a 'name' key, found {spec!r}")
+            raise ParameterError(
+                f"a kernel description is a dict with a 'name' key, found {spec!r}"
+            )
         params = {k: v for k, v in spec.items() if k != "name"}
         name = spec["name"]
         if name in ("sum", "product"):
@@ -431,7 +435,9 @@ def _psd_matrix_factor(A: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Check that ``A`` is a symmetric PSD matrix; return it and ``T`` with ``A = T Tᵀ``."""
     A = np.asarray(A, dtype=np.float64)
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.size == 0:
-        raise ParameterError(f"rbf kernel: precision must be a square (d, d) matrix, found shape {A.shape}")
+        raise ParameterError(
+            f"rbf kernel: precision must be a square (d, d) matrix, found shape {A.shape}"
+        )
     if not np.all(np.isfinite(A)):
         raise ParameterError("rbf kernel: precision contains NaN or inf")
     scale = max(float(np.abs(A).max()), np.finfo(float).tiny)
@@ -525,7 +531,11 @@ class Matern(Kernel):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "length_scale", _length_scale("matern", self.length_scale))
-        if isinstance(self.nu, bool) or not isinstance(self.nu, numbers.Real) or float(self.nu) not in _MATERN_NUS:
+        if (
+            isinstance(self.nu, bool)
+            or not isinstance(self.nu, numbers.Real)
+            or float(self.nu) not in _MATERN_NUS
+        ):
             raise ParameterError(
                 f"matern kernel: nu must be one of {_MATERN_NUS} (the closed forms), found {self.nu!r}"
             )
@@ -575,8 +585,12 @@ class Periodic(Kernel):
     stationary: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "length_scale", _positive("periodic", "length_scale", self.length_scale))
-        object.__setattr__(self, "periodicity", _positive("periodic", "periodicity", self.periodicity))
+        object.__setattr__(
+            self, "length_scale", _positive("periodic", "length_scale", self.length_scale)
+        )
+        object.__setattr__(
+            self, "periodicity", _positive("periodic", "periodicity", self.periodicity)
+        )
 
     def _block(self, X, Z, dtype):
         out = _dists(X, Z)
@@ -750,7 +764,9 @@ def _flatten(cls: type, kernels: tuple[Kernel, ...]) -> tuple[Kernel, ...]:
     flat: list[Kernel] = []
     for k in kernels:
         if not isinstance(k, Kernel):
-            raise ParameterError(f"{cls.name} of kernels: every term must be a Kernel, found {type(k).__name__}")
+            raise ParameterError(
+                f"{cls.name} of kernels: every term must be a Kernel, found {type(k).__name__}"
+            )
         flat.extend(k.kernels if isinstance(k, cls) else (k,))
     if len(flat) < 2:
         raise ParameterError(f"{cls.name} of kernels needs at least two kernels, found {len(flat)}")
@@ -883,16 +899,16 @@ _ALIASES = {"poly": "polynomial", "gaussian": "rbf", "exp_sine_squared": "period
 KERNEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 _PARAMS = {
     "rbf": ("gamma", "length_scale", "precision"),
-    "laplacian": ("gamma",),
-    "matern": ("length_scale", "nu"),
+    "laplacian": ("gamma", "length_scale"),
+    "matern": ("length_scale", "nu", "gamma"),
     "polynomial": ("degree", "gamma", "coef0"),
     "linear": (),
     "sigmoid": ("gamma", "coef0"),
     "periodic": ("length_scale", "periodicity"),
     "constant": ("value",),
 }
-# kernels whose scikit-learn default is gamma = 1 / n_features
-_GAMMA_DEFAULTS = ("rbf", "laplacian", "polynomial", "sigmoid")
+# kernels whose default bandwidth is scikit-learn's gamma = 1 / n_features
+_GAMMA_DEFAULTS = ("rbf", "laplacian", "matern", "polynomial", "sigmoid")
 
 
 def _did_you_mean(word: str, options: tuple[str, ...] | list[str]) -> str:
@@ -916,14 +932,16 @@ def make_kernel(
         ``"polynomial"``). A :class:`Kernel` is returned unchanged (``params`` must then be
         empty or None when ``strict``).
     n_features : int, optional
-        Resolves scikit-learn's default ``gamma = 1 / n_features`` for rbf, laplacian,
-        polynomial and sigmoid when neither ``gamma`` nor (rbf) ``length_scale``/``precision``
-        is given.
+        Resolves scikit-learn's default ``gamma = 1 / n_features`` for rbf, laplacian, matern,
+        polynomial and sigmoid when no bandwidth (``gamma``, ``length_scale``, ``precision``)
+        is given; without it a missing bandwidth is a ParameterError.
     strict : bool, default=True
         If False, parameters this kernel does not use are ignored, as scikit-learn's
         ``KernelRidge`` does with ``gamma``, ``degree`` and ``coef0``.
     **params
-        The kernel's parameters; ``None`` values count as not given.
+        The kernel's parameters; ``None`` values count as not given. laplacian and matern
+        accept ``gamma`` or ``length_scale`` (laplacian ``γ = 1/ℓ``, matern ``ℓ = 1/√(2γ)``),
+        the conventions of :mod:`bigkernel.numerics.features`.
 
     Returns
     -------
@@ -937,7 +955,9 @@ def make_kernel(
     given = {k: v for k, v in params.items() if v is not None}
     if isinstance(name, Kernel):
         if given and strict:
-            raise ParameterError(f"parameters {sorted(given)} cannot be applied to a Kernel instance")
+            raise ParameterError(
+                f"parameters {sorted(given)} cannot be applied to a Kernel instance"
+            )
         return name
     if not isinstance(name, str):
         raise ParameterError(f"kernel must be a name or a Kernel, found {type(name).__name__}")
@@ -958,7 +978,25 @@ def make_kernel(
         given = {k: v for k, v in given.items() if k in allowed}
     if key in _GAMMA_DEFAULTS and not set(given) & {"gamma", "length_scale", "precision"}:
         given["gamma"] = _default_gamma(key, n_features)
-    return _REGISTRY[key](**given)
+    return _REGISTRY[key](**_bandwidth_as_stored(key, given))
+
+
+def _bandwidth_as_stored(kernel: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Accept ``gamma`` or ``length_scale`` for laplacian and matern, as the random-feature maps
+    do (``bigkernel.numerics.features.length_scale_from_gamma``): laplacian ``γ = 1/ℓ``,
+    matern ``ℓ = 1/√(2γ)`` (the rbf limit ν → ∞). Each class stores one of the two."""
+    if kernel not in ("laplacian", "matern"):
+        return params
+    params = dict(params)
+    if "gamma" in params and "length_scale" in params:
+        raise ParameterError(f"{kernel} kernel: give gamma or length_scale, not both")
+    if kernel == "laplacian" and "length_scale" in params:
+        params["gamma"] = 1.0 / _positive("laplacian", "length_scale", params.pop("length_scale"))
+    elif kernel == "matern" and "gamma" in params:
+        params["length_scale"] = 1.0 / math.sqrt(
+            2.0 * _positive("matern", "gamma", params.pop("gamma"))
+        )
+    return params
 
 
 def _default_gamma(kernel: str, n_features: int | None) -> float:
@@ -1025,7 +1063,11 @@ def check_psd(
     if isinstance(n_sample, bool) or not isinstance(n_sample, numbers.Integral) or n_sample < 2:
         raise ParameterError(f"check_psd: n_sample must be an integer >= 2, found {n_sample!r}")
     rng = np.random.default_rng(random_state)
-    rows = np.sort(rng.choice(len(X), size=n_sample, replace=False)) if len(X) > n_sample else slice(None)
+    rows = (
+        np.sort(rng.choice(len(X), size=n_sample, replace=False))
+        if len(X) > n_sample
+        else slice(None)
+    )
     K = kernel(X[rows])
     w = np.linalg.eigvalsh(0.5 * (K + K.T))
     lo, hi = float(w[0]), float(w[-1])

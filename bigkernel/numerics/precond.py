@@ -236,11 +236,19 @@ def rpcholesky_factor(
         np.maximum(d, 0.0, out=d)
         d[T] = 0.0  # exact for pivots: the factor interpolates their columns
         rounds += 1
-    logger.debug("rpcholesky: rank %d in %d rounds, %d columns fetched, residual trace %.3g", k, rounds, fetched, d.sum())
+    logger.debug(
+        "rpcholesky: rank %d in %d rounds, %d columns fetched, residual trace %.3g",
+        k,
+        rounds,
+        fetched,
+        d.sum(),
+    )
     return LowRankFactor(F[:, :k], np.asarray(pivots, dtype=np.int64), "rpcholesky", float(d.sum()))
 
 
-def _rejection_pivots(H: np.ndarray, d_cand: np.ndarray, S: np.ndarray, rng: np.random.Generator) -> list[int]:
+def _rejection_pivots(
+    H: np.ndarray, d_cand: np.ndarray, S: np.ndarray, rng: np.random.Generator
+) -> list[int]:
     """Accept candidate ``j`` with probability ``H_jj / d_j`` while eliminating accepted ones.
 
     ``H`` is the residual kernel on the candidates (with repeats), ``d_cand`` the residual
@@ -305,7 +313,14 @@ class LowRankPreconditioner:
     pivots : ndarray or None
     """
 
-    def __init__(self, L: ArrayLike, alpha: float, *, method: str = "custom", pivots: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        L: ArrayLike,
+        alpha: float,
+        *,
+        method: str = "custom",
+        pivots: np.ndarray | None = None,
+    ) -> None:
         self.alpha = _positive_alpha(alpha)
         L = np.asarray(L, dtype=np.float64)
         if L.ndim != 2:
@@ -340,7 +355,9 @@ class LowRankPreconditioner:
         column's own α (for CG with ``matvec = K`` and ``shift = alphas``)."""
         s = np.asarray(shift, dtype=np.float64)
         if np.any(~(s > 0)) or not np.all(np.isfinite(s)):
-            raise ParameterError(f"shifts must be finite and > 0 for this preconditioner, found {s.tolist()}")
+            raise ParameterError(
+                f"shifts must be finite and > 0 for this preconditioner, found {s.tolist()}"
+            )
         return self._apply(R, s)
 
     __call__ = apply
@@ -357,8 +374,14 @@ class LowRankPreconditioner:
 
 
 def _positive_alpha(alpha: float) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not (math.isfinite(alpha) and alpha > 0):
-        raise ParameterError(f"alpha must be a finite float > 0 for the preconditioner, found {alpha!r}")
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or not (math.isfinite(alpha) and alpha > 0)
+    ):
+        raise ParameterError(
+            f"alpha must be a finite float > 0 for the preconditioner, found {alpha!r}"
+        )
     return float(alpha)
 
 
@@ -412,7 +435,9 @@ def build_preconditioner(
     n = np.asarray(diag).shape[0]
     rank = default_rank(n) if rank is None else rank
     if method == "rpcholesky":
-        factor = rpcholesky_factor(columns, diag, rank, block_size=block_size, random_state=random_state)
+        factor = rpcholesky_factor(
+            columns, diag, rank, block_size=block_size, random_state=random_state
+        )
     elif method == "nystrom":
         factor = nystrom_factor(columns, n, rank, random_state=random_state)
     else:

@@ -151,12 +151,16 @@ def block_stats(
 
 def _accumulate(acc: SufficientStats, phi: np.ndarray, y: np.ndarray, W: np.ndarray | None) -> None:
     if W is None:
+        # one gemm gives Φᵀy and Σφ = Φᵀ1 (cheaper than a float64 column sum of Φ)
+        ext = np.empty((y.shape[0], y.shape[1] + 1), dtype=phi.dtype)
+        ext[:, :-1], ext[:, -1] = y, 1.0
+        prod = phi.T @ ext
         acc.n[0] += phi.shape[0]
-        acc.sum_phi[0] += phi.sum(axis=0, dtype=np.float64)
+        acc.sum_phi[0] += prod[:, -1]
+        acc.phi_y[0] += prod[:, :-1]
         acc.sum_y[0] += y.sum(axis=0)
         acc.sum_yy[0] += (y * y).sum(axis=0)
         acc.gram[0] += phi.T @ phi  # numpy dispatches AᵀA to BLAS syrk
-        acc.phi_y[0] += phi.T @ y.astype(phi.dtype, copy=False)
         return
     for i, w in enumerate(W):
         keep = np.flatnonzero(w)

@@ -1,0 +1,176 @@
+"""Benchmark: bootstrap replicates on a 2-worker LocalCluster against the cost of one syrk.
+
+Target (issue 4): B = 200, n = 100,000, D = 512 random features (Friedman #1, d = 10) —
+total time <= 1.5 x B x (time of one P.T @ P for P of shape (n, D), measured in this run) and
+peak RSS (client + all its child processes: nannies and workers) <= 3 GB.
+
+Each batch size given in ``--batch-sizes`` runs the whole bootstrap into a fresh store, so the
+script also compares one replicate per task (1) with replicates sharing a pass (8).
+
+Example::
+
+    python scripts/bench_bootstrap.py --out bench_bootstrap.json
+    python scripts/bench_bootstrap.py --B 32 --batch-sizes 1 8 --out batch_vs_single.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import sys
+import shutil
+import tempfile
+import threading
+import time
+
+import numpy as np
+import psutil
+from threadpoolctl import threadpool_info, threadpool_limits
+
+logger = logging.getLogger("bench_bootstrap")
+
+
+class RSSSampler:
+    """Samples the summed RSS of this process and all its descendants in a thread."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._proc = psutil.Process()
+
+    def current(self) -> int:
+        total = 0
+        for p in [self._proc, *self._proc.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:  # a process that just exited
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.current())
+            self._stop.wait(self.interval)
+
+    def reset(self) -> None:
+        self.peak = self.current()
+
+    def __enter__(self) -> RSSSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def syrk_seconds(n: int, D: int, dtype: str, threads: int | None, repeats: int) -> float:
+    """Best of ``repeats`` timings of P.T @ P (numpy dispatches it to BLAS syrk)."""
+    P = np.random.default_rng(0).standard_normal((n, D)).astype(dtype)
+    times = []
+    with threadpool_limits(limits=threads):
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            P.T @ P
+            times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--d", type=int, default=10)
+    ap.add_argument("--D", type=int, default=512, help="random features")
+    ap.add_argument("--B", type=int, default=200, help="bootstrap replicates")
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[8])
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--n-eval", type=int, default=200)
+    ap.add_argument("--chunk-rows", type=int, default=32_768)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--syrk-repeats", type=int, default=5)
+    ap.add_argument("--workdir", default=None, help="folder for data and stores (default: temp)")
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+
+    from distributed import Client, LocalCluster
+
+    from bigkernel import RandomFeatureRidge
+    from bigkernel.data.sources import open_source
+    from bigkernel.data.synthetic import SyntheticSpec, make_data
+    from bigkernel.models.bootstrap import bootstrap, eval_grid
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="bench-bootstrap-")
+    own_workdir = args.workdir is None
+    results: dict = {
+        "command": "python scripts/bench_bootstrap.py " + " ".join(argv or sys.argv[1:]),
+        "machine": {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+                    "platform": platform.platform(), "python": platform.python_version(),
+                    "blas": [f"{i.get('internal_api')} {i.get('version')}" for i in threadpool_info()]},
+        "params": vars(args),
+        "runs": [],
+    }
+    try:
+        spec = SyntheticSpec("friedman1", args.n, args.d, 1.0, 0)
+        data = make_data(spec, os.path.join(workdir, "friedman1.zarr"), chunk_rows=args.chunk_rows)
+        ds = open_source(data, chunk_rows=args.chunk_rows)
+        X_eval = eval_grid(ds.X.compute(), 0, args.n_eval)
+        est = RandomFeatureRidge(gamma=0.1, n_components=args.D, alpha=1.0, random_state=0,
+                                 dtype=args.dtype)
+        with RSSSampler() as rss, LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster, Client(cluster) as client:
+            client.run(lambda: __import__("bigkernel.models.bootstrap"))  # warm the imports
+            results["worker_blas_threads"] = sorted(
+                {i["num_threads"] for info in client.run(threadpool_info).values() for i in info}
+            )
+            for bs in args.batch_sizes:
+                store = os.path.join(workdir, f"store-b{bs}.zarr")
+                shutil.rmtree(store, ignore_errors=True)
+                rss.reset()
+                t0 = time.perf_counter()
+                res = bootstrap(est, ds.X, ds.y, X_eval, n_bootstraps=args.B, random_state=0,
+                                store=store, batch_size=bs, client=client)
+                total = time.perf_counter() - t0
+                results["runs"].append({
+                    "batch_size": bs, "seconds": total, "seconds_per_replicate": total / args.B,
+                    "peak_rss_gb": rss.peak / 2**30, "n_computed": res.n_computed,
+                    "mean_band_width": float(np.mean(res.width)),
+                })
+                logger.info("batch_size=%d: %.1f s, peak RSS %.2f GB", bs, total, rss.peak / 2**30)
+                shutil.rmtree(store, ignore_errors=True)
+        syrk1 = syrk_seconds(args.n, args.D, args.dtype, 1, args.syrk_repeats)
+        syrk_all = syrk_seconds(args.n, args.D, args.dtype, None, args.syrk_repeats)
+        results["syrk_seconds"] = {"1_thread": syrk1, "all_cores": syrk_all}
+    finally:
+        if own_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    B = args.B
+    print(f"\nbootstrap bench: n={args.n:,} d={args.d} D={args.D} B={B} dtype={args.dtype} "
+          f"workers={args.workers}x1 thread")
+    print(f"syrk (n x D)^T (n x D): {syrk1:.3f} s on 1 thread, {syrk_all:.3f} s on all cores")
+    print(f"{'batch':>5} {'total s':>9} {'s/rep':>7} {'/(B*syrk_1t)':>13} {'/(B*syrk_all)':>14} "
+          f"{'peak RSS GB':>12}")
+    for run in results["runs"]:
+        run["ratio_vs_syrk_1_thread"] = run["seconds"] / (B * syrk1)
+        run["ratio_vs_syrk_all_cores"] = run["seconds"] / (B * syrk_all)
+        print(f"{run['batch_size']:>5} {run['seconds']:>9.1f} {run['seconds_per_replicate']:>7.3f} "
+              f"{run['ratio_vs_syrk_1_thread']:>13.2f} {run['ratio_vs_syrk_all_cores']:>14.2f} "
+              f"{run['peak_rss_gb']:>12.2f}")
+    print("targets: time ratio <= 1.5, peak RSS <= 3 GB")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+    return results
+
+
+if __name__ == "__main__":
+    main()

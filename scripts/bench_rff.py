@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""Benchmark the streamed random-feature fit against the machine's limit and scikit-learn.
+
+Friedman #1 (d=10), rbf γ=0.5, α=1e-2. Every measurement runs in its own subprocess, so its peak
+RSS (ru_maxrss) is its own. Timings are reported as ratios to a bare numpy ``PᵀP`` (BLAS syrk) of
+the same size measured in the same run:
+
+- ``a``: n=400,000, D=2048, float32 features, data in memory; scikit-learn RBFSampler + Ridge on
+  the same data; holdout RMSE of both on 100,000 fresh rows.
+- ``b``: n=10,000,000, D=1024, float32, read from a zarr store on disk; the syrk bound is timed
+  block by block (131,072 rows at a time: PᵀP of the whole 41 GB P does not fit in memory);
+  peak RSS at n = 1M, 3M, 10M to show it is flat in n.
+- ``chunking``: same seed, two chunkings → coefficient difference (float32 with chunk edges at
+  multiples of 8192 rows; float64 with arbitrary chunk edges).
+
+Usage::
+
+    python scripts/bench_rff.py                 # all cases, full size (about 10 minutes here)
+    python scripts/bench_rff.py --case a --n 100000 --out bench_results/a.json   # smaller
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+GAMMA, ALPHA, D_FEATURES = 0.5, 1e-2, 10
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _data(n: int, seed: int):
+    from bigkernel.data.synthetic import SyntheticSpec, generate_rows
+
+    a = generate_rows(SyntheticSpec("friedman1", n, D_FEATURES, 1.0, seed), 0, n)
+    return a[:, :D_FEATURES], a[:, D_FEATURES]
+
+
+# ----------------------------------------------------------------------------- measurements
+def m_syrk(n: int, D: int, dtype: str, block_rows: int | None) -> dict:
+    """Bare numpy PᵀP of an n × D matrix (in blocks of ``block_rows`` when given)."""
+    import numpy as np
+
+    rows = n if block_rows is None else block_rows
+    P = np.random.default_rng(0).standard_normal((rows, D)).astype(dtype)
+    Q = P[: min(rows, 4096)]
+    Q.T @ Q  # warm up BLAS
+    t = time.perf_counter()
+    if block_rows is None:
+        G = P.T @ P
+    else:
+        G = np.zeros((D, D))
+        full, rest = divmod(n, block_rows)
+        for _ in range(full):
+            G += P.T @ P
+        if rest:
+            G += P[:rest].T @ P[:rest]
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb(), "checksum": float(G[0, 0])}
+
+
+def m_ours(n: int, D: int, dtype: str, source: str | None, chunk_rows: int | None, dask_threads: int,
+           n_test: int, save_coef: str | None = None) -> dict:
+    """RandomFeatureRidge.fit on the local threaded scheduler; holdout RMSE on fresh rows."""
+    import dask
+    import numpy as np
+
+    from bigkernel import RandomFeatureRidge, open_source
+
+    est = RandomFeatureRidge(gamma=GAMMA, n_components=D, alpha=ALPHA, random_state=0, dtype=dtype,
+                             chunk_rows=chunk_rows)
+    if source is None:
+        X, y = _data(n, seed=1)
+    else:
+        ds = open_source(source, chunk_rows=chunk_rows)
+        X, y = ds.X, ds.y
+    with dask.config.set(scheduler="threads", num_workers=dask_threads):
+        t = time.perf_counter()
+        est.fit(X, y)
+        fit_s = time.perf_counter() - t
+    out = {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), "n_chunks": int(np.ceil(n / (chunk_rows or n)))}
+    if n_test:
+        Xt, yt = _data(n_test, seed=2)
+        out["rmse"] = float(np.sqrt(np.mean((est.predict(Xt) - yt) ** 2)))
+    if save_coef:
+        np.save(save_coef, est.coef_)
+    return out
+
+
+def m_sklearn(n: int, D: int, n_test: int) -> dict:
+    """scikit-learn RBFSampler + Ridge (float64, everything in memory)."""
+    import numpy as np
+    from sklearn.kernel_approximation import RBFSampler
+    from sklearn.linear_model import Ridge
+
+    X, y = _data(n, seed=1)
+    t = time.perf_counter()
+    feat = RBFSampler(gamma=GAMMA, n_components=D, random_state=0).fit(X)
+    model = Ridge(alpha=ALPHA).fit(feat.transform(X), y)
+    fit_s = time.perf_counter() - t
+    Xt, yt = _data(n_test, seed=2)
+    rmse = float(np.sqrt(np.mean((model.predict(feat.transform(Xt)) - yt) ** 2)))
+    return {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), "rmse": rmse}
+
+
+MEASUREMENTS = {"syrk": m_syrk, "ours": m_ours, "sklearn": m_sklearn}
+
+
+def run(kind: str, **kwargs) -> dict:
+    """Run one measurement in a fresh interpreter and return its JSON result."""
+    cmd = [sys.executable, __file__, "_measure", kind, json.dumps(kwargs)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------- cases
+def case_a(n: int, D: int, with_sklearn: bool) -> list[dict]:
+    rows = []
+    syrk = run("syrk", n=n, D=D, dtype="float32", block_rows=None)
+    rows.append({"case": "a", "what": f"numpy PᵀP {n:,}×{D} float32 (bound)", **syrk, "ratio": 1.0})
+    for threads, label in ((2, "2 dask threads × 1 BLAS"), (1, "1 dask thread × 2 BLAS")):
+        r = run("ours", n=n, D=D, dtype="float32", source=None, chunk_rows=131_072, dask_threads=threads, n_test=100_000)
+        rows.append({"case": "a", "what": f"bigkernel fit float32, {label}", **r, "ratio": r.get("time_s", float("nan")) / syrk["time_s"]})
+    if with_sklearn:
+        r = run("sklearn", n=n, D=D, n_test=100_000)
+        rows.append({"case": "a", "what": "sklearn RBFSampler+Ridge float64", **r, "ratio": r.get("time_s", float("nan")) / syrk["time_s"]})
+    return rows
+
+
+def case_b(n: int, D: int, data_dir: str, rss_ns: list[int]) -> list[dict]:
+    from bigkernel.data.synthetic import SyntheticSpec, make_data
+
+    rows = []
+    for m in sorted(set(rss_ns + [n])):
+        path = os.path.join(data_dir, f"friedman1_{m}.zarr")
+        t = time.perf_counter()
+        make_data(SyntheticSpec("friedman1", m, D_FEATURES, 1.0, 0), path, chunk_rows=131_072)
+        made = time.perf_counter() - t
+        syrk = run("syrk", n=m, D=D, dtype="float32", block_rows=131_072)
+        r = run("ours", n=m, D=D, dtype="float32", source=path, chunk_rows=131_072, dask_threads=2, n_test=100_000)
+        rows.append({"case": "b", "what": f"numpy PᵀP {m:,}×{D} float32, blocked (bound)", **syrk, "ratio": 1.0})
+        rows.append({"case": "b", "what": f"bigkernel fit {m:,} rows from zarr (made in {made:.0f}s)", **r,
+                     "ratio": r.get("time_s", float("nan")) / syrk["time_s"]})
+    return rows
+
+
+def case_chunking(n: int, D: int) -> list[dict]:
+    import numpy as np
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for dtype, chunkings in (("float32", (131_072, 262_144)), ("float64", (100_000, 77_777))):
+            files = []
+            for c in chunkings:
+                f = os.path.join(tmp, f"{dtype}_{c}.npy")
+                run("ours", n=n, D=D, dtype=dtype, source=None, chunk_rows=c, dask_threads=2, n_test=0, save_coef=f)
+                files.append(f)
+            a, b = (np.load(f) for f in files)
+            rel = float(np.linalg.norm(a - b) / np.linalg.norm(a))
+            rows.append({"case": "chunking", "what": f"{dtype}: chunks {chunkings[0]:,} vs {chunkings[1]:,} rows",
+                         "coef_rel_diff": rel})
+    return rows
+
+
+def _table(rows: list[dict]) -> str:
+    lines = [f"{'case':8s} {'what':58s} {'time s':>8s} {'ratio':>6s} {'peak RSS MB':>11s} {'RMSE':>7s}"]
+    for r in rows:
+        if "coef_rel_diff" in r:
+            lines.append(f"{r['case']:8s} {r['what']:58s} coefficient relative difference {r['coef_rel_diff']:.2e}")
+            continue
+        if "error" in r:
+            lines.append(f"{r['case']:8s} {r['what']:58s} ERROR {r['error']}")
+            continue
+        rmse = f"{r['rmse']:.4f}" if "rmse" in r else ""
+        lines.append(f"{r['case']:8s} {r['what']:58s} {r['time_s']:8.2f} {r['ratio']:6.2f} {r['peak_rss_mb']:11.0f} {rmse:>7s}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
+        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+        return
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--case", choices=["a", "b", "chunking", "all"], default="all")
+    p.add_argument("--n", type=float, default=None, help="rows (default 4e5 for a/chunking, 1e7 for b)")
+    p.add_argument("--D", type=int, default=None, help="features (default 2048 for a/chunking, 1024 for b)")
+    p.add_argument("--no-sklearn", action="store_true")
+    p.add_argument("--data-dir", default="bench_results/data")
+    p.add_argument("--out", default="bench_results/bench_rff.json")
+    args = p.parse_args()
+    os.makedirs(args.data_dir, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+    if args.case in ("a", "all"):
+        rows += case_a(int(args.n or 4e5), args.D or 2048, not args.no_sklearn)
+    if args.case in ("b", "all"):
+        n = int(args.n or 1e7)
+        rows += case_b(n, args.D or 1024, args.data_dir, [n // 10, (3 * n) // 10])
+    if args.case in ("chunking", "all"):
+        rows += case_chunking(int(args.n or 4e5), args.D or 2048)
+    import numpy
+    import platform
+
+    result = {"rows": rows, "total_s": time.perf_counter() - t0, "machine": {
+        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "numpy": numpy.__version__}}  # fmt: skip
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+    print(_table(rows))
+    print(f"\nwrote {args.out} ({result['total_s']:.0f}s)")
+
+
+if __name__ == "__main__":
+    main()
