@@ -202,3 +202,35 @@ def test_quickstart_config_runs(tmp_path):
     assert main(["-q", "run", str(tmp_path / "configs" / "quickstart.yaml")]) == 0
     m = json.loads((tmp_path / "runs" / "quickstart" / "metrics.json").read_text())
     assert m["scores"]["holdout"]["r2"] > 0.9
+
+
+def _store(path, X, y, x_chunks=None):
+    g = zarr.open_group(path, mode="w")
+    g.create_array("X", data=X, chunks=x_chunks or X.shape)
+    g.create_array("y", data=y, chunks=y.shape)
+    return path
+
+
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda: (np.ones(100), np.ones(100)), "must be 2-D"),
+        (lambda: (np.ones((0, 3)), np.ones(0)), "empty"),
+        (lambda: (np.ones((100, 3)), np.ones(99)), "different numbers of rows"),
+        (lambda: (np.full((10, 3), "a"), np.ones(10)), "numeric dtype"),
+        (lambda: (np.ones((100, 4)), np.ones(100)), "chunked along columns"),
+    ],
+)
+def test_bad_stores_through_cli(tmp_path, data_dir, make, match, caplog):
+    X, y = make()
+    chunks = (50, 2) if match == "chunked along columns" else None
+    if X.dtype.kind == "U":
+        g = zarr.open_group(tmp_path / "bad.zarr", mode="w")
+        g.create_array("X", shape=X.shape, dtype=str)[...] = X
+        g.create_array("y", data=y)
+    else:
+        _store(tmp_path / "bad.zarr", X, y, chunks)
+    assert main(["-q", "run", str(_job(tmp_path, data_dir, data=tmp_path / "bad.zarr"))]) == 2
+    assert match in caplog.text, caplog.text
+    assert not (tmp_path / "out" / "metrics.json").exists()
+    assert not (tmp_path / "out" / "model.zarr").exists()

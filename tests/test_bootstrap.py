@@ -1,0 +1,314 @@
+"""bootstrap(): reference refits, resume after SIGKILL, refusal of foreign stores, band width,
+a real LocalCluster, load_bootstrap, eval_grid and the band plot. Real zarr stores on disk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+from bigkernel import RandomFeatureRidge
+from bigkernel.data.synthetic import SyntheticSpec, generate_rows, true_function
+from bigkernel.errors import IncompleteStoreError, ParameterError, StoreMismatchError
+from bigkernel.models.bootstrap import (
+    BootstrapResult,
+    bootstrap,
+    default_batch_size,
+    eval_grid,
+    load_bootstrap,
+)
+from bigkernel.models.bootstrap_store import open_store
+from bigkernel.numerics.resample import bootstrap_counts, percentile_band
+
+
+def sine(n, noise=0.3, seed=0):
+    a = generate_rows(SyntheticSpec("sine", n, 1, noise, seed), 0, n)
+    return a[:, :1], a[:, 1]
+
+
+def rff(**kw):
+    params = dict(length_scale=0.1, n_components=48, alpha=1.0, random_state=5, chunk_rows=96)
+    params.update(kw)
+    return RandomFeatureRidge(**params)
+
+
+X_EVAL = np.linspace(0.0, 1.0, 25)[:, None]
+
+
+def _assert_same_result(a: BootstrapResult, b: BootstrapResult) -> None:
+    for name in ("mean", "lower", "upper"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert np.array_equal(a.predictions.compute(), b.predictions.compute())
+
+
+# --------------------------------------------------------------------------------------------
+def test_replicates_equal_refits_on_repeated_rows(tmp_path):
+    """Replicate r == RandomFeatureRidge with the same feature map fitted on np.repeat(rows)."""
+    n, d, B, seed = 300, 3, 5, 11
+    a = generate_rows(SyntheticSpec("friedman1", n, 5, 0.5, 1), 0, n)
+    X, y = a[:, :d], np.column_stack([a[:, 5], np.sin(a[:, 0])])  # two targets
+    E = X[:20] + 0.01
+    est = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3, chunk_rows=64)
+    res = bootstrap(est, X, y, E, n_bootstraps=B, random_state=seed, store=tmp_path / "bs.zarr",
+                    batch_size=2)
+    assert res.n_computed == B and res.n_reused == 0 and res.random_state == seed
+    preds = res.predictions.compute()
+    assert preds.shape == (B, 20, 2) and res.mean.shape == (20, 2)
+    coef = open_store(res.store).coef_dask().compute()
+    for r in range(B):
+        counts = bootstrap_counts(seed, r, n, 0, n).astype(int)
+        assert counts.sum() == n
+        ref = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3).fit(
+            np.repeat(X, counts, axis=0), np.repeat(y, counts, axis=0))
+        np.testing.assert_allclose(preds[r], ref.predict(E), rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(coef[r, :32].T, ref.coef_, rtol=1e-7, atol=1e-8)
+        np.testing.assert_allclose(coef[r, 32], ref.intercept_, rtol=1e-8, atol=1e-8)
+    band = percentile_band(preds, 0.9)
+    assert np.array_equal(res.lower, band.lower) and np.array_equal(res.upper, band.upper)
+    assert np.array_equal(res.X_eval, E)
+
+
+def test_one_dimensional_y_dask_input_and_batch_independence(tmp_path):
+    X, y = sine(250)
+    est = rff(alpha=0.5)
+    base = bootstrap(est, X, y, X_EVAL, n_bootstraps=6, random_state=2,
+                     store=tmp_path / "np.zarr", batch_size=6)
+    assert base.mean.shape == (25,) and base.predictions.shape == (6, 25)
+    # the batch a replicate runs in does not change its bytes
+    other = bootstrap(est, X, y, X_EVAL, n_bootstraps=6, random_state=2,
+                      store=tmp_path / "np1.zarr", batch_size=1)
+    _assert_same_result(base, other)
+    # dask input with the same row chunks (re-read per batch): same bytes
+    Xd, yd = da.from_array(X, chunks=(96, 1)), da.from_array(y, chunks=96)
+    lazy = bootstrap(est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2,
+                     store=tmp_path / "dask.zarr", batch_size=4)
+    _assert_same_result(base, lazy)
+
+
+# --------------------------------------------------------------------------------------------
+_CHILD = textwrap.dedent("""
+    import sys, time
+    import dask
+    from bigkernel.models import bootstrap_store
+    from bigkernel.models.bootstrap import bootstrap
+    sys.path.insert(0, {tests!r})
+    from test_bootstrap import X_EVAL, rff, sine
+
+    original = bootstrap_store.BootstrapStore.write_replicate
+
+    def slow_write(self, r, predictions, coef=None):
+        time.sleep(0.15)  # widen the window in which the parent kills us
+        original(self, r, predictions, coef)
+
+    bootstrap_store.BootstrapStore.write_replicate = slow_write
+    X, y = sine(240)
+    with dask.config.set(scheduler="sync"):
+        bootstrap(rff(), X, y, X_EVAL, n_bootstraps={B}, random_state=7, store={store!r},
+                  batch_size=3)
+    print("finished")
+""")
+
+
+def _done_count(path) -> int:
+    try:
+        return int((zarr.open_array(str(path), path="done", mode="r")[:] == 1).sum())
+    except Exception:  # noqa: BLE001 - not created yet
+        return -1
+
+
+def test_resume_after_sigkill_is_bitwise_equal(tmp_path):
+    B, path = 18, tmp_path / "killed.zarr"
+    code = _CHILD.format(tests=os.path.dirname(__file__), B=B, store=str(path))
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while _done_count(path) < 5:
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the child did not write replicates in time"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        out, _ = child.communicate()
+    assert child.returncode == -signal.SIGKILL and b"finished" not in out
+    done_at_kill = _done_count(path)
+    assert 5 <= done_at_kill < B
+
+    X, y = sine(240)
+    resumed = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=B, random_state=7, store=path)
+    assert resumed.n_reused == done_at_kill and resumed.n_computed == B - done_at_kill
+    clean = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=B, random_state=7,
+                      store=tmp_path / "clean.zarr", batch_size=4)
+    assert clean.n_computed == B
+    _assert_same_result(resumed, clean)
+    # a third run finds everything and computes nothing
+    again = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=B, random_state=None, store=path)
+    assert again.n_computed == 0 and again.n_reused == B and again.random_state == 7
+    _assert_same_result(again, clean)
+
+
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"random_state": 8}, "fingerprint.seed"),
+        ({"n_bootstraps": 5}, "layout.n_replicates"),
+        ({"data_seed": 1}, "fingerprint.data.digest"),
+        ({"estimator": rff(alpha=2.0)}, "fingerprint.estimator.params.alpha"),
+        ({"estimator": rff(random_state=6)}, "fingerprint.estimator.feature_map"),
+        ({"estimator": rff(chunk_rows=64)}, "fingerprint.data.row_chunks.digest"),
+        ({"X_eval": X_EVAL + 0.01}, "fingerprint.eval.digest"),
+        ({"method": "poisson"}, "fingerprint.resampling.method"),
+    ],
+)
+def test_store_of_another_job_is_refused(tmp_path, change, field):
+    path = tmp_path / "bs.zarr"
+    X, y = sine(200)
+    first = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=7, store=path)
+    before = open_store(path).done_mask().copy()
+    change = dict(change)
+    if "data_seed" in change:
+        X, y = sine(200, seed=change.pop("data_seed"))
+    kwargs = {"n_bootstraps": 4, "random_state": 7, "store": path, "X_eval": X_EVAL,
+              "estimator": rff(), **change}
+    with pytest.raises(StoreMismatchError, match=field.replace(".", r"\.")):
+        bootstrap(kwargs.pop("estimator"), X, y, kwargs.pop("X_eval"), **kwargs)
+    assert np.array_equal(open_store(path).done_mask(), before)
+    assert np.array_equal(load_bootstrap(path).upper, first.upper)
+
+
+# --------------------------------------------------------------------------------------------
+def test_band_width_matches_fresh_samples():
+    """Bootstrap band width vs the band of R refits on fresh data sets (small-size check)."""
+    n, B, R = 200, 100, 100
+    est = rff(n_components=100, chunk_rows=None)
+    X, y = sine(n, seed=0)
+    res = bootstrap(est, X, y, X_EVAL, n_bootstraps=B, random_state=1)
+    fresh = np.stack([rff(n_components=100, chunk_rows=None).fit(*sine(n, seed=1000 + i))
+                      .predict(X_EVAL) for i in range(R)])
+    ref = percentile_band(fresh, 0.9)
+    ratio = np.mean(res.upper - res.lower) / np.mean(ref.upper - ref.lower)
+    assert 0.75 <= ratio <= 1.33, ratio
+    # and both bands are about the truth, not degenerate
+    f = true_function("sine", X_EVAL)
+    assert np.mean((res.lower <= f) & (f <= res.upper)) > 0.5
+    assert 0.02 < np.mean(res.upper - res.lower) < 0.5
+
+
+# --------------------------------------------------------------------------------------------
+def test_local_cluster_gives_the_local_band(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    X, y = sine(300)
+    Xd, yd = da.from_array(X, chunks=(100, 1)), da.from_array(y, chunks=100)
+    local = bootstrap(rff(), Xd, yd, X_EVAL, n_bootstraps=8, random_state=3,
+                      store=tmp_path / "local.zarr", batch_size=2)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = bootstrap(rff(), Xd, yd, X_EVAL, n_bootstraps=8, random_state=3,
+                           store=tmp_path / "cluster.zarr", batch_size=2, client=client)
+    assert remote.n_computed == 8
+    for name in ("mean", "lower", "upper"):
+        np.testing.assert_allclose(getattr(remote, name), getattr(local, name), rtol=1e-12,
+                                   atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+def test_load_bootstrap_and_incomplete_store(tmp_path):
+    X, y = sine(200)
+    res = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=5, random_state=4, store=tmp_path / "a.zarr",
+                    confidence_level=0.8)
+    back = load_bootstrap(res.store, confidence_level=0.8)
+    assert back.n_computed == 0 and back.n_reused == 5 and back.random_state == 4
+    _assert_same_result(res, back)
+    assert np.array_equal(back.X_eval, X_EVAL) and back.method == "multinomial"
+    wide = load_bootstrap(res.store, confidence_level=0.99)
+    assert np.all(wide.upper - wide.lower >= back.upper - back.lower)
+    zarr.open_array(res.store, path="done", mode="r+")[2] = 0  # as if replicate 2 was lost
+    with pytest.raises(IncompleteStoreError, match="replicates 2"):
+        load_bootstrap(res.store)
+    # the temporary store default lives under the system temp dir
+    tmp = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=2, random_state=4)
+    assert tmp.store.startswith(os.path.realpath(__import__("tempfile").gettempdir())) or \
+        tmp.store.startswith(__import__("tempfile").gettempdir())
+
+
+def test_parameters_and_unsupported_estimator(tmp_path):
+    from sklearn.linear_model import Ridge
+
+    X, y = sine(100)
+    with pytest.raises(NotImplementedError, match="does not support Ridge"):
+        bootstrap(Ridge(), X, y, X_EVAL, n_bootstraps=2, store=tmp_path / "r.zarr")
+    for kwargs, match in [({"n_bootstraps": 0}, "n_bootstraps"),
+                          ({"confidence_level": 1.0}, "confidence_level"),
+                          ({"method": "bayes"}, "method"), ({"batch_size": 0}, "batch_size")]:
+        with pytest.raises(ParameterError, match=match):
+            bootstrap(rff(), X, y, X_EVAL, **kwargs)
+    with pytest.raises(ValueError, match=r"X_eval must have shape \(n_eval >= 1, 1\)"):
+        bootstrap(rff(), X, y, np.zeros((3, 2)), n_bootstraps=2)
+    assert not (tmp_path / "r.zarr").exists()
+    assert default_batch_size(200, 2) == 8
+    assert default_batch_size(6, 2) == 3
+    assert default_batch_size(200, 2, max_batch_size=2) == 2
+
+
+def test_poisson_weights_run_and_differ(tmp_path):
+    X, y = sine(200)
+    a = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1, method="poisson")
+    b = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1)
+    assert a.method == "poisson" and not np.array_equal(a.mean, b.mean)
+
+
+# --------------------------------------------------------------------------------------------
+def test_eval_grid_numpy_and_dask():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 3))
+    g = eval_grid(X, feature=1, n_points=7)
+    assert g.shape == (7, 3)
+    assert np.allclose(g[:, 1], np.linspace(X[:, 1].min(), X[:, 1].max(), 7))
+    assert np.allclose(g[:, [0, 2]], np.median(X[:, [0, 2]], axis=0))
+    assert np.array_equal(eval_grid(da.from_array(X, chunks=(300, 3)), 1, 7), g)
+    ref = eval_grid(X, 2, 4, reference=[1.0, 2.0, 3.0])
+    assert np.allclose(ref[:, :2], [1.0, 2.0])
+    with pytest.raises(ParameterError, match="feature must be < n_features = 3"):
+        eval_grid(X, 3, 4)
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_plot_band_writes_png(tmp_path, d):
+    mpl_image = pytest.importorskip("matplotlib.image")
+    from bigkernel.jobs.plots import plot_band
+
+    if d == 1:
+        X, y = sine(150)
+        E = X_EVAL
+    else:
+        a = generate_rows(SyntheticSpec("friedman1", 150, 5, 0.5, 0), 0, 150)
+        X, y = a[:, :d], a[:, 5]
+        E = eval_grid(X, feature=1, n_points=30)
+    est = rff(length_scale=0.3)
+    res = bootstrap(est, X, y, E, n_bootstraps=6, random_state=1)
+    fitted = rff(length_scale=0.3).fit(X, y).predict(E)
+    path = plot_band(res, X, y, E, fitted_mean=fitted, n_curves=3, feature=0 if d == 1 else 1,
+                     path=tmp_path / "band.png", figsize=(6.0, 4.0), dpi=50)
+    assert os.path.getsize(path) > 1000
+    assert mpl_image.imread(path).shape[:2] == (200, 300)
+
+
+def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
+    from bigkernel.jobs.plots import plot_band
+
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    X, y = sine(50)
+    res = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=2, random_state=1)
+    with pytest.raises(ImportError, match=r"pip install bigkernel\[plot\]"):
+        plot_band(res, X, y, X_EVAL, path=tmp_path / "x.png")
