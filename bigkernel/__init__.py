@@ -19,6 +19,7 @@ from bigkernel.errors import (
 )
 from bigkernel.models.persist import load
 from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 __all__ = [
     "__version__",
@@ -31,6 +32,7 @@ __all__ = [
     "OutputExistsError",
     "ParameterError",
     "RandomFeatureRidge",
+    "RandomFeatureRidgeCV",
     "StoreMismatchError",
     "SyntheticSpec",
     "load",

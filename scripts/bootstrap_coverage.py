@@ -43,6 +43,7 @@ def coverage_experiment(
 ) -> dict:
     """Run the comparison; returns widths, their ratio and the coverage of f."""
     import dask
+    from threadpoolctl import threadpool_limits
 
     from bigkernel import RandomFeatureRidge
     from bigkernel.data.synthetic import true_function
@@ -60,7 +61,10 @@ def coverage_experiment(
     store = store or os.path.join(tempfile.mkdtemp(prefix="bootstrap-coverage-"), "bs.zarr")
     try:
         t0 = time.perf_counter()
-        with dask.config.set(scheduler="sync"):  # many tiny tasks: no thread overhead
+        # Many tiny problems: one BLAS thread per task (multi-threaded BLAS on a 100x100 system
+        # is ~10x slower on a busy machine), the dask threads give the parallelism.
+        with dask.config.set(scheduler="threads", num_workers=os.cpu_count()), \
+                threadpool_limits(1):
             res = bootstrap(estimator(), X, y, X_eval, n_bootstraps=B,
                             confidence_level=confidence_level, random_state=seed + 1,
                             store=store)

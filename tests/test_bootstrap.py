@@ -189,15 +189,21 @@ def test_store_of_another_job_is_refused(tmp_path, change, field):
 # --------------------------------------------------------------------------------------------
 def test_band_width_matches_fresh_samples():
     """Bootstrap band width vs the band of R refits on fresh data sets (small-size check)."""
+    import dask
+    from threadpoolctl import threadpool_limits
+
     n, B, R = 200, 100, 100
     est = rff(n_components=100, chunk_rows=None)
     X, y = sine(n, seed=0)
-    res = bootstrap(est, X, y, X_EVAL, n_bootstraps=B, random_state=1)
-    fresh = np.stack([rff(n_components=100, chunk_rows=None).fit(*sine(n, seed=1000 + i))
-                      .predict(X_EVAL) for i in range(R)])
+    # one BLAS thread per task: hundreds of tiny multi-threaded BLAS calls crawl (10x) on a
+    # busy 2-core machine
+    with dask.config.set(scheduler="threads", num_workers=2), threadpool_limits(1):
+        res = bootstrap(est, X, y, X_EVAL, n_bootstraps=B, random_state=1)
+        fresh = np.stack([rff(n_components=100, chunk_rows=None).fit(*sine(n, seed=1000 + i))
+                          .predict(X_EVAL) for i in range(R)])
     ref = percentile_band(fresh, 0.9)
     ratio = np.mean(res.upper - res.lower) / np.mean(ref.upper - ref.lower)
-    assert 0.75 <= ratio <= 1.33, ratio
+    assert 0.8 <= ratio <= 1.25, ratio  # the issue's target; 0.91 here
     # and both bands are about the truth, not degenerate
     f = true_function("sine", X_EVAL)
     assert np.mean((res.lower <= f) & (f <= res.upper)) > 0.5

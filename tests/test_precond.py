@@ -65,12 +65,13 @@ def test_apply_from_a_given_factor_and_per_column_shifts():
     np.testing.assert_allclose(
         P.apply(R), np.linalg.solve(L @ L.T + 1e-3 * np.eye(60), R), rtol=1e-7
     )
-    # orthonormal basis, eigenvalues of LLᵀ
-    np.testing.assert_allclose(P.Q.T @ P.Q, np.eye(P.rank), atol=1e-12)
+    # W = LV: orthogonal columns carrying the eigenvalues of LᵀL, and WWᵀ = LLᵀ
+    W = P.factor()
+    np.testing.assert_allclose(W @ W.T, L @ L.T, atol=1e-12 * np.abs(L @ L.T).max())
+    np.testing.assert_allclose(W.T @ W, np.diag(P.eigenvalues), atol=1e-12 * P.eigenvalues.max())
+    sv = np.linalg.svd(L, compute_uv=False) ** 2
     np.testing.assert_allclose(
-        np.sort(P.eigenvalues),
-        np.sort(np.linalg.svd(L, compute_uv=False) ** 2)[-P.rank :],
-        rtol=1e-6,
+        np.sort(P.eigenvalues), np.sort(sv), rtol=1e-6, atol=1e-14 * sv.max()
     )
 
 

@@ -46,6 +46,9 @@ def tree_reduce(parts: list, combine: Callable, split_every: int = SPLIT_EVERY, 
 
 
 def _sum(*parts):
+    """Sum of partial results; lists (one entry per feature map) are summed entry-wise."""
+    if isinstance(parts[0], list):
+        return [_sum(*items) for items in zip(*parts)]
     total = parts[0]
     for p in parts[1:]:
         total = total + p
@@ -55,13 +58,15 @@ def _sum(*parts):
 def stats_graph(
     X: da.Array,
     Y: da.Array,
-    fmap: FeatureMap,
+    fmap: FeatureMap | list[FeatureMap],
     *,
     weights: Callable[[int, int], np.ndarray] | None = None,
     dtype: str = "float64",
     block_rows: int = 8192,
 ) -> Delayed:
     """Delayed :class:`SufficientStats` of the whole data set, tree-reduced.
+
+    With a list of feature maps, a list of statistics (one per map) from the same pass.
 
     ``X`` (n, d) and ``Y`` (n, k) must share their row chunks and have one column chunk.
     NaN/inf raise :class:`~bigkernel.errors.NonFiniteError` from the chunk that holds them.

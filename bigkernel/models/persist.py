@@ -29,8 +29,9 @@ FORMAT_VERSION = 1
 
 def _registry() -> dict[str, type]:
     from bigkernel.models.random_features import RandomFeatureRidge
+    from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
-    reg: dict[str, type] = {"RandomFeatureRidge": RandomFeatureRidge}
+    reg: dict[str, type] = {"RandomFeatureRidge": RandomFeatureRidge, "RandomFeatureRidgeCV": RandomFeatureRidgeCV}
     try:  # estimators of other solvers register themselves when they exist
         from bigkernel.models import exact
 

@@ -37,7 +37,170 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
     return int(2 ** np.clip(np.floor(np.log2(max(rows, 1))), 8, 13))
 
 
-class RandomFeatureRidge(RegressorMixin, BaseEstimator):
+class _RandomFeatureBase(RegressorMixin, BaseEstimator):
+    """Shared machinery of the random-feature estimators: checks, data, pass, predict, state."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags
+
+    def _check_common_params(self) -> None:
+        check_choice("kernel", self.kernel, KERNELS)
+        check_choice("sampler", self.sampler, SAMPLERS)
+        check_choice("form", self.form, FORMS)
+        check_choice("dtype", str(np.dtype(self.dtype)) if _is_dtype(self.dtype) else self.dtype, ("float32", "float64"))
+        if self.kernel == "matern":
+            check_choice("nu", self.nu, MATERN_NUS)
+        if isinstance(self.n_components, bool) or not isinstance(self.n_components, Integral) or self.n_components <= 0:
+            raise ParameterError(f"n_components must be a positive integer, got {self.n_components!r}")
+        if self.chunk_rows is not None and (not isinstance(self.chunk_rows, Integral) or self.chunk_rows <= 0):
+            raise ParameterError(f"chunk_rows must be a positive integer or None, got {self.chunk_rows!r}")
+
+    def _seed(self) -> int:
+        """The feature-map seed: ``random_state`` if an int, else drawn from it."""
+        seed = self.random_state
+        if not isinstance(seed, Integral) or isinstance(seed, bool):
+            seed = int(check_random_state(seed).randint(np.iinfo(np.int32).max))
+        return int(seed)
+
+    def _feature_map(self, n_features: int, seed: int, gamma=None, length_scale=None) -> FeatureMap:
+        return make_feature_map(
+            self.kernel, n_features, self.n_components, seed, gamma=gamma,
+            length_scale=length_scale, nu=self.nu, sampler=self.sampler, form=self.form,
+        )  # fmt: skip
+
+    def _set_fitted(self, sol, fmap: FeatureMap, y_ndim: int, stats: SufficientStats):
+        """Fitted attributes from a :class:`~bigkernel.numerics.primal.PrimalSolution`."""
+        single = y_ndim == 1
+        self.feature_map_ = fmap
+        self.coef_ = sol.coef[:, 0].copy() if single else sol.coef.T.copy()
+        self.intercept_ = float(sol.intercept[0]) if single else sol.intercept.copy()
+        self.alpha_ = sol.alpha
+        self.alphas_ = sol.alphas
+        self.df_path_ = sol.df
+        self.df_ = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
+        self.gcv_ = sol.gcv[:, 0].copy() if single else sol.gcv
+        self.n_samples_fit_ = int(round(float(stats.n[0])))
+        self.n_features_in_ = fmap.n_features_in
+        logger.info("fitted %s: n=%s D=%d alpha=%.3g df=%.1f", type(self).__name__,
+                    f"{self.n_samples_fit_:,}", fmap.n_components, self.alpha_, self.df_)
+        return self
+
+    def _fit_input(self, X, y) -> Dataset:
+        if y is None:
+            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        ds, _ = self._as_dataset(X, y, reset=True)
+        return ds
+
+    # ----------------------------------------------------------------- data
+    def _as_dataset(self, X, y=None, *, reset: bool) -> tuple[Dataset, bool]:
+        """Validated dask data set and whether the input was dask (so output should be)."""
+        if isinstance(X, da.Array) or isinstance(y, da.Array):
+            ds = as_dataset(X, y)
+            if not reset:
+                self._check_n_features(ds.X.shape[1])
+            elif ds.X.shape[0] < 1:
+                raise DataError("X is empty")
+            return ds, True
+        X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32])
+        if y is not None:
+            # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
+            y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
+            check_consistent_length(X, y)
+        return as_dataset(X, y, chunk_rows=self.chunk_rows), False
+
+    def _check_n_features(self, d: int) -> None:
+        if d != self.n_features_in_:
+            raise DataError(
+                f"X has {d} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+
+    def stats_graph(self, ds: Dataset, fmap, weights=None):
+        """The delayed one-pass statistics of ``ds`` under ``fmap`` (a map, or a list of maps
+        sharing the pass), optionally weighted or partitioned (for orchestrators)."""
+        Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
+        return stats_graph(ds.X, Y, fmap, weights=weights, dtype=str(np.dtype(self.dtype)),
+                           block_rows=feature_block_rows(self.n_components, self.dtype))
+
+    # ----------------------------------------------------------------- predict
+    def _coef_2d(self) -> tuple[np.ndarray, np.ndarray]:
+        coef = self.coef_[:, np.newaxis] if self.coef_.ndim == 1 else self.coef_.T
+        return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
+
+    def predict(self, X):
+        """Predict; numpy in gives numpy out, dask in gives a lazy dask array out.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self, "coef_")
+        coef, intercept = self._coef_2d()
+        dtype = str(np.dtype(self.dtype))
+        rows = feature_block_rows(self.feature_map_.n_components, dtype)
+        if isinstance(X, da.Array):
+            ds, _ = self._as_dataset(X, reset=False)
+            out = predict_graph(ds.X, self.feature_map_, coef, intercept, dtype=dtype, block_rows=rows)
+        else:
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            out = predict_block(self.feature_map_, X, coef, intercept, dtype=dtype, block_rows=rows)
+        return out[:, 0] if self.coef_.ndim == 1 else out
+
+    def predict_to_zarr(self, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
+        """Predict a dask/numpy X straight into a zarr array, chunk by chunk (out of core).
+
+        See :func:`bigkernel.models.predict_io.predict_to_zarr`.
+        """
+        from bigkernel.models.predict_io import predict_to_zarr
+
+        return predict_to_zarr(self, X, path, name=name, overwrite=overwrite)
+
+    # ----------------------------------------------------------------- persistence
+    def save(self, path: str, *, overwrite: bool = False) -> str:
+        """Save the fitted model as a zarr group with JSON metadata (no pickle)."""
+        from bigkernel.models.persist import save_model
+
+        return save_model(self, path, overwrite=overwrite)
+
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        check_is_fitted(self, "coef_")
+        fm = self.feature_map_
+        attrs = {
+            "feature_map": fm.to_metadata(),
+            "alpha_": self.alpha_, "df_": self.df_, "n_samples_fit_": self.n_samples_fit_,
+            "n_features_in_": self.n_features_in_, "single_output": self.coef_.ndim == 1,
+        }  # fmt: skip
+        arrays = {
+            "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
+            "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
+            "fmap_weights": fm.weights,
+        }  # fmt: skip
+        if fm.offsets is not None:
+            arrays["fmap_offsets"] = fm.offsets
+        return attrs, arrays
+
+    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        fm = FeatureMap.from_arrays(attrs["feature_map"], arrays["fmap_weights"], arrays.get("fmap_offsets"))
+        coef, intercept = arrays["coef"], arrays["intercept"]
+        if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
+            raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
+        single = bool(attrs["single_output"])
+        self.feature_map_ = fm
+        self.coef_ = coef[0] if single else coef
+        self.intercept_ = float(intercept[0]) if single else intercept
+        self.alpha_, self.df_ = float(attrs["alpha_"]), float(attrs["df_"])
+        self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
+        self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
+
+
+class RandomFeatureRidge(_RandomFeatureBase):
     """Kernel ridge regression with random Fourier features, fitted in one streamed pass.
 
     The data are read once, chunk by chunk; each chunk contributes its feature statistics
@@ -119,62 +282,17 @@ class RandomFeatureRidge(RegressorMixin, BaseEstimator):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = True
-        return tags
-
     # ----------------------------------------------------------------- parameters
     def _check_params(self) -> None:
-        check_choice("kernel", self.kernel, KERNELS)
-        check_choice("sampler", self.sampler, SAMPLERS)
-        check_choice("form", self.form, FORMS)
-        check_choice("dtype", str(np.dtype(self.dtype)) if _is_dtype(self.dtype) else self.dtype, ("float32", "float64"))
-        if self.kernel == "matern":
-            check_choice("nu", self.nu, MATERN_NUS)
-        if isinstance(self.n_components, bool) or not isinstance(self.n_components, Integral) or self.n_components <= 0:
-            raise ParameterError(f"n_components must be a positive integer, got {self.n_components!r}")
+        self._check_common_params()
         if self.gamma is not None and (
             isinstance(self.gamma, bool) or not isinstance(self.gamma, Real) or not np.isfinite(self.gamma) or self.gamma <= 0
         ):
             raise ParameterError(f"gamma must be a positive number or None, got {self.gamma!r}")
-        if self.chunk_rows is not None and (not isinstance(self.chunk_rows, Integral) or self.chunk_rows <= 0):
-            raise ParameterError(f"chunk_rows must be a positive integer or None, got {self.chunk_rows!r}")
         resolve_alphas(self.alpha)
 
     def _make_feature_map(self, n_features: int) -> FeatureMap:
-        seed = self.random_state
-        if not isinstance(seed, Integral) or isinstance(seed, bool):
-            seed = int(check_random_state(seed).randint(np.iinfo(np.int32).max))
-        return make_feature_map(
-            self.kernel, n_features, self.n_components, int(seed), gamma=self.gamma,
-            length_scale=self.length_scale, nu=self.nu, sampler=self.sampler, form=self.form,
-        )
-
-    # ----------------------------------------------------------------- data
-    def _as_dataset(self, X, y=None, *, reset: bool) -> tuple[Dataset, bool]:
-        """Validated dask data set and whether the input was dask (so output should be)."""
-        if isinstance(X, da.Array) or isinstance(y, da.Array):
-            ds = as_dataset(X, y)
-            if not reset:
-                self._check_n_features(ds.X.shape[1])
-            elif ds.X.shape[0] < 1:
-                raise DataError("X is empty")
-            return ds, True
-        X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32])
-        if y is not None:
-            # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
-            y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
-            check_consistent_length(X, y)
-        return as_dataset(X, y, chunk_rows=self.chunk_rows), False
-
-    def _check_n_features(self, d: int) -> None:
-        if d != self.n_features_in_:
-            raise DataError(
-                f"X has {d} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
+        return self._feature_map(n_features, self._seed(), self.gamma, self.length_scale)
 
     # ----------------------------------------------------------------- fit
     def fit(self, X, y):
@@ -190,10 +308,7 @@ class RandomFeatureRidge(RegressorMixin, BaseEstimator):
         self
         """
         self._check_params()
-        if y is None:
-            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        ds, _ = self._as_dataset(X, y, reset=True)
-        return self.fit_dataset(ds)
+        return self.fit_dataset(self._fit_input(X, y))
 
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
@@ -205,103 +320,9 @@ class RandomFeatureRidge(RegressorMixin, BaseEstimator):
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
         return self._fit_from_stats(stats, fmap, y_ndim=ds.y.ndim)
 
-    def stats_graph(self, ds: Dataset, fmap: FeatureMap, weights=None):
-        """The delayed one-pass statistics of ``ds`` under ``fmap`` (for orchestrators)."""
-        Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
-        return stats_graph(ds.X, Y, fmap, weights=weights, dtype=str(np.dtype(self.dtype)),
-                           block_rows=feature_block_rows(fmap.n_components, self.dtype))
-
     def _fit_from_stats(self, stats: SufficientStats, fmap: FeatureMap, y_ndim: int):
         """Set the fitted attributes from one set of statistics."""
-        sol = solve_primal(stats, self.alpha, self.fit_intercept)
-        single = y_ndim == 1
-        self.feature_map_ = fmap
-        self.coef_ = sol.coef[:, 0].copy() if single else sol.coef.T.copy()
-        self.intercept_ = float(sol.intercept[0]) if single else sol.intercept.copy()
-        self.alpha_ = sol.alpha
-        self.alphas_ = sol.alphas
-        self.df_path_ = sol.df
-        self.df_ = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
-        self.gcv_ = sol.gcv[:, 0].copy() if single else sol.gcv
-        self.n_samples_fit_ = int(round(float(stats.n[0])))
-        self.n_features_in_ = fmap.n_features_in
-        logger.info("fitted %s: n=%s D=%d alpha=%.3g df=%.1f", type(self).__name__,
-                    f"{self.n_samples_fit_:,}", fmap.n_components, self.alpha_, self.df_)
-        return self
-
-    # ----------------------------------------------------------------- predict
-    def _coef_2d(self) -> tuple[np.ndarray, np.ndarray]:
-        coef = self.coef_[:, np.newaxis] if self.coef_.ndim == 1 else self.coef_.T
-        return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
-
-    def predict(self, X):
-        """Predict; numpy in gives numpy out, dask in gives a lazy dask array out.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
-        """
-        check_is_fitted(self, "coef_")
-        coef, intercept = self._coef_2d()
-        dtype = str(np.dtype(self.dtype))
-        rows = feature_block_rows(self.feature_map_.n_components, dtype)
-        if isinstance(X, da.Array):
-            ds, _ = self._as_dataset(X, reset=False)
-            out = predict_graph(ds.X, self.feature_map_, coef, intercept, dtype=dtype, block_rows=rows)
-        else:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-            out = predict_block(self.feature_map_, X, coef, intercept, dtype=dtype, block_rows=rows)
-        return out[:, 0] if self.coef_.ndim == 1 else out
-
-    def predict_to_zarr(self, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
-        """Predict a dask/numpy X straight into a zarr array, chunk by chunk (out of core).
-
-        See :func:`bigkernel.models.predict_io.predict_to_zarr`.
-        """
-        from bigkernel.models.predict_io import predict_to_zarr
-
-        return predict_to_zarr(self, X, path, name=name, overwrite=overwrite)
-
-    # ----------------------------------------------------------------- persistence
-    def save(self, path: str, *, overwrite: bool = False) -> str:
-        """Save the fitted model as a zarr group with JSON metadata (no pickle)."""
-        from bigkernel.models.persist import save_model
-
-        return save_model(self, path, overwrite=overwrite)
-
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        check_is_fitted(self, "coef_")
-        fm = self.feature_map_
-        attrs = {
-            "feature_map": fm.to_metadata(),
-            "alpha_": self.alpha_, "df_": self.df_, "n_samples_fit_": self.n_samples_fit_,
-            "n_features_in_": self.n_features_in_, "single_output": self.coef_.ndim == 1,
-        }  # fmt: skip
-        arrays = {
-            "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
-            "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
-            "fmap_weights": fm.weights,
-        }  # fmt: skip
-        if fm.offsets is not None:
-            arrays["fmap_offsets"] = fm.offsets
-        return attrs, arrays
-
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        fm = FeatureMap.from_arrays(attrs["feature_map"], arrays["fmap_weights"], arrays.get("fmap_offsets"))
-        coef, intercept = arrays["coef"], arrays["intercept"]
-        if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
-            raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
-        single = bool(attrs["single_output"])
-        self.feature_map_ = fm
-        self.coef_ = coef[0] if single else coef
-        self.intercept_ = float(intercept[0]) if single else intercept
-        self.alpha_, self.df_ = float(attrs["alpha_"]), float(attrs["df_"])
-        self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
-        self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
+        return self._set_fitted(solve_primal(stats, self.alpha, self.fit_intercept), fmap, y_ndim, stats)
 
 
 def _is_dtype(value) -> bool:

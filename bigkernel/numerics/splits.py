@@ -28,15 +28,35 @@ def row_uniforms(seed: int, start: int, stop: int) -> np.ndarray:
 class HoldoutSplit:
     """Rows with ``row_uniforms < fraction`` are held out (group 1); the rest train (group 0).
 
-    ``split(start, stop)`` returns the training weights (1, rows) — the weights protocol of the
-    one-pass statistics — and ``split.groups(start, stop)`` the group ids.
+    A row partition for the one-pass statistics (``keep=(0,)``: only the training rows are
+    summed) and, through :meth:`groups`, for the evaluation pass.
     """
 
     seed: int
     fraction: float
+    n_groups: int = 2
+    keep: tuple[int, ...] = (0,)
 
     def groups(self, start: int, stop: int) -> np.ndarray:
+        """Group id (0 train, 1 holdout) of rows ``[start, stop)``."""
         return (row_uniforms(self.seed, start, stop) < self.fraction).astype(np.int64)
 
-    def __call__(self, start: int, stop: int) -> np.ndarray:
-        return (self.groups(start, stop) == 0).astype(np.float64)[np.newaxis, :]
+
+@dataclass(frozen=True)
+class FoldSplit:
+    """K folds: row i goes to fold ``floor(K · u_i)``; all folds kept (one statistics set each).
+
+    The seed is offset from the holdout hash's so fold and holdout assignments are independent.
+    """
+
+    seed: int
+    n_groups: int = 5
+
+    @property
+    def keep(self) -> tuple[int, ...]:
+        return tuple(range(self.n_groups))
+
+    def groups(self, start: int, stop: int) -> np.ndarray:
+        """Fold id of rows ``[start, stop)``."""
+        u = row_uniforms(self.seed ^ 0x5EED_F01D, start, stop)
+        return np.minimum((u * self.n_groups).astype(np.int64), self.n_groups - 1)

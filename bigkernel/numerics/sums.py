@@ -10,6 +10,7 @@ all float64. They add across blocks, so a whole data set reduces to one small ob
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,7 +97,7 @@ def check_finite(X: np.ndarray, y: np.ndarray, start: int) -> None:
 
 
 def block_stats(
-    fmap: FeatureMap,
+    fmap: FeatureMap | Sequence[FeatureMap],
     X: np.ndarray,
     Y: np.ndarray,
     start: int,
@@ -104,19 +105,25 @@ def block_stats(
     weights=None,
     dtype: np.dtype | str = np.float64,
     block_rows: int = 8192,
-) -> SufficientStats:
+) -> SufficientStats | list[SufficientStats]:
     """Statistics of rows ``[start, start + len(X))`` of a data set.
 
     Parameters
     ----------
-    fmap : FeatureMap
+    fmap : FeatureMap or sequence of FeatureMap
+        Several maps (e.g. one per bandwidth) share one read of the block; one
+        :class:`SufficientStats` is returned per map.
     X : ndarray of shape (rows, d)
     Y : ndarray of shape (rows, k)
     start : int
         Global index of the first row (for weights and error messages).
-    weights : callable, optional
-        ``weights(start, stop) -> ndarray (m, stop - start)`` giving m weight vectors; default one
-        set of unit weights.
+    weights : callable or partition, optional
+        Either ``weights(start, stop) -> ndarray (m, stop - start)`` giving m weight vectors
+        (e.g. bootstrap counts), or a *row partition* with ``groups(start, stop) -> int array``,
+        ``n_groups`` and ``keep`` (the groups to return, e.g. the training rows of a holdout
+        split, or every fold): rows are then sorted by group so each group is a contiguous slice
+        and no feature row is copied or computed for a group that is not kept. Default: one set
+        of unit weights.
     dtype : float32 or float64
         Precision of the features and of the within-sub-block products.
     block_rows : int
@@ -126,55 +133,77 @@ def block_stats(
 
     Returns
     -------
-    SufficientStats
+    SufficientStats or list of SufficientStats
+        With leading axis m (weight vectors or kept groups).
     """
+    maps = [fmap] if isinstance(fmap, FeatureMap) else list(fmap)
     check_finite(X, Y, start)
     stop = start + X.shape[0]
-    W = None if weights is None else np.asarray(weights(start, stop), dtype=np.float64)
-    m = 1 if W is None else W.shape[0]
-    acc = SufficientStats.zeros(m, fmap.n_components, Y.shape[1])
+    partition = weights if hasattr(weights, "groups") else None
+    W = None if weights is None or partition else np.asarray(weights(start, stop), dtype=np.float64)
+    m = len(partition.keep) if partition else (1 if W is None else W.shape[0])
+    accs = [SufficientStats.zeros(m, f.n_components, Y.shape[1]) for f in maps]
     # sub-block edges at global multiples of block_rows, so a sub-block does not depend on the chunk
     first = -(-start // block_rows) * block_rows
     edges = sorted({start, stop, *range(first, stop, block_rows)})
     for lo, hi in zip(edges[:-1], edges[1:]):
         rows = slice(lo - start, hi - start)
-        phi = fmap.transform_unscaled(X[rows], dtype)
-        y = np.asarray(Y[rows], dtype=np.float64)
-        _accumulate(acc, phi, y, None if W is None else W[:, rows])
-    # fold the constant feature scale into the small sums rather than the big blocks
-    c = fmap.scale
-    acc.sum_phi *= c
-    acc.gram *= c * c
-    acc.phi_y *= c
-    return acc
-
-
-def _accumulate(acc: SufficientStats, phi: np.ndarray, y: np.ndarray, W: np.ndarray | None) -> None:
-    if W is None:
-        # one gemm gives Φᵀy and Σφ = Φᵀ1 (cheaper than a float64 column sum of Φ)
-        ext = np.empty((y.shape[0], y.shape[1] + 1), dtype=phi.dtype)
-        ext[:, :-1], ext[:, -1] = y, 1.0
-        prod = phi.T @ ext
-        acc.n[0] += phi.shape[0]
-        acc.sum_phi[0] += prod[:, -1]
-        acc.phi_y[0] += prod[:, :-1]
-        acc.sum_y[0] += y.sum(axis=0)
-        acc.sum_yy[0] += (y * y).sum(axis=0)
-        acc.gram[0] += phi.T @ phi  # numpy dispatches AᵀA to BLAS syrk
-        return
-    for i, w in enumerate(W):
-        keep = np.flatnonzero(w)
-        if keep.size == 0:
-            continue
-        wk = w[keep]
-        p, yk = phi[keep], y[keep]
-        acc.n[i] += wk.sum()
-        acc.sum_phi[i] += wk.astype(p.dtype) @ p
-        acc.sum_y[i] += wk @ yk
-        acc.sum_yy[i] += wk @ (yk * yk)
-        if np.all(wk == 1.0):
-            acc.gram[i] += p.T @ p
+        x, y = X[rows], np.asarray(Y[rows], dtype=np.float64)
+        if partition is not None:
+            g = np.asarray(partition.groups(lo, hi))
+            order = np.argsort(g, kind="stable")
+            x, y = x[order], y[order]
+            bounds = np.searchsorted(g[order], np.arange(partition.n_groups + 1))
+            pieces = [(i, slice(bounds[j], bounds[j + 1])) for i, j in enumerate(partition.keep)]
         else:
-            ps = p * np.sqrt(wk, dtype=np.float64).astype(p.dtype)[:, np.newaxis]
-            acc.gram[i] += ps.T @ ps
-        acc.phi_y[i] += p.T @ (wk[:, np.newaxis] * yk).astype(p.dtype, copy=False)
+            pieces = [(0, slice(None))]
+        for f, acc in zip(maps, accs):
+            for i, sl in pieces:
+                if x[sl].shape[0] == 0:
+                    continue
+                phi = f.transform_unscaled(x[sl], dtype)
+                if W is None:
+                    _accumulate(acc, i, phi, y[sl])
+                else:
+                    for j in range(m):
+                        _accumulate_weighted(acc, j, phi, y, W[j, rows])
+    for f, acc in zip(maps, accs):
+        # fold the constant feature scale into the small sums rather than the big blocks
+        c = f.scale
+        acc.sum_phi *= c
+        acc.gram *= c * c
+        acc.phi_y *= c
+    return accs[0] if isinstance(fmap, FeatureMap) else accs
+
+
+def _accumulate(acc: SufficientStats, i: int, phi: np.ndarray, y: np.ndarray) -> None:
+    """Add unit-weight rows to set ``i``."""
+    # one gemm gives Φᵀy and Σφ = Φᵀ1 (cheaper than a float64 column sum of Φ)
+    ext = np.empty((y.shape[0], y.shape[1] + 1), dtype=phi.dtype)
+    ext[:, :-1], ext[:, -1] = y, 1.0
+    prod = phi.T @ ext
+    acc.n[i] += phi.shape[0]
+    acc.sum_phi[i] += prod[:, -1]
+    acc.phi_y[i] += prod[:, :-1]
+    acc.sum_y[i] += y.sum(axis=0)
+    acc.sum_yy[i] += (y * y).sum(axis=0)
+    acc.gram[i] += phi.T @ phi  # numpy dispatches AᵀA to BLAS syrk
+
+
+def _accumulate_weighted(acc: SufficientStats, i: int, phi: np.ndarray, y: np.ndarray, w: np.ndarray) -> None:
+    """Add rows with weights ``w`` (e.g. bootstrap counts) to set ``i``; zero-weight rows skipped."""
+    keep = np.flatnonzero(w)
+    if keep.size == 0:
+        return
+    wk = w[keep]
+    p, yk = phi[keep], y[keep]
+    acc.n[i] += wk.sum()
+    acc.sum_phi[i] += wk.astype(p.dtype) @ p
+    acc.sum_y[i] += wk @ yk
+    acc.sum_yy[i] += wk @ (yk * yk)
+    if np.all(wk == 1.0):
+        acc.gram[i] += p.T @ p
+    else:
+        ps = p * np.sqrt(wk).astype(p.dtype)[:, np.newaxis]
+        acc.gram[i] += ps.T @ ps  # ΦᵀWΦ = (W^½Φ)ᵀ(W^½Φ): still a syrk
+    acc.phi_y[i] += p.T @ (wk[:, np.newaxis] * yk).astype(p.dtype, copy=False)

@@ -1,0 +1,226 @@
+"""RandomFeatureRidgeCV: choose (γ, α) by K-fold CV or GCV from one pass over the data."""
+
+from __future__ import annotations
+
+import logging
+from numbers import Integral
+
+import numpy as np
+from scipy.stats import rankdata
+
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import ParameterError
+from bigkernel.models._compute import compute
+from bigkernel.models.random_features import _RandomFeatureBase
+from bigkernel.numerics.cv import cv_path
+from bigkernel.numerics.features import gamma_from_length_scale
+from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
+from bigkernel.numerics.splits import FoldSplit
+
+logger = logging.getLogger(__name__)
+
+#: default α grid when ``alphas=None``: 20 values, relative to the mean eigenvalue of the system
+DEFAULT_RELATIVE_ALPHAS = np.logspace(-8, 1, 20)
+
+
+class RandomFeatureRidgeCV(_RandomFeatureBase):
+    """Random-feature kernel ridge with (γ, α) chosen by K-fold CV or GCV, in one data pass.
+
+    One feature map per γ (all drawn from the same seed, so γ grid points differ only in
+    bandwidth) is evaluated on every chunk in the same pass; per-fold statistics give each fold's
+    training system as the total minus the fold and its validation error from the fold's own
+    sums. The best (γ, α) is refitted from the total statistics — no second pass.
+
+    Parameters
+    ----------
+    kernel : {"rbf", "laplacian", "matern"}, default="rbf"
+    gammas : sequence of float, default=None
+        Bandwidths to search (exclusive with ``length_scales``); default ``[1/n_features]``.
+    length_scales : sequence of float, default=None
+    alphas : sequence of float, default=None
+        Penalties to search; default 20 values log-spaced from 1e-8 to 10 times the mean
+        eigenvalue of each fold's centred system.
+    cv : int or "gcv", default=5
+        Number of folds (rows assigned by a seeded hash of the row index), or generalized
+        cross-validation on the whole data.
+    n_components, nu, sampler, form, fit_intercept, random_state, dtype, chunk_rows
+        As in :class:`RandomFeatureRidge`.
+
+    Attributes
+    ----------
+    cv_results_ : dict of ndarray
+        Like scikit-learn's: ``params``, ``param_gamma``, ``param_alpha``, ``mean_test_score``
+        (negative MSE; for ``cv="gcv"`` the negative GCV score), ``std_test_score``,
+        ``rank_test_score``, ``split{k}_test_score``, ``mean_test_r2``.
+    best_params_ : dict
+    best_score_ : float
+    gamma_, alpha_ : float
+        The chosen bandwidth and penalty; ``coef_``, ``intercept_``, ``df_`` etc. as in
+        :class:`RandomFeatureRidge` for them.
+    """
+
+    def __init__(
+        self,
+        kernel="rbf",
+        *,
+        gammas=None,
+        length_scales=None,
+        alphas=None,
+        cv=5,
+        nu=1.5,
+        n_components=100,
+        sampler="iid",
+        form="cos",
+        fit_intercept=True,
+        random_state=None,
+        dtype="float64",
+        chunk_rows=None,
+    ):
+        self.kernel = kernel
+        self.gammas = gammas
+        self.length_scales = length_scales
+        self.alphas = alphas
+        self.cv = cv
+        self.nu = nu
+        self.n_components = n_components
+        self.sampler = sampler
+        self.form = form
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.dtype = dtype
+        self.chunk_rows = chunk_rows
+
+    def _check_params(self) -> None:
+        self._check_common_params()
+        if self.kernel == "fourier":
+            raise ParameterError("kernel='fourier' has no bandwidth to search; use RandomFeatureRidge(alpha='gcv')")
+        if self.gammas is not None and self.length_scales is not None:
+            raise ParameterError("give gammas or length_scales, not both")
+        for name in ("gammas", "length_scales", "alphas"):
+            values = getattr(self, name)
+            if values is not None:
+                arr = np.atleast_1d(np.asarray(values, dtype=object))
+                if arr.size == 0 or not all(
+                    isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and np.isfinite(v) and v > 0
+                    for v in arr
+                ):
+                    raise ParameterError(f"{name} must be a non-empty list of positive numbers, got {values!r}")
+        if self.cv != "gcv" and (isinstance(self.cv, bool) or not isinstance(self.cv, Integral) or self.cv < 2):
+            raise ParameterError(f"cv must be an integer >= 2 or 'gcv', got {self.cv!r}")
+
+    def _bandwidths(self, n_features: int) -> list[float]:
+        if self.length_scales is not None:
+            return [gamma_from_length_scale(self.kernel, float(v)) for v in np.atleast_1d(self.length_scales)]
+        if self.gammas is not None:
+            return [float(v) for v in np.atleast_1d(self.gammas)]
+        return [1.0 / n_features]
+
+    def fit(self, X, y):
+        """Search the (γ, α) grid and fit the best point, in one pass over the data.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        return self.fit_dataset(self._fit_input(X, y))
+
+    def fit_dataset(self, ds: Dataset, exclude=None):
+        """Fit from a validated dataset; ``exclude`` (a row partition, e.g. a holdout split whose
+        group 1 is held out) removes rows from both training and validation."""
+        self._check_params()
+        d = ds.X.shape[1]
+        seed = self._seed()
+        gammas = self._bandwidths(d)
+        fmaps = [self._feature_map(d, seed, gamma=g) for g in gammas]
+        split = None if self.cv == "gcv" else FoldSplit(seed, int(self.cv))
+        weights = _combine(split, exclude)
+        (stats,) = compute(self.stats_graph(ds, fmaps, weights), label="cv-fit")
+        scores, r2, per_split, alphas_per_gamma = [], [], [], []
+        for st in stats:
+            folds = st if split is not None else None
+            total = st.total() if split is not None else st
+            path = eigen_path(total, self.fit_intercept)
+            alphas, _ = resolve_alphas(list(self.alphas) if self.alphas is not None else "gcv", path)
+            if self.alphas is None:
+                alphas = DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
+            alphas_per_gamma.append(alphas)
+            if folds is None:
+                gcv = path.gcv(alphas).mean(axis=1)
+                scores.append(-gcv)
+                per_split.append(-gcv[np.newaxis])
+                r2.append(np.full(alphas.size, np.nan))
+            else:
+                cvp = cv_path(folds, alphas, self.fit_intercept)
+                mse = cvp.mse()  # (K, A)
+                per_split.append(-mse)
+                scores.append(-mse.mean(axis=0))
+                r2.append(cvp.r2().mean(axis=0))
+        self._set_cv_results(gammas, alphas_per_gamma, scores, per_split, r2)
+        gi, ai = self._best_index
+        best_total = stats[gi].total() if split is not None else stats[gi]
+        path = eigen_path(best_total, self.fit_intercept)
+        alphas = alphas_per_gamma[gi]
+        coef = path.coef(float(alphas[ai]))
+        sol = PrimalSolution(coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas))
+        self.gamma_ = gammas[gi]
+        return self._set_fitted(sol, fmaps[gi], ds.y.ndim, best_total)
+
+    def _set_cv_results(self, gammas, alphas_per_gamma, scores, per_split, r2) -> None:
+        params, pg, pa, mean, std, mr2, splits = [], [], [], [], [], [], []
+        for g, alphas, sc, sp, r in zip(gammas, alphas_per_gamma, scores, per_split, r2):
+            for j, a in enumerate(alphas):
+                params.append({"gamma": g, "alpha": float(a)})
+                pg.append(g)
+                pa.append(float(a))
+                mean.append(sc[j])
+                std.append(sp[:, j].std())
+                mr2.append(r[j])
+                splits.append(sp[:, j])
+        mean = np.asarray(mean)
+        results = {
+            "params": params, "param_gamma": np.asarray(pg), "param_alpha": np.asarray(pa),
+            "mean_test_score": mean, "std_test_score": np.asarray(std),
+            "rank_test_score": rankdata(-mean, method="min").astype(np.int32), "mean_test_r2": np.asarray(mr2),
+        }  # fmt: skip
+        for k, col in enumerate(np.asarray(splits).T):
+            results[f"split{k}_test_score"] = col
+        self.cv_results_ = results
+        best = int(np.argmax(mean))
+        self.best_index_ = best
+        self.best_params_ = params[best]
+        self.best_score_ = float(mean[best])
+        counts = np.cumsum([0] + [a.size for a in alphas_per_gamma])
+        gi = int(np.searchsorted(counts, best, side="right") - 1)
+        self._best_index = (gi, best - counts[gi])
+        logger.info("CV over %d γ × α points: best %s (score %.4g)", mean.size, self.best_params_, self.best_score_)
+
+
+def _combine(split, exclude):
+    """One row partition from folds and an excluded (holdout) group."""
+    if exclude is None:
+        return split
+    if split is None:
+        return exclude
+    return _FoldsWithout(split, exclude)
+
+
+class _FoldsWithout:
+    """Folds of ``split`` over the rows that ``exclude`` keeps (its group 0)."""
+
+    def __init__(self, split: FoldSplit, exclude):
+        self.split, self.exclude = split, exclude
+        self.n_groups = split.n_groups + 1
+        self.keep = tuple(range(split.n_groups))
+
+    def groups(self, start: int, stop: int) -> np.ndarray:
+        g = self.split.groups(start, stop)
+        return np.where(self.exclude.groups(start, stop) == 0, g, self.split.n_groups)
+
+    def __dask_tokenize__(self):
+        return (type(self).__name__, self.split, self.exclude)
