@@ -8,6 +8,7 @@ from bigkernel.data.sources import open_source
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import (
     BigkernelError,
+    ClusterError,
     ConfigError,
     DataError,
     DataNotFoundError,
@@ -24,6 +25,7 @@ from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 __all__ = [
     "__version__",
     "BigkernelError",
+    "ClusterError",
     "ConfigError",
     "DataError",
     "DataNotFoundError",

@@ -1,5 +1,6 @@
-"""Command line: ``bigkernel run JOB.yaml``, ``bigkernel make-data``. Thin: parse, configure
-logging, call the library; bigkernel errors become one clear message and exit code 2."""
+"""Command line: ``bigkernel run JOB.yaml``, ``bigkernel predict MODEL DATA``, ``bigkernel
+make-data``. Thin: parse, configure logging, call the library; bigkernel errors become one clear
+message and exit code 2."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a YAML job: fit, evaluate, save, predict, bootstrap")
     run.add_argument("config", help="path of the job YAML (see configs/)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved config and chunk plan; compute nothing")
+
+    pr = sub.add_parser("predict", help="predict a data set with a saved model, into zarr")
+    pr.add_argument("model", help="model folder written by a job or by model.save()")
+    pr.add_argument("data", help="zarr group (local path or fsspec URL) or .npy file of X")
+    pr.add_argument("--output", "-o", required=True, help="zarr group to write (array y_pred)")
+    pr.add_argument("--x", default="X", help="name of the X array inside the zarr group (default X)")
+    pr.add_argument("--chunk-rows", type=_count, default=None, help="rows per chunk (default: auto)")
+    pr.add_argument("--address", default=None,
+                    help="Dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: this machine)")
+    pr.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
     mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, chunk by chunk")
     mk.add_argument("kind", choices=["friedman1", "sine"])
@@ -72,6 +83,36 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _cmd_predict(args) -> int:
+    import contextlib
+
+    from bigkernel.data.sources import open_source
+    from bigkernel.errors import OutputExistsError
+    from bigkernel.jobs.config import ClusterConfig, path_relation
+    from bigkernel.models._compute import progress_bars
+    from bigkernel.models.persist import load
+
+    model = load(args.model)  # first: anything that is not a model store is refused unread
+    for what, path in (("model", args.model), ("data", args.data)):
+        relation = path_relation(args.output, path)
+        if relation:
+            raise OutputExistsError(
+                f"--output {args.output} {relation} the {what} {path}: the predictions would "
+                "overwrite an input; choose an output path apart from it"
+            )
+    ds = open_source(args.data, args.x, None, chunk_rows=args.chunk_rows)
+    if args.address:
+        from bigkernel.jobs.cluster import client_from_config
+
+        cluster = client_from_config(ClusterConfig(address=args.address, local=None))
+    else:
+        cluster = contextlib.nullcontext()
+    with cluster, progress_bars(not args.quiet):
+        path = model.predict_to_zarr(ds.X, args.output, overwrite=args.overwrite)
+    sys.stdout.write(json.dumps({"path": path, "n_samples": int(ds.X.shape[0])}) + "\n")
+    return 0
+
+
 def _cmd_make_data(args) -> int:
     from bigkernel.data.synthetic import SyntheticSpec, make_data
 
@@ -88,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args)
     try:
-        return {"run": _cmd_run, "make-data": _cmd_make_data}[args.command](args)
+        commands = {"run": _cmd_run, "predict": _cmd_predict, "make-data": _cmd_make_data}
+        return commands[args.command](args)
     except BigkernelError as exc:
         logger.error("%s: %s", type(exc).__name__, exc)
         return EXIT_USER_ERROR

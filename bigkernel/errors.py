@@ -49,6 +49,11 @@ class IncompleteStoreError(BigkernelError, ValueError):
     """A results store lacks some entries (e.g. bootstrap replicates); the message lists them."""
 
 
+class ClusterError(BigkernelError, RuntimeError):
+    """The Dask cluster could not run the work: the scheduler is unreachable, bigkernel is
+    missing on a worker, or a task kept killing its workers (``distributed.KilledWorker``)."""
+
+
 class NotPSDError(BigkernelError, ArithmeticError):
     """An operator that must be positive (semi-)definite is not: CG breakdown (pᵀAp <= 0), an
     indefinite preconditioner or a kernel Gram matrix with negative eigenvalues."""

@@ -20,8 +20,8 @@ import json
 import logging
 import os
 import platform
-import sys
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -60,7 +60,7 @@ class RSSSampler:
     def reset(self) -> None:
         self.peak = self.current()
 
-    def __enter__(self) -> RSSSampler:
+    def __enter__(self) -> RSSSampler:  # noqa: PYI034
         self._thread.start()
         return self
 

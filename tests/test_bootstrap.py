@@ -35,8 +35,8 @@ def sine(n, noise=0.3, seed=0):
 
 
 def rff(**kw):
-    params = dict(length_scale=0.1, n_components=48, alpha=1.0, random_state=5, chunk_rows=96)
-    params.update(kw)
+    params = {"length_scale": 0.1, "n_components": 48, "alpha": 1.0, "random_state": 5,
+              "chunk_rows": 96, **kw}
     return RandomFeatureRidge(**params)
 
 
@@ -76,7 +76,7 @@ def test_replicates_equal_refits_on_repeated_rows(tmp_path):
     assert np.array_equal(res.X_eval, E)
 
 
-def test_one_dimensional_y_dask_input_and_batch_independence(tmp_path):
+def test_one_dimensional_y_dask_input_and_batch_independence(tmp_path, monkeypatch):
     X, y = sine(250)
     est = rff(alpha=0.5)
     base = bootstrap(est, X, y, X_EVAL, n_bootstraps=6, random_state=2,
@@ -86,11 +86,22 @@ def test_one_dimensional_y_dask_input_and_batch_independence(tmp_path):
     other = bootstrap(est, X, y, X_EVAL, n_bootstraps=6, random_state=2,
                       store=tmp_path / "np1.zarr", batch_size=1)
     _assert_same_result(base, other)
-    # dask input with the same row chunks (re-read per batch): same bytes
+    # dask input with the same row chunks, shared by the batches or re-read by each: same bytes
     Xd, yd = da.from_array(X, chunks=(96, 1)), da.from_array(y, chunks=96)
     lazy = bootstrap(est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2,
                      store=tmp_path / "dask.zarr", batch_size=4)
     _assert_same_result(base, lazy)
+    monkeypatch.setattr("bigkernel.models.bootstrap.SHARED_DATA_BYTES", 0)
+    reread = bootstrap(est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2,
+                       store=tmp_path / "dask-reread.zarr", batch_size=4)
+    _assert_same_result(base, reread)
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.models.bootstrap import _batch_dataset
+
+    ds = as_dataset(Xd, yd)
+    a, b = _batch_dataset(ds, 0, True), _batch_dataset(ds, 1, True)
+    keys = [set(dict(x.X.__dask_graph__())) for x in (ds, a, b)]
+    assert not (keys[0] & keys[1]) and not (keys[1] & keys[2])  # each batch reads on its own
 
 
 # --------------------------------------------------------------------------------------------

@@ -54,3 +54,68 @@ def test_cv_from_sums_equals_direct_refits(fit_intercept):
             sse = np.sum((y[va] - pred) ** 2)
             assert path.sse[k, a_i, 0] == pytest.approx(sse, rel=1e-6)
     assert path.mse().shape == (5, 3) and np.all(path.r2() < 1)
+
+
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+import bigkernel  # noqa: E402
+from bigkernel import RandomFeatureRidge, RandomFeatureRidgeCV  # noqa: E402
+
+
+@parametrize_with_checks([RandomFeatureRidgeCV(n_components=32, cv=3), RandomFeatureRidgeCV(cv="gcv", n_components=16)])
+def test_cv_estimator_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("cv", [5, "gcv"])
+def test_chosen_point_within_2_percent_of_brute_force(cv):
+    X, y = friedman(6000, seed=11)
+    Xt, yt = friedman(3000, seed=12)
+    gammas, alphas = [0.02, 0.1, 0.5, 2.0], [1e-4, 1e-2, 1.0, 100.0]
+    m = RandomFeatureRidgeCV(gammas=gammas, alphas=alphas, cv=cv, n_components=200, random_state=0).fit(X, y)
+    rmse = lambda est: np.sqrt(np.mean((est.predict(Xt) - yt) ** 2))  # noqa: E731
+    brute = min(rmse(RandomFeatureRidge(gamma=g, alpha=a, n_components=200, random_state=0).fit(X, y))
+                for g in gammas for a in alphas)  # fmt: skip
+    assert rmse(m) <= 1.02 * brute
+    assert len(m.cv_results_["params"]) == 16 and m.cv_results_["rank_test_score"].min() == 1
+    # the refit from total sums equals a plain fit at the chosen point
+    ref = RandomFeatureRidge(gamma=m.gamma_, alpha=m.alpha_, n_components=200, random_state=0).fit(X, y)
+    np.testing.assert_allclose(m.predict(Xt), ref.predict(Xt), rtol=1e-8)
+
+
+def test_cv_scores_equal_direct_fold_refits():
+    X, y = friedman(2000, seed=13)
+    m = RandomFeatureRidgeCV(gammas=[0.1, 0.5], alphas=[0.01, 1.0], cv=4, n_components=64, random_state=3).fit(X, y)
+    g = FoldSplit(3, 4).groups(0, 2000)
+    for i, p in enumerate(m.cv_results_["params"]):
+        mses = []
+        for k in range(4):
+            est = RandomFeatureRidge(gamma=p["gamma"], alpha=p["alpha"], n_components=64, random_state=3)
+            est.fit(X[g != k], y[g != k])
+            mses.append(np.mean((est.predict(X[g == k]) - y[g == k]) ** 2))
+        assert m.cv_results_["mean_test_score"][i] == pytest.approx(-np.mean(mses), rel=1e-6)
+
+
+def test_cv_model_round_trip(tmp_path):
+    X, y = friedman(1000, seed=14)
+    m = RandomFeatureRidgeCV(gammas=[0.1, 0.5], cv=3, n_components=32, random_state=0).fit(X, y)
+    back = bigkernel.load(m.save(tmp_path / "cv.zarr"))
+    assert type(back) is RandomFeatureRidgeCV
+    np.testing.assert_array_equal(back.predict(X[:20]), m.predict(X[:20]))
+
+
+def test_gamma_list_and_alpha_cv_through_the_job(tmp_path):
+    from bigkernel.cli import main
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: cv\noutput: out\ndata:\n  make: {kind: friedman1, n_samples: 20000, path: d.zarr}\n"
+        "model:\n  gamma: [0.1, 0.5]\n  alpha: cv\n  cv: 3\n  n_components: 64\n"
+        "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
+    )
+    assert main(["-q", "run", str(job)]) == 0
+    import json
+
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert m["search"]["cv"] == 3 and m["search"]["n_candidates"] == 2 * 20
+    assert m["search"]["best_params"]["gamma"] in (0.1, 0.5)

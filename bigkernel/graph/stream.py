@@ -143,7 +143,7 @@ def predict_graph(
     k = coef.shape[1]
     blocks = [
         da.from_delayed(
-            dask.delayed(_predict_task, pure=True)(model, xb, dtype, block_rows),
+            dask.delayed(_predict_task, pure=True)(model, xb, start, dtype, block_rows),
             shape=(rows, k), dtype=np.float64, meta=np.empty((0, k)),
         )
         for (start, xb, _), rows in zip(row_blocks(X), X.chunks[0])
@@ -151,6 +151,10 @@ def predict_graph(
     return da.concatenate(blocks, axis=0)
 
 
-def _predict_task(model, X, dtype, block_rows):
+def _predict_task(model, X, start, dtype, block_rows):
+    from bigkernel.numerics.sums import check_finite
+
+    # NaN/inf in X would silently give NaN predictions: refuse them, naming the rows
+    check_finite(X, None, start, action="predicting")
     fmap, coef, intercept = model
     return predict_block(fmap, X, coef, intercept, dtype=dtype, block_rows=block_rows)

@@ -72,6 +72,7 @@ __all__ = [
     "SourceConfig",
     "config_from_dict",
     "load_config",
+    "path_relation",
 ]
 
 Solver = Literal["random_features", "exact", "nystroem", "auto"]
@@ -199,8 +200,10 @@ class ModelConfig:
     ----------
     solver : {"random_features", "exact", "nystroem", "auto"}, default="random_features"
     kernel : {"rbf", "laplacian", "matern", "fourier"}, default="rbf"
-    gamma : float or None, default=None
-        Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)).
+    gamma : float, tuple of float, "cv" or None, default=None
+        Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
+        is searched together with alpha in the same data pass (by K-fold CV when alpha or gamma
+        is "cv", else by GCV); "cv" searches 1/d × 10^[-2..1] (7 values) by K-fold CV.
     length_scale : float, tuple of float or None, default=None
         Bandwidth, > 0; a tuple gives one scale per feature (ARD).
     nu : {0.5, 1.5, 2.5}, default=1.5
@@ -211,8 +214,11 @@ class ModelConfig:
         Orthogonal random features exist for ``kernel="rbf"`` only.
     form : {"cos", "cossin"}, default="cos"
         ``cos(Wx + b)`` features or paired cos/sin features with D/2 frequencies.
-    alpha : float, tuple of float or "gcv", default="gcv"
-        Ridge penalty (> 0, finite), a grid of them scored by GCV, or "gcv" for the default grid.
+    alpha : float, tuple of float, "gcv" or "cv", default="gcv"
+        Ridge penalty (> 0, finite), a grid of them scored by GCV, "gcv" for the default grid
+        scored by GCV, or "cv" for the default grid scored by K-fold CV.
+    cv : int, default=5
+        Folds for K-fold cross-validation (>= 2), used when alpha or gamma is "cv".
     fit_intercept : bool, default=True
         Unpenalized intercept by centering.
     dtype : {"float32", "float64"}, default="float64"
@@ -223,13 +229,14 @@ class ModelConfig:
 
     solver: Solver = "random_features"
     kernel: Kernel = "rbf"
-    gamma: float | None = None
+    gamma: float | tuple[float, ...] | Literal["cv"] | None = None
     length_scale: float | tuple[float, ...] | None = None
     nu: float = 1.5
     n_components: int = 1024
     sampler: Sampler = "iid"
     form: Form = "cos"
-    alpha: float | tuple[float, ...] | Literal["gcv"] = "gcv"
+    alpha: float | tuple[float, ...] | Literal["gcv", "cv"] = "gcv"
+    cv: int = 5
     fit_intercept: bool = True
     dtype: DType = "float64"
     random_state: int = 0
@@ -795,13 +802,14 @@ def _number(*, gt: float | None = None, ge: float | None = None, lt: float | Non
     return check
 
 
-def _positive_or_list(expected: str, *, word: str | None = None) -> Check:
-    """Check for a number > 0, a non-empty list of them, or (if given) the keyword ``word``."""
+def _positive_or_list(expected: str, *, word: str | tuple[str, ...] | None = None) -> Check:
+    """Check for a number > 0, a non-empty list of them, or (if given) a keyword in ``word``."""
     scalar = _number(gt=0, expected=expected)
+    words = (word,) if isinstance(word, str) else tuple(word or ())
 
     def check(value: Any) -> float | tuple[float, ...] | str:
-        if word is not None and isinstance(value, str) and value.strip().lower() == word:
-            return word
+        if words and isinstance(value, str) and value.strip().lower() in words:
+            return value.strip().lower()
         if isinstance(value, (list, tuple)):
             if not value:
                 _fail(expected, value, "; the list is empty")
@@ -1141,7 +1149,9 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
     model = ModelConfig(
         solver=sec.value("solver", _choice(get_args(Solver)), "random_features"),
         kernel=sec.value("kernel", _choice(get_args(Kernel)), "rbf"),
-        gamma=sec.value("gamma", _number(gt=0), None, nullable=True),
+        gamma=sec.value("gamma", _positive_or_list(
+            "a number > 0, a non-empty list of numbers > 0 (searched), or 'cv'", word="cv"), None,
+            nullable=True),
         length_scale=sec.value("length_scale", _positive_or_list(
             "a number > 0 or a non-empty list of numbers > 0 (one per feature)"), None,
             nullable=True),
@@ -1150,7 +1160,8 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         sampler=sec.value("sampler", _choice(get_args(Sampler)), "iid"),
         form=sec.value("form", _choice(get_args(Form)), "cos"),
         alpha=sec.value("alpha", _positive_or_list(
-            "a number > 0, a non-empty list of numbers > 0, or 'gcv'", word="gcv"), "gcv"),
+            "a number > 0, a non-empty list of numbers > 0, 'gcv' or 'cv'", word=("gcv", "cv")), "gcv"),
+        cv=sec.value("cv", _integer(gt=1), 5),
         fit_intercept=sec.value("fit_intercept", _boolean, True),
         dtype=sec.value("dtype", _choice(get_args(DType)), "float64"),
         random_state=sec.value("random_state", _integer(ge=0), None, nullable=True),
@@ -1292,6 +1303,22 @@ def _relation(a: str, b: str) -> str | None:
     if norm_a.startswith(norm_b.rstrip(sep) + sep):
         return "is inside"
     return None
+
+
+def path_relation(a: str, b: str) -> str | None:
+    """Say how location ``a`` relates to location ``b``.
+
+    Parameters
+    ----------
+    a, b : str
+        Local paths (symlinks resolved) or URLs (compared as text).
+
+    Returns
+    -------
+    {"is the same path as", "contains", "is inside"} or None
+        None when neither holds the other (or one is a URL and the other a local path).
+    """
+    return _relation(a, b)
 
 
 def _check_overlaps(job: JobConfig, ctx: _Context) -> None:

@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,11 +21,12 @@ import numpy as np
 from bigkernel._version import __version__
 from bigkernel.data.sources import Dataset, open_source
 from bigkernel.data.synthetic import SyntheticSpec, make_data
-from bigkernel.errors import OutputExistsError
+from bigkernel.errors import DataError, OutputExistsError
 from bigkernel.graph.stream import residual_graph
 from bigkernel.jobs.config import JobConfig, SourceConfig
 from bigkernel.models._compute import compute, progress_bars
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
+from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.splits import HoldoutSplit
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,16 @@ def build_estimator(cfg: JobConfig):
         raise ConfigError(f"{cfg.source}: model.solver: {m.solver!r} is not available yet; use random_features")
     alpha = list(m.alpha) if isinstance(m.alpha, tuple) else m.alpha
     ls = list(m.length_scale) if isinstance(m.length_scale, tuple) else m.length_scale
+    if isinstance(m.gamma, tuple) or m.gamma == "cv" or m.alpha == "cv":
+        # a (γ, α) search from the one pass: K-fold when asked for, else GCV
+        return RandomFeatureRidgeCV(
+            kernel=m.kernel, gammas=list(m.gamma) if isinstance(m.gamma, tuple) else None if m.gamma == "cv" else
+            ([m.gamma] if m.gamma is not None else None if ls is None else None),
+            length_scales=[ls] if ls is not None and not isinstance(ls, list) and m.gamma is None else None,
+            alphas=alpha if isinstance(alpha, list) else [alpha] if isinstance(alpha, float) else None,
+            cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, n_components=m.n_components,
+            sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state, dtype=m.dtype,
+        )  # fmt: skip
     return RandomFeatureRidge(
         kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, n_components=m.n_components,
         sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
@@ -64,6 +76,31 @@ def open_dataset(src: SourceConfig, chunk_rows: int | None, with_y: bool = True)
     """Open a ``SourceConfig`` (train, predict or eval data)."""
     return open_source(src.path, src.x, src.y if with_y else None, y_path=src.y_path if with_y else None,
                        chunk_rows=chunk_rows)
+
+
+def check_inputs(cfg: JobConfig) -> None:
+    """Check every existing input from metadata, before any cluster starts or any pass runs.
+
+    Missing or malformed training and prediction data, and prediction data whose feature count
+    differs from the training data's, fail here rather than after a long fit.
+
+    Raises
+    ------
+    DataNotFoundError, DataError
+    """
+    if cfg.data.train is not None:
+        n_features = open_training_data(cfg).X.shape[1]
+        train = cfg.data.train.path
+    else:
+        n_features, train = cfg.data.make.n_features, cfg.data.make.path
+    if cfg.predict is not None:
+        d = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False).X.shape[1]
+        if d != n_features:
+            raise DataError(
+                f"predict.path {cfg.predict.path} has {d} features, but the training data "
+                f"{train} has {n_features}: a model predicts data with the columns it was "
+                "fitted on; give prediction data with the same features"
+            )
 
 
 def chunk_plan(cfg: JobConfig, ds: Dataset) -> dict[str, Any]:
@@ -116,15 +153,35 @@ def _job_logging(output: str, level: str) -> Iterator[None]:
 
 
 def _prepare_output(cfg: JobConfig) -> None:
+    """Create the output folder; refuse to replace finished work unless ``overwrite``.
+
+    From here on the folder is an unfinished job until ``metrics.json`` is written, so the
+    outputs of an earlier run in it are removed first: a failure must not leave an old model or
+    old predictions looking like this job's. (A bootstrap store is kept: reruns resume it.)
+    """
     done = os.path.join(cfg.output, "metrics.json")
     if os.path.exists(done) and not cfg.overwrite:
         raise OutputExistsError(
             f"output folder {cfg.output!r} already holds a finished job (metrics.json); "
             "choose another output or set `overwrite: true`"
         )
+    pred = cfg.predict.output if cfg.predict is not None and "://" not in cfg.predict.output else None
+    pred_inside = pred is not None and _is_inside(pred, cfg.output)
+    if pred is not None and not pred_inside and os.path.exists(pred) and not cfg.overwrite:
+        raise OutputExistsError(
+            f"predict.output {pred!r} already exists; choose another path or set `overwrite: true`"
+        )
     os.makedirs(cfg.output, exist_ok=True)
-    if os.path.exists(done):
-        os.remove(done)  # from here on the folder is an unfinished job until we finish
+    stale = [done, os.path.join(cfg.output, "summary.txt"), os.path.join(cfg.output, "model.zarr")]
+    for path in stale + ([pred] if pred_inside else []):
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+def _is_inside(path: str, folder: str) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep)
 
 
 def _write_json_atomic(path: str, data: dict) -> None:
@@ -156,8 +213,7 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
     with _job_logging(cfg.output, cfg.log_level), progress_bars(cfg.progress):
         with open(os.path.join(cfg.output, "config.resolved.yaml"), "w") as f:
             f.write(cfg.to_yaml())
-        if cfg.data.train is not None:
-            open_training_data(cfg)  # fail on missing/bad data before starting a cluster
+        check_inputs(cfg)  # fail on missing/bad data before starting a cluster
         with client_from_config(cfg.cluster) as client:
             t = time.perf_counter()
             ds = open_training_data(cfg)
@@ -206,6 +262,7 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
             "model": {"solver": cfg.model.solver, "kernel": est.kernel, "n_components": est.n_components,
                       "alpha": est.alpha_, "df": est.df_, "dtype": est.dtype,
                       "gcv": float(np.min(est.gcv_))},
+            "search": _search_summary(est),
             "scores": scores, "timings_s": {k: round(v, 3) for k, v in timings.items()}, "outputs": outputs,
         }  # fmt: skip
         if boot is not None:
@@ -215,6 +272,14 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
         _write_json_atomic(os.path.join(cfg.output, "metrics.json"), metrics)
     logger.info("job %s finished: %s", cfg.name, os.path.join(cfg.output, "metrics.json"))
     return metrics
+
+
+def _search_summary(est) -> dict[str, Any] | None:
+    """Best point and grid size of a (γ, α) search, or None for a plain fit."""
+    if not hasattr(est, "cv_results_"):
+        return None
+    return {"cv": est.cv, "best_params": est.best_params_, "best_score": est.best_score_,
+            "n_candidates": len(est.cv_results_["params"])}
 
 
 def summary_text(m: dict[str, Any]) -> str:
@@ -227,6 +292,9 @@ def summary_text(m: dict[str, Any]) -> str:
         f"model: {mo['solver']} {mo['kernel']}, D={mo['n_components']}, alpha={mo['alpha']:.3g}, "
         f"df={mo['df']:.1f}, {mo['dtype']} features",
     ]
+    if m.get("search"):
+        lines.append(f"search: best {m['search']['best_params']} of {m['search']['n_candidates']} "
+                     f"candidates ({'GCV' if m['search']['cv'] == 'gcv' else str(m['search']['cv']) + '-fold CV'})")
     for name, s in m["scores"].items():
         lines.append(f"{name:8s} n={s['n_samples']:,}  RMSE={s['rmse']:.4f}  R²={s['r2']:.4f}")
     lines.append("time:  " + ", ".join(f"{k} {v:.2f}s" for k, v in m["timings_s"].items()))

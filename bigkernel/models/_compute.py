@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import dask
 from threadpoolctl import threadpool_limits
 
+from bigkernel.errors import ClusterError
+
 logger = logging.getLogger(__name__)
 
 _progress: contextvars.ContextVar[bool] = contextvars.ContextVar("bigkernel_progress", default=False)
@@ -54,20 +56,59 @@ def blas_threads_for(dask_threads: int, cores: int | None = None) -> int:
 def compute(*graphs, client=None, label: str = "pass"):
     """Compute ``graphs`` with a distributed ``client`` (default: the active one) or locally.
 
-    Returns a tuple with one result per graph.
+    Parameters
+    ----------
+    *graphs : dask collections or Delayed
+    client : distributed.Client, optional
+        Default: the active client (``with Client(...):``), else dask's local scheduler.
+    label : str, default="pass"
+        Name of the pass in logs and error messages.
+
+    Returns
+    -------
+    tuple
+        One result per graph.
+
+    Raises
+    ------
+    ClusterError
+        A task killed every worker that ran it (``distributed.KilledWorker``): the message names
+        the task, the last worker and the usual causes.
     """
     client = client or active_client()
-    show = _progress.get()
+    show = _progress.get() and sys.stderr.isatty()  # bars are noise in logs and CI output
     if client is not None:
-        futures = client.compute(list(graphs))
-        if show:
-            from distributed import progress
+        from distributed import KilledWorker
 
-            logger.info("%s: running on %s", label, client.scheduler.address)
-            progress(futures)
-        return tuple(client.gather(futures))
+        futures = client.compute(list(graphs))
+        try:
+            if show:
+                from distributed import progress
+
+                logger.info("%s: running on %s", label, client.scheduler.address)
+                progress(futures)
+            return tuple(client.gather(futures))
+        except KilledWorker as exc:
+            raise ClusterError(_killed_worker_message(exc, label)) from exc
+        finally:
+            running = [f for f in futures if not f.done()]
+            if running:  # a failed or interrupted pass must not keep running on the cluster
+                client.cancel(running)
     with threadpool_limits(limits=blas_threads_for(local_threads())), _local_progress(show):
         return dask.compute(*graphs)
+
+
+def _killed_worker_message(exc, label: str) -> str:
+    """Explain a ``distributed.KilledWorker`` in bigkernel's words (task, worker, causes)."""
+    task = exc.task if isinstance(exc.task, str) else repr(exc.task)
+    worker = getattr(exc.last_worker, "address", exc.last_worker)
+    return (
+        f"the {label} pass failed: task {task!r} killed every worker that ran it "
+        f"({exc.allowed_failures + 1} attempts, last on {worker}; distributed.KilledWorker). A "
+        "task that always kills its worker usually needs more memory than the worker's limit "
+        "(see 'Memory per worker' in docs/deployment.md: lower n_components or data.chunk_rows, "
+        "or give the workers more memory) or crashed the process; the worker logs say which"
+    )
 
 
 @contextlib.contextmanager

@@ -92,6 +92,10 @@ DEFAULT_BATCH_SIZE = 8
 #: Bytes of reduced statistics one batch may hold per partial sum (m · D² float64 each).
 BATCH_STATS_BYTES = 256 * 2**20
 
+#: Dask input up to this size (X + y bytes) is read once and shared by every batch (the scheduler
+#: may then hold all of it in memory); larger input is re-read by each batch.
+SHARED_DATA_BYTES = 2**30
+
 #: ``fingerprint["kind"]`` of stores written by :func:`bootstrap`.
 STORE_KIND = "bigkernel.bootstrap"
 
@@ -449,9 +453,10 @@ def default_batch_size(n_replicates: int, n_workers: int, max_batch_size: int | 
 def _batch_dataset(ds: Dataset, batch: int, clone_data: bool) -> Dataset:
     """The data for one batch; with fresh task keys when it should be re-read per batch.
 
-    Shared keys would let the scheduler keep every chunk in memory until the last batch has
-    used it; out-of-core input is therefore re-read by each batch (a pass per batch, which is
-    what batching amortises).
+    Shared keys let the scheduler keep every chunk in memory until the last batch has used
+    it; input larger than :data:`SHARED_DATA_BYTES` is therefore re-read by each batch (a pass
+    per batch, which is what batching amortises). Small input is shared: re-reading it would
+    only cost time (and, for a dask array wrapping numpy, ship it once per batch).
     """
     if not clone_data:
         return ds
@@ -576,7 +581,8 @@ def bootstrap(
     if missing:
         m = batch_size or default_batch_size(len(missing), _workers(client), plan.max_batch_size)
         batches = [tuple(missing[i : i + m]) for i in range(0, len(missing), m)]
-        clone_data = not in_memory and ds.X.numblocks[0] > 1
+        clone_data = (not in_memory and ds.X.numblocks[0] > 1
+                      and ds.X.nbytes + ds.y.nbytes > SHARED_DATA_BYTES)
         logger.info("bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d",
                     len(missing), B, B - len(missing), len(batches), m)
         tasks: list[Delayed] = []

@@ -88,8 +88,7 @@ def _normalise_path(path: str | os.PathLike[str]) -> str:
         )
     # file:// goes through zarr's LocalStore: fsspec's local backend does not create the
     # chunk folders on write (no auto_mkdir).
-    if path.startswith("file://"):
-        path = path[len("file://"):]
+    path = path.removeprefix("file://")
     # Local paths are made absolute so worker processes with another cwd find the same store.
     return path if "://" in path else os.path.abspath(path)
 
@@ -609,7 +608,7 @@ def open_or_create_store(
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "versions": _library_versions(),
-            "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
             **expected,
         })
         logger.info("created bootstrap store %s (B=%d, n_eval=%d, k=%d, p=%d)", path, B, e, k, p)

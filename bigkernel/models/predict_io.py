@@ -37,7 +37,12 @@ def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite:
     group = zarr.open_group(target, mode="w")
     chunks = (pred.chunks[0][0],) + pred.shape[1:]
     out = group.create_array(name, shape=pred.shape, dtype="float64", chunks=chunks)
-    compute(da.store(pred.rechunk(chunks), out, lock=False, compute=False), label="predict")
+    try:
+        compute(da.store(pred.rechunk(chunks), out, lock=False, compute=False), label="predict")
+    except BaseException:
+        if local:  # a failed pass (NaN in a late chunk, a lost cluster) leaves no partial store
+            shutil.rmtree(target, ignore_errors=True)
+        raise
     group.attrs.update({"format": "bigkernel-predictions", "complete": True})
     if local:
         if os.path.exists(path):

@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
 
 #: default α grid when ``alphas=None``: 20 values, relative to the mean eigenvalue of the system
 DEFAULT_RELATIVE_ALPHAS = np.logspace(-8, 1, 20)
+#: default γ grid when neither ``gammas`` nor ``length_scales`` is given: multiples of 1/d
+DEFAULT_RELATIVE_GAMMAS = np.logspace(-2, 1, 7)
 
 
 class RandomFeatureRidgeCV(_RandomFeatureBase):
@@ -35,7 +37,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     ----------
     kernel : {"rbf", "laplacian", "matern"}, default="rbf"
     gammas : sequence of float, default=None
-        Bandwidths to search (exclusive with ``length_scales``); default ``[1/n_features]``.
+        Bandwidths to search (exclusive with ``length_scales``); default 7 values log-spaced
+        from 0.01/n_features to 10/n_features.
     length_scales : sequence of float, default=None
     alphas : sequence of float, default=None
         Penalties to search; default 20 values log-spaced from 1e-8 to 10 times the mean
@@ -113,7 +116,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
             return [gamma_from_length_scale(self.kernel, float(v)) for v in np.atleast_1d(self.length_scales)]
         if self.gammas is not None:
             return [float(v) for v in np.atleast_1d(self.gammas)]
-        return [1.0 / n_features]
+        return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
 
     def fit(self, X, y):
         """Search the (γ, α) grid and fit the best point, in one pass over the data.
@@ -130,16 +133,18 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self._check_params()
         return self.fit_dataset(self._fit_input(X, y))
 
-    def fit_dataset(self, ds: Dataset, exclude=None):
-        """Fit from a validated dataset; ``exclude`` (a row partition, e.g. a holdout split whose
-        group 1 is held out) removes rows from both training and validation."""
+    def fit_dataset(self, ds: Dataset, weights=None):
+        """Fit from a validated dataset; ``weights`` may be a row partition (e.g. a holdout split)
+        whose group 0 alone takes part: other rows are in neither training nor validation."""
         self._check_params()
-        d = ds.X.shape[1]
+        n, d = ds.X.shape
+        if self.cv != "gcv" and n < self.cv:
+            raise ParameterError(f"cv={self.cv} folds need at least {self.cv} samples, got n_samples={n}")
         seed = self._seed()
         gammas = self._bandwidths(d)
         fmaps = [self._feature_map(d, seed, gamma=g) for g in gammas]
         split = None if self.cv == "gcv" else FoldSplit(seed, int(self.cv))
-        weights = _combine(split, exclude)
+        weights = _combine(split, weights)
         (stats,) = compute(self.stats_graph(ds, fmaps, weights), label="cv-fit")
         scores, r2, per_split, alphas_per_gamma = [], [], [], []
         for st in stats:
@@ -179,7 +184,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
                 pg.append(g)
                 pa.append(float(a))
                 mean.append(sc[j])
-                std.append(sp[:, j].std())
+                col = sp[:, j]
+                std.append(float(col.std()) if np.all(np.isfinite(col)) else np.nan)  # GCV is inf when df >= n
                 mr2.append(r[j])
                 splits.append(sp[:, j])
         mean = np.asarray(mean)

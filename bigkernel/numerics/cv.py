@@ -31,9 +31,11 @@ def validation_sse(fold: SufficientStats, coef: np.ndarray, intercept: np.ndarra
     G, Py, sphi = fold.gram[0], fold.phi_y[0], fold.sum_phi[0]
     n, sy, syy = fold.n[0], fold.sum_y[0], fold.sum_yy[0]
     b = intercept
-    quad = np.einsum("adk,de,aek->ak", coef, G, coef)
-    cross = np.einsum("adk,dk->ak", coef, Py)
-    lin = np.einsum("adk,d->ak", coef, sphi)
+    A, D, k = coef.shape
+    C = coef.transpose(1, 0, 2).reshape(D, A * k)  # all α and targets as columns: one gemm
+    quad = (C * (G @ C)).sum(axis=0).reshape(A, k)
+    cross = (coef * Py[np.newaxis]).sum(axis=1)
+    lin = (sphi @ C).reshape(A, k)
     return syy - 2 * cross - 2 * b * sy + quad + 2 * b * lin + n * b**2
 
 
@@ -48,11 +50,15 @@ class CVPath:
 
     def mse(self) -> np.ndarray:
         """Validation MSE per fold and α, averaged over targets: (K, A)."""
-        return (self.sse / self.n[:, None, None]).mean(axis=2)
+        n = np.maximum(self.n, 1.0)[:, None, None]  # an empty fold (tiny data) scores 0, not a warning
+        return (self.sse / n).mean(axis=2)
 
     def r2(self) -> np.ndarray:
         """Validation R² per fold and α, averaged over targets: (K, A)."""
-        return (1.0 - self.sse / self.tss[:, None, :]).mean(axis=2)
+        tss = self.tss[:, None, :]
+        # a fold with constant y has no R² (nan), as in scikit-learn's r2_score for one sample
+        ratio = np.divide(self.sse, tss, out=np.full(self.sse.shape, np.nan), where=tss > 0)
+        return (1.0 - ratio).mean(axis=2)
 
 
 def cv_path(folds: SufficientStats, alphas: np.ndarray, fit_intercept: bool = True) -> CVPath:
@@ -66,8 +72,8 @@ def cv_path(folds: SufficientStats, alphas: np.ndarray, fit_intercept: bool = Tr
         path = eigen_path(subtract(total, fold), fit_intercept)
         # β(α) for all α at once: V (z / (s + α)), shape (A, D, k)
         scaled = path.z[np.newaxis] / (path.eigvals[np.newaxis, :, None] + alphas[:, None, None])
-        coef = np.einsum("de,aek->adk", path.eigvecs, scaled)
-        intercept = path.mean_y[np.newaxis] - np.einsum("d,adk->ak", path.mean_phi, coef)
+        coef = path.eigvecs @ scaled  # (D, D) @ (A, D, k) → (A, D, k)
+        intercept = path.mean_y[np.newaxis] - (path.mean_phi @ coef)
         sse.append(validation_sse(fold, coef, intercept))
     n = folds.n.copy()
     tss = folds.sum_yy - folds.sum_y**2 / np.where(n > 0, n, 1)[:, None]

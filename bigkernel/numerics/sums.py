@@ -82,17 +82,21 @@ class SufficientStats:
         )  # fmt: skip
 
 
-def check_finite(X: np.ndarray, y: np.ndarray, start: int) -> None:
-    """Raise :class:`NonFiniteError` naming the first offending row if X or y has NaN/inf."""
+def check_finite(X: np.ndarray, y: np.ndarray | None, start: int, action: str = "fitting") -> None:
+    """Raise :class:`NonFiniteError` naming the first offending row if X or y has NaN/inf.
+
+    ``y`` may be None (prediction data); ``action`` completes "remove or impute those rows
+    before ...".
+    """
     for name, a in (("X", X), ("y", y)):
-        if not np.isfinite(a).all():
+        if a is not None and not np.isfinite(a).all():
             bad = ~np.isfinite(a.reshape(a.shape[0], -1)).all(axis=1)
             first = start + int(np.argmax(bad))
             stop = start + a.shape[0]
             raise NonFiniteError(
                 f"{name} contains NaN or inf in rows [{start}, {stop}) — first at row {first} "
                 f"({int(bad.sum())} bad rows in that range); remove or impute those rows "
-                "before fitting"
+                f"before {action}"
             )
 
 
