@@ -98,23 +98,26 @@ EXAMPLE_CONFIG = "configs/quickstart.yaml"
 
 @dataclass(frozen=True, kw_only=True)
 class SourceConfig:
-    """A data source: a zarr group (local path or fsspec URL) or a ``.npy`` file for X.
+    """A data source: a zarr group (local path or fsspec URL), a ``.npy`` file for X, or a
+    Parquet / CSV table (file, glob, or folder of Parquet parts).
 
     Parameters
     ----------
     path : str
-        Resolved location of the zarr group or of the ``.npy`` file holding X.
-    x : str, default="X"
-        Name of the X array inside the group (ignored for ``.npy``).
-    y : str or None, default="y"
-        Name of the y array inside the group; None when the source has no targets.
+        Resolved location of the zarr group, the ``.npy`` file holding X, or the table.
+    x : str or tuple of str, default="X"
+        Name of the X array inside the group (ignored for ``.npy``); for a table, the list of
+        feature columns.
+    y : str, tuple of str or None, default="y"
+        Name of the y array inside the group, or the target column(s) of a table; None when the
+        source has no targets.
     y_path : str or None, default=None
         Resolved location of y's ``.npy`` file, for ``.npy`` sources only.
     """
 
     path: str
-    x: str = "X"
-    y: str | None = "y"
+    x: str | tuple[str, ...] = "X"
+    y: str | tuple[str, ...] | None = "y"
     y_path: str | None = None
 
     @property
@@ -827,6 +830,15 @@ def _list_item(check: Check, index: int, item: Any) -> Any:
         raise _Invalid(f"item {index}: {exc}") from None
 
 
+def _text_or_list(value: Any) -> str | tuple[str, ...]:
+    """Check for non-empty text or a non-empty list of it (table columns)."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            _fail("a name or a non-empty list of column names", value, "; the list is empty")
+        return tuple(_list_item(_text, index, item) for index, item in enumerate(value))
+    return _text(value)
+
+
 def _boolean(value: Any) -> bool:
     """Check for true/false."""
     if not isinstance(value, bool):
@@ -1087,8 +1099,8 @@ def _parse_job(ctx: _Context) -> JobConfig:
 def _parse_source(sec: _Section, *, y_default: str | None, needs_y: bool) -> dict[str, Any]:
     """Parse the fields of a data source (path, x, y, y_path) into keyword arguments."""
     path = sec.required("path", _location(sec.ctx.base_dir), "a zarr group or a .npy file")
-    x = sec.value("x", _text, "X")
-    y = sec.value("y", _text, y_default, nullable=True)
+    x = sec.value("x", _text_or_list, "X")
+    y = sec.value("y", _text_or_list, y_default, nullable=True)
     y_path = sec.value("y_path", _location(sec.ctx.base_dir), None, nullable=True)
     is_npy = path.lower().endswith(".npy")
     if y_path is not None and path and not is_npy:

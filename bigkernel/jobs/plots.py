@@ -146,17 +146,19 @@ def plot_band(
     fig = new_figure(figsize=figsize, dpi=dpi)
     ax = fig.add_subplot()
     level = round(100 * result.confidence_level)
-    ax.fill_between(x, lower[order], upper[order], color="tab:blue", alpha=0.25, linewidth=0,
-                    label=f"{level} % bootstrap band (B = {result.n_bootstraps})")
-    ax.scatter(Xt[:, feature], yt, s=8, color="0.4", alpha=0.5, linewidths=0, label="data")
+    # data underneath, then the band, the replicate curves and the fitted curve on top
+    ax.scatter(Xt[:, feature], yt, s=8, color="0.5", alpha=0.4, linewidths=0, label="data",
+               zorder=1)
+    ax.fill_between(x, lower[order], upper[order], color="tab:blue", alpha=0.35, linewidth=0,
+                    label=f"{level} % bootstrap band (B = {result.n_bootstraps})", zorder=2)
     if curves is not None:
         for i, c in enumerate(curves):
-            ax.plot(x, c, color="tab:orange", linewidth=0.8, alpha=0.7,
-                    label="bootstrap replicates" if i == 0 else None)
+            ax.plot(x, c, color="tab:orange", linewidth=0.8, alpha=0.8,
+                    label="bootstrap replicates" if i == 0 else None, zorder=3)
     if fitted is not None:
-        ax.plot(x, fitted[order], color="black", linewidth=2.0, label="fitted")
+        ax.plot(x, fitted[order], color="black", linewidth=1.5, label="fitted", zorder=4)
     else:
-        ax.plot(x, mean[order], color="black", linewidth=2.0, label="bootstrap mean")
+        ax.plot(x, mean[order], color="black", linewidth=1.5, label="bootstrap mean", zorder=4)
     d = E.shape[1]
     ax.set_xlabel(f"x{feature}" if d > 1 else "x")
     ax.set_ylabel("y" if np.ndim(y_train) == 1 else f"y{target}")

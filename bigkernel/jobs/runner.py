@@ -74,8 +74,9 @@ def open_training_data(cfg: JobConfig) -> Dataset:
 
 def open_dataset(src: SourceConfig, chunk_rows: int | None, with_y: bool = True) -> Dataset:
     """Open a ``SourceConfig`` (train, predict or eval data)."""
-    return open_source(src.path, src.x, src.y if with_y else None, y_path=src.y_path if with_y else None,
-                       chunk_rows=chunk_rows)
+    x = list(src.x) if isinstance(src.x, tuple) else src.x
+    y = (list(src.y) if isinstance(src.y, tuple) else src.y) if with_y else None
+    return open_source(src.path, x, y, y_path=src.y_path if with_y else None, chunk_rows=chunk_rows)
 
 
 def check_inputs(cfg: JobConfig) -> None:

@@ -1,0 +1,186 @@
+"""The ``bootstrap:`` section of a job (layer 4): band of the fitted model, band zarr, plot.
+
+Called by :func:`bigkernel.jobs.runner.run_job` after the fit, on the job's cluster::
+
+    boot = run_bootstrap_section(cfg, est, ds, client)   # {"outputs": {...}, "metrics": {...}}
+
+What is bootstrapped: the *fitted* model's settings — its kernel, feature map (same seed), γ
+(the searched one for a CV model) and chosen α, all held fixed — refitted on B resamples of all
+rows of the training data set (holdout rows included: a holdout split is for scoring, the band
+is about the data set). Only the data are resampled.
+
+Outputs in the job's folder: the replicate store (``bootstrap.store``, kept so reruns resume it),
+``bootstrap_band.zarr`` (arrays ``X_eval``, ``mean``, ``lower``, ``upper``, ``fitted`` and the
+run's attributes; rewritten each run) and, with ``plot: true``, ``bootstrap_band.png``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from typing import Any
+
+import numpy as np
+import zarr
+
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import ParameterError
+from bigkernel.models._compute import compute
+from bigkernel.models.bootstrap import (
+    BootstrapResult,
+    _feature_map_digest,
+    bootstrap,
+    eval_grid,
+)
+from bigkernel.models.random_features import RandomFeatureRidge
+
+__all__ = ["bootstrap_estimator", "bootstrap_seed", "run_bootstrap_section", "write_band"]
+
+logger = logging.getLogger(__name__)
+
+#: Training points drawn in the plot, taken from at most this many chunks.
+PLOT_POINTS, PLOT_CHUNKS = 2000, 4
+
+
+def bootstrap_seed(seed: int) -> int:
+    """Resampling seed of a job with top-level ``seed``.
+
+    Derived rather than ``seed`` itself: synthetic data block ``j`` and bootstrap replicate
+    ``j`` would otherwise both start from ``SeedSequence(seed, spawn_key=(j,))``.
+    """
+    digest = hashlib.sha256(f"bigkernel.bootstrap:{int(seed)}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def bootstrap_estimator(est: Any) -> RandomFeatureRidge:
+    """A :class:`RandomFeatureRidge` with a fitted model's feature map, γ and chosen α fixed.
+
+    Parameters
+    ----------
+    est : RandomFeatureRidge or RandomFeatureRidgeCV
+        Fitted, with an integer ``random_state`` (jobs always have one).
+
+    Returns
+    -------
+    RandomFeatureRidge
+        Unfitted; its feature map equals ``est.feature_map_`` (checked).
+    """
+    seed = est.random_state
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise ParameterError(
+            "bootstrapping a fitted model needs its integer random_state (to redraw the same "
+            f"feature map); found {seed!r}. Set model.random_state (or the job's seed)."
+        )
+    params = {
+        "kernel": est.kernel, "nu": est.nu, "n_components": est.n_components,
+        "sampler": est.sampler, "form": est.form, "fit_intercept": est.fit_intercept,
+        "random_state": int(seed), "dtype": est.dtype, "chunk_rows": est.chunk_rows,
+        "alpha": float(est.alpha_),
+    }  # fmt: skip
+    if hasattr(est, "gamma_"):  # a (γ, α) search: its best γ
+        params["gamma"] = float(est.gamma_)
+    else:
+        params.update(gamma=est.gamma, length_scale=est.length_scale)
+    boot = RandomFeatureRidge(**params)
+    fmap = boot._make_feature_map(est.feature_map_.n_features_in)
+    if _feature_map_digest(fmap) != _feature_map_digest(est.feature_map_):
+        raise ParameterError(
+            f"cannot rebuild the feature map of the fitted {type(est).__name__} from its "
+            "parameters; bootstrap() supports RandomFeatureRidge and RandomFeatureRidgeCV fits."
+        )
+    return boot
+
+
+def write_band(path: str, result: BootstrapResult, X_eval: np.ndarray,
+               fitted: np.ndarray | None = None) -> str:
+    """Write the band (and the fitted model's predictions) as a small zarr group at ``path``.
+
+    Replaces what is at ``path``: the band is derived from the replicate store, which is kept.
+    """
+    group = zarr.open_group(path, mode="w")
+    arrays = {"X_eval": X_eval, "mean": result.mean, "lower": result.lower, "upper": result.upper}
+    if fitted is not None:
+        arrays["fitted"] = fitted
+    for name, a in arrays.items():
+        a = np.asarray(a, dtype=np.float64)
+        group.create_array(name, shape=a.shape, chunks=a.shape, dtype="float64")[...] = a
+    group.attrs.update({
+        "format": "bigkernel-bootstrap-band", "confidence_level": result.confidence_level,
+        "n_bootstraps": result.n_bootstraps, "method": result.method,
+        "random_state": result.random_state, "store": result.store,
+        "n_computed": result.n_computed, "n_reused": result.n_reused,
+    })  # fmt: skip
+    return path
+
+
+def _plot_sample(ds: Dataset, client: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Up to PLOT_POINTS training rows from at most PLOT_CHUNKS evenly spaced chunks."""
+    n_chunks = ds.X.numblocks[0]
+    picks = sorted(set(np.linspace(0, n_chunks - 1, min(PLOT_CHUNKS, n_chunks)).astype(int)))
+    parts = compute(*[ds.X.blocks[j] for j in picks], *[ds.y.blocks[j] for j in picks],
+                    client=client, label="bootstrap-plot-sample")
+    X = np.concatenate(parts[: len(picks)])
+    y = np.concatenate(parts[len(picks):])
+    keep = np.unique(np.linspace(0, X.shape[0] - 1, min(PLOT_POINTS, X.shape[0])).astype(int))
+    return X[keep], y[keep]
+
+
+def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -> dict[str, Any]:
+    """Run the job's ``bootstrap:`` section.
+
+    Parameters
+    ----------
+    cfg : JobConfig
+        With ``cfg.bootstrap`` set.
+    est : RandomFeatureRidge or RandomFeatureRidgeCV
+        The job's fitted model.
+    ds : Dataset
+        The training data set (all rows are resampled).
+    client : distributed.Client, optional
+
+    Returns
+    -------
+    dict
+        ``{"outputs": {name: path}, "metrics": {...}}`` for metrics.json.
+    """
+    from bigkernel.jobs.runner import open_dataset  # the runner imports this module lazily
+
+    bc = cfg.bootstrap
+    feature = bc.eval_grid.feature if bc.eval_grid is not None else 0
+    if bc.eval is not None:
+        eds = open_dataset(bc.eval, None, with_y=False)
+        (E,) = compute(eds.X, client=client, label="bootstrap-eval")
+        E = np.asarray(E, dtype=np.float64)
+    else:
+        E = eval_grid(ds.X, feature, bc.eval_grid.n_points, client=client)
+    result = bootstrap(
+        bootstrap_estimator(est), ds.X, ds.y, E, n_bootstraps=bc.n_bootstraps,
+        confidence_level=bc.confidence_level, random_state=bootstrap_seed(cfg.seed),
+        store=bc.store, method=bc.method, client=client,
+    )  # fmt: skip
+    fitted = est.predict(E)
+    outputs = {
+        "bootstrap_store": result.store,
+        "bootstrap_band": write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E,
+                                     fitted),
+    }
+    if bc.plot:
+        from bigkernel.jobs.plots import plot_band
+
+        Xs, ys = _plot_sample(ds, client)
+        outputs["bootstrap_plot"] = plot_band(
+            result, Xs, ys, E, fitted_mean=fitted, feature=feature,
+            path=os.path.join(cfg.output, "bootstrap_band.png"),
+        )
+    width = np.asarray(result.upper - result.lower)
+    metrics = {
+        "n_bootstraps": result.n_bootstraps, "confidence_level": result.confidence_level,
+        "method": result.method, "n_eval": int(E.shape[0]), "n_computed": result.n_computed,
+        "n_reused": result.n_reused, "random_state": result.random_state,
+        "mean_band_width": float(width.mean()), "max_band_width": float(width.max()),
+    }  # fmt: skip
+    logger.info("bootstrap: B=%d (%d computed, %d reused), mean %g %% band width %.4g",
+                result.n_bootstraps, result.n_computed, result.n_reused,
+                round(100 * result.confidence_level), metrics["mean_band_width"])
+    return {"outputs": outputs, "metrics": metrics}
