@@ -329,3 +329,39 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
     res = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=2, random_state=1)
     with pytest.raises(ImportError, match=r"pip install bigkernel\[plot\]"):
         plot_band(res, X, y, X_EVAL, path=tmp_path / "x.png")
+
+
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("search", [False, True])
+def test_job_section_band_zarr_plot_and_resume(tmp_path, search):
+    """The job's bootstrap section on the fitted model (plain or (γ, α) search), no cluster."""
+    pytest.importorskip("matplotlib")
+    from bigkernel.data.synthetic import make_data
+    from bigkernel.jobs.bootstrap_job import bootstrap_estimator, run_bootstrap_section
+    from bigkernel.jobs.config import config_from_dict
+    from bigkernel.jobs.runner import build_estimator, open_training_data
+
+    data = make_data(SyntheticSpec("friedman1", 400, 5, 0.5, 0), str(tmp_path / "fr.zarr"),
+                     chunk_rows=128)
+    model = {"gamma": [0.1, 0.3], "alpha": "cv", "cv": 3} if search else {"gamma": 0.2,
+                                                                          "alpha": "gcv"}
+    cfg = config_from_dict({
+        "name": "t", "output": str(tmp_path / "out"), "data": {"train": {"path": data}},
+        "model": {"n_components": 32, "random_state": 3, **model},
+        "bootstrap": {"n_bootstraps": 6, "eval_grid": {"n_points": 20, "feature": 3},
+                      "plot": True},
+    })
+    ds = open_training_data(cfg)
+    est = build_estimator(cfg).fit_dataset(ds)
+    boot_est = bootstrap_estimator(est)
+    assert boot_est.alpha == est.alpha_ and boot_est.random_state == 3
+    os.makedirs(cfg.output)
+    first = run_bootstrap_section(cfg, est, ds)
+    assert first["metrics"]["n_computed"] == 6 and first["metrics"]["mean_band_width"] > 0
+    band = zarr.open_group(first["outputs"]["bootstrap_band"], mode="r")
+    assert band["lower"].shape == (20,) and band["X_eval"].shape == (20, 5)
+    assert np.all(band["lower"][:] <= band["upper"][:])
+    assert os.path.getsize(first["outputs"]["bootstrap_plot"]) > 1000
+    again = run_bootstrap_section(cfg, est, ds)  # the rerun resumes the kept store
+    assert again["metrics"]["n_reused"] == 6 and again["metrics"]["n_computed"] == 0
+    assert again["metrics"]["mean_band_width"] == first["metrics"]["mean_band_width"]

@@ -259,3 +259,16 @@ def test_fsspec_url_store(tmp_path):
         open_or_create_store(url, _fingerprint(seed=3), B, N_EVAL, K, P)
     local = open_or_create_store(f"file://{tmp_path}/f.zarr", _fingerprint(), B, N_EVAL, K, P)
     assert local.path == str(tmp_path / "f.zarr")
+
+
+def test_eval_points_are_kept(tmp_path):
+    points = np.linspace(0, 1, N_EVAL)
+    store = open_or_create_store(tmp_path / "e.zarr", _fingerprint(), B, N_EVAL, K, P,
+                                 eval_points=points)
+    assert np.array_equal(store.read_eval_points(), points[:, None])
+    assert np.array_equal(open_store(store.path).read_eval_points(), points[:, None])
+    assert _create(tmp_path / "none.zarr").read_eval_points() is None
+    with pytest.raises(ParameterError, match=r"eval_points must have shape \(5, d\)"):
+        open_or_create_store(tmp_path / "bad.zarr", _fingerprint(), B, N_EVAL, K, P,
+                             eval_points=np.zeros((4, 2)))
+    assert not (tmp_path / "bad.zarr").exists()

@@ -116,3 +116,17 @@ def test_pipeline_and_grid_search():
     search.fit(X, y)
     assert set(search.best_params_) == {"randomfeatureridge__gamma", "randomfeatureridge__alpha"}
     assert search.best_score_ > 0.5
+
+
+def test_standardize_equals_fitting_standardized_inputs(tmp_path):
+    import bigkernel
+
+    X, y = friedman(3000, seed=15)
+    X = X * np.arange(1, 11) * 7.0 + 100.0  # badly scaled columns
+    m = RandomFeatureRidge(gamma=0.05, n_components=64, alpha=0.1, random_state=0, standardize=True).fit(X, y)
+    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    ref = RandomFeatureRidge(gamma=0.05, n_components=64, alpha=0.1, random_state=0).fit(Z, y)
+    np.testing.assert_allclose(m.predict(X[:50]), ref.predict(Z[:50]), rtol=1e-7)
+    np.testing.assert_allclose(m.scaler_mean_, X.mean(axis=0))
+    back = bigkernel.load(m.save(tmp_path / "s.zarr"))
+    np.testing.assert_array_equal(back.predict(X[:50]), m.predict(X[:50]))

@@ -222,6 +222,8 @@ class ModelConfig:
         scored by GCV, or "cv" for the default grid scored by K-fold CV.
     cv : int, default=5
         Folds for K-fold cross-validation (>= 2), used when alpha or gamma is "cv".
+    standardize : bool, default=False
+        Standardize features to mean 0 / sd 1 (a light pre-pass over X; stored in the model).
     fit_intercept : bool, default=True
         Unpenalized intercept by centering.
     dtype : {"float32", "float64"}, default="float64"
@@ -240,6 +242,7 @@ class ModelConfig:
     form: Form = "cos"
     alpha: float | tuple[float, ...] | Literal["gcv", "cv"] = "gcv"
     cv: int = 5
+    standardize: bool = False
     fit_intercept: bool = True
     dtype: DType = "float64"
     random_state: int = 0
@@ -1174,6 +1177,7 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         alpha=sec.value("alpha", _positive_or_list(
             "a number > 0, a non-empty list of numbers > 0, 'gcv' or 'cv'", word=("gcv", "cv")), "gcv"),
         cv=sec.value("cv", _integer(gt=1), 5),
+        standardize=sec.value("standardize", _boolean, False),
         fit_intercept=sec.value("fit_intercept", _boolean, True),
         dtype=sec.value("dtype", _choice(get_args(DType)), "float64"),
         random_state=sec.value("random_state", _integer(ge=0), None, nullable=True),

@@ -50,11 +50,12 @@ def build_estimator(cfg: JobConfig):
             alphas=alpha if isinstance(alpha, list) else [alpha] if isinstance(alpha, float) else None,
             cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, n_components=m.n_components,
             sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state, dtype=m.dtype,
+            standardize=m.standardize,
         )  # fmt: skip
     return RandomFeatureRidge(
         kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, n_components=m.n_components,
         sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
-        random_state=m.random_state, dtype=m.dtype,
+        random_state=m.random_state, dtype=m.dtype, standardize=m.standardize,
     )  # fmt: skip
 
 

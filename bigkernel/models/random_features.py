@@ -66,10 +66,26 @@ class _RandomFeatureBase(RegressorMixin, BaseEstimator):
         return int(seed)
 
     def _feature_map(self, n_features: int, seed: int, gamma=None, length_scale=None) -> FeatureMap:
-        return make_feature_map(
+        fmap = make_feature_map(
             self.kernel, n_features, self.n_components, seed, gamma=gamma,
             length_scale=length_scale, nu=self.nu, sampler=self.sampler, form=self.form,
         )  # fmt: skip
+        scaler = getattr(self, "_scaler", None)
+        return fmap if scaler is None else fmap.standardized(*scaler)
+
+    def _fit_scaler(self, ds: Dataset) -> None:
+        """With ``standardize=True``, the column means and standard deviations of X.
+
+        A light pre-pass that reads X only (d columns, no features): the feature map needs the
+        scaling before its first feature is computed. Constant columns keep scale 1.
+        """
+        self._scaler = None
+        if not getattr(self, "standardize", False):
+            return
+        mean, std = compute(ds.X.mean(axis=0), ds.X.std(axis=0), label="standardize")
+        std = np.where(np.isfinite(std) & (std > 0), std, 1.0)
+        self._scaler = (np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64))
+        self.scaler_mean_, self.scaler_scale_ = self._scaler
 
     def _set_fitted(self, sol, fmap: FeatureMap, y_ndim: int, stats: SufficientStats):
         """Fitted attributes from a :class:`~bigkernel.numerics.primal.PrimalSolution`."""
@@ -235,6 +251,9 @@ class RandomFeatureRidge(_RandomFeatureBase):
         Precision of the features; every sum and solve is float64 regardless.
     chunk_rows : int, default=None
         Rows per dask chunk for numpy input (dask input keeps its chunks).
+    standardize : bool, default=False
+        Standardize each feature to mean 0, standard deviation 1 first (estimated in a light
+        pre-pass over X; stored in the model's feature map).
 
     Attributes
     ----------
@@ -268,6 +287,7 @@ class RandomFeatureRidge(_RandomFeatureBase):
         random_state=None,
         dtype="float64",
         chunk_rows=None,
+        standardize=False,
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -281,6 +301,7 @@ class RandomFeatureRidge(_RandomFeatureBase):
         self.random_state = random_state
         self.dtype = dtype
         self.chunk_rows = chunk_rows
+        self.standardize = standardize
 
     # ----------------------------------------------------------------- parameters
     def _check_params(self) -> None:
@@ -316,6 +337,7 @@ class RandomFeatureRidge(_RandomFeatureBase):
         ``weights(start, stop) -> (1, rows)`` optionally weights rows (e.g. a training mask).
         """
         self._check_params()
+        self._fit_scaler(ds)
         fmap = self._make_feature_map(ds.X.shape[1])
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
         return self._fit_from_stats(stats, fmap, y_ndim=ds.y.ndim)

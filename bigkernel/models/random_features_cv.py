@@ -46,7 +46,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     cv : int or "gcv", default=5
         Number of folds (rows assigned by a seeded hash of the row index), or generalized
         cross-validation on the whole data.
-    n_components, nu, sampler, form, fit_intercept, random_state, dtype, chunk_rows
+    n_components, nu, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`RandomFeatureRidge`.
 
     Attributes
@@ -78,6 +78,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         random_state=None,
         dtype="float64",
         chunk_rows=None,
+        standardize=False,
     ):
         self.kernel = kernel
         self.gammas = gammas
@@ -92,6 +93,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.random_state = random_state
         self.dtype = dtype
         self.chunk_rows = chunk_rows
+        self.standardize = standardize
 
     def _check_params(self) -> None:
         self._check_common_params()
@@ -141,6 +143,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         if self.cv != "gcv" and n < self.cv:
             raise ParameterError(f"cv={self.cv} folds need at least {self.cv} samples, got n_samples={n}")
         seed = self._seed()
+        self._fit_scaler(ds)
         gammas = self._bandwidths(d)
         fmaps = [self._feature_map(d, seed, gamma=g) for g in gammas]
         split = None if self.cv == "gcv" else FoldSplit(seed, int(self.cv))

@@ -135,6 +135,19 @@ class FeatureMap:
         phi *= phi.dtype.type(self.scale)
         return phi
 
+    def standardized(self, mean: np.ndarray, scale: np.ndarray) -> FeatureMap:
+        """The map of standardized inputs (x - mean) / scale, as a map of raw inputs.
+
+        ωᵀ(x - m)/s + b = (ω/s)ᵀx + (b - (ω/s)ᵀm): the scaling folds into the weights and offsets,
+        so the hot loop is unchanged and the saved model carries it.
+        """
+        if self.kernel == "fourier":
+            raise ParameterError("standardize=True does not apply to the fixed Fourier basis on [0, 1]")
+        w = self.weights / np.asarray(scale, dtype=np.float64)[:, np.newaxis]
+        off = (0.0 if self.offsets is None else self.offsets) - np.asarray(mean, dtype=np.float64) @ w
+        params = {**self.params, "standardized": True}
+        return FeatureMap(self.kernel, self.n_features_in, self.n_components, self.form, w, off, self.scale, params)
+
     def to_metadata(self) -> dict[str, Any]:
         """JSON-able description (arrays are saved separately by the persistence layer)."""
         return {
