@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="Dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: this machine)")
     pr.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
+    rep = sub.add_parser("report", help="(re)make the figures and report.md of a finished job folder")
+    rep.add_argument("output", help="the job's output folder")
+
     mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, chunk by chunk")
     mk.add_argument("kind", choices=["friedman1", "sine"])
     mk.add_argument("output", help="zarr group to write (arrays X and y)")
@@ -113,6 +116,14 @@ def _cmd_predict(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    from bigkernel.jobs.report import report_from_folder
+
+    for title, path in report_from_folder(args.output).items():
+        sys.stdout.write(f"{title}: {path}\n")
+    return 0
+
+
 def _cmd_make_data(args) -> int:
     from bigkernel.data.synthetic import SyntheticSpec, make_data
 
@@ -129,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args)
     try:
-        commands = {"run": _cmd_run, "predict": _cmd_predict, "make-data": _cmd_make_data}
+        commands = {"run": _cmd_run, "predict": _cmd_predict, "report": _cmd_report, "make-data": _cmd_make_data}
         return commands[args.command](args)
     except BigkernelError as exc:
         logger.error("%s: %s", type(exc).__name__, exc)

@@ -392,7 +392,10 @@ class JobConfig:
     cluster : ClusterConfig
     bootstrap : BootstrapConfig or None, default=None
     progress : bool, default=True
-        Show progress bars.
+        Show progress bars (on a terminal).
+    plots : bool or "auto", default="auto"
+        Write figures and report.md to the output folder; "auto" when matplotlib is installed,
+        true makes a missing matplotlib an error.
     log_level : {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, default="INFO"
     source : str, default="<dict>"
         Absolute path of the config file, or "<dict>"; not part of equality or ``to_dict``.
@@ -410,6 +413,7 @@ class JobConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     bootstrap: BootstrapConfig | None = None
     progress: bool = True
+    plots: bool | Literal["auto"] = "auto"
     log_level: LogLevel = "INFO"
     source: str = field(default="<dict>", compare=False)
     base_dir: str = field(default="", compare=False, repr=False)
@@ -842,6 +846,15 @@ def _text_or_list(value: Any) -> str | tuple[str, ...]:
     return _text(value)
 
 
+def _bool_or_auto(value: Any) -> bool | str:
+    """Check for true, false or "auto"."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if not isinstance(value, bool):
+        _fail('true, false or "auto"', value)
+    return value
+
+
 def _boolean(value: Any) -> bool:
     """Check for true/false."""
     if not isinstance(value, bool):
@@ -1089,6 +1102,7 @@ def _parse_job(ctx: _Context) -> JobConfig:
         cluster=_parse_cluster(top.optional_section("cluster")),
         bootstrap=_parse_bootstrap(top.section("bootstrap"), data),
         progress=top.value("progress", _boolean, True),
+        plots=top.value("plots", _bool_or_auto, "auto"),
         log_level=top.value("log_level", _choice(get_args(LogLevel), upper=True), "INFO"),
         source=ctx.source,
         base_dir=ctx.base_dir,

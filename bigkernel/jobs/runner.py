@@ -237,6 +237,9 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
                 dtype=est.dtype, block_rows=feature_block_rows(est.n_components, est.dtype),
             ), client=client, label="evaluate")  # fmt: skip
             scores = _metrics_from_residuals(res)
+            holdout = holdout_sample(ds, est, split)
+            if holdout is not None:
+                np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1])
             timings["evaluate"] = time.perf_counter() - t
 
             t = time.perf_counter()
@@ -269,6 +272,16 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
         }  # fmt: skip
         if boot is not None:
             metrics["bootstrap"] = boot.get("metrics", {})
+        if hasattr(est, "cv_results_"):
+            with open(os.path.join(cfg.output, "search_results.json"), "w") as f:
+                json.dump(_jsonable_results(est.cv_results_), f)
+        if _want_plots(cfg):
+            from bigkernel.jobs.report import make_report
+
+            t = time.perf_counter()
+            figures = make_report(cfg.output, est, holdout, metrics)
+            metrics["outputs"].update({k: v for k, v in figures.items()})
+            metrics["timings_s"]["report"] = round(time.perf_counter() - t, 3)
         with open(os.path.join(cfg.output, "summary.txt"), "w") as f:
             f.write(summary_text(metrics))
         _write_json_atomic(os.path.join(cfg.output, "metrics.json"), metrics)
@@ -282,6 +295,35 @@ def _search_summary(est) -> dict[str, Any] | None:
         return None
     return {"cv": est.cv, "best_params": est.best_params_, "best_score": est.best_score_,
             "n_candidates": len(est.cv_results_["params"])}
+
+
+def holdout_sample(ds: Dataset, est, split: HoldoutSplit, max_rows: int = 50_000):
+    """(y, prediction) of the holdout rows among the first ``max_rows`` rows (for the figure)."""
+    if split.fraction <= 0:
+        return None
+    m = min(ds.X.shape[0], max_rows)
+    X, y = compute(ds.X[:m], ds.y[:m], label="holdout-sample")
+    hold = split.groups(0, m) == 1
+    y = np.asarray(y)[hold]
+    pred = np.asarray(est.predict(np.asarray(X)[hold]))
+    return (y.ravel(), pred.ravel()) if y.ndim == 1 else (y[:, 0], pred[:, 0])
+
+
+def _want_plots(cfg: JobConfig) -> bool:
+    from bigkernel.jobs.report import _pyplot, plots_available
+
+    if cfg.plots == "auto":
+        if not plots_available():
+            logger.info("matplotlib not installed: no figures (pip install \"bigkernel[plot]\")")
+            return False
+        return True
+    if cfg.plots:
+        _pyplot()  # raises a clear error when matplotlib is missing
+    return bool(cfg.plots)
+
+
+def _jsonable_results(results: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in results.items()}
 
 
 def summary_text(m: dict[str, Any]) -> str:

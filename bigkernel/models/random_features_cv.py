@@ -54,7 +54,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     cv_results_ : dict of ndarray
         Like scikit-learn's: ``params``, ``param_gamma``, ``param_alpha``, ``mean_test_score``
         (negative MSE; for ``cv="gcv"`` the negative GCV score), ``std_test_score``,
-        ``rank_test_score``, ``split{k}_test_score``, ``mean_test_r2``.
+        ``rank_test_score``, ``split{k}_test_score``, ``mean_test_r2``, ``df`` (degrees of
+        freedom of the whole-data system at that point).
     best_params_ : dict
     best_score_ : float
     gamma_, alpha_ : float
@@ -149,7 +150,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         split = None if self.cv == "gcv" else FoldSplit(seed, int(self.cv))
         weights = _combine(split, weights)
         (stats,) = compute(self.stats_graph(ds, fmaps, weights), label="cv-fit")
-        scores, r2, per_split, alphas_per_gamma = [], [], [], []
+        scores, r2, per_split, alphas_per_gamma, dfs = [], [], [], [], []
         for st in stats:
             folds = st if split is not None else None
             total = st.total() if split is not None else st
@@ -158,6 +159,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
             if self.alphas is None:
                 alphas = DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
             alphas_per_gamma.append(alphas)
+            dfs.append(path.df(alphas))
             if folds is None:
                 gcv = path.gcv(alphas).mean(axis=1)
                 scores.append(-gcv)
@@ -170,6 +172,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
                 scores.append(-mse.mean(axis=0))
                 r2.append(cvp.r2().mean(axis=0))
         self._set_cv_results(gammas, alphas_per_gamma, scores, per_split, r2)
+        self.cv_results_["df"] = np.concatenate(dfs)  # df(α) of the whole-data system, per grid point
         gi, ai = self._best_index
         best_total = stats[gi].total() if split is not None else stats[gi]
         path = eigen_path(best_total, self.fit_intercept)
