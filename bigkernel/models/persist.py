@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import uuid
 
 import numpy as np
 import zarr
 
+from bigkernel._atomic import atomic_folder
 from bigkernel._version import __version__
-from bigkernel.errors import DataNotFoundError, ModelFormatError, OutputExistsError
+from bigkernel.errors import DataNotFoundError, ModelFormatError
 
 logger = logging.getLogger(__name__)
 
@@ -68,25 +67,13 @@ def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
         "state": _jsonable(attrs),
     }
     json.dumps(meta)  # fail here, before writing anything, if something is not JSON
-    path = str(path)
-    local = "://" not in path
-    if local and os.path.exists(path) and not overwrite:
-        raise OutputExistsError(f"{path!r} exists; pass overwrite=True to replace it")
-    target = path
-    if local:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        target = os.path.join(parent, f".{os.path.basename(path)}.partial-{uuid.uuid4().hex[:8]}")
-    group = zarr.open_group(target, mode="w")
-    for name, arr in arrays.items():
-        arr = np.ascontiguousarray(arr)
-        group.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks=arr.shape or None)[...] = arr
-    group.attrs.update(meta)
-    group.attrs["complete"] = True  # last: a store without it is unfinished
-    if local:
-        if os.path.exists(path):
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        os.replace(target, path)
+    with atomic_folder(str(path), overwrite=overwrite, what="model") as target:
+        group = zarr.open_group(target, mode="w")
+        for name, arr in arrays.items():
+            arr = np.ascontiguousarray(arr)
+            group.create_array(name, shape=arr.shape, dtype=arr.dtype, chunks=arr.shape or None)[...] = arr
+        group.attrs.update(meta)
+        group.attrs["complete"] = True  # last: a store without it is unfinished
     logger.info("saved %s to %s", type(estimator).__name__, path)
     return path
 

@@ -1,0 +1,37 @@
+"""Write a folder so it appears complete or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+
+from bigkernel.errors import OutputExistsError
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str, *, overwrite: bool = False, what: str = "output") -> Iterator[str]:
+    """Yield where to write ``path``: a hidden sibling renamed into place on success.
+
+    Local paths only get the rename (URLs are written in place; their writers put a completion
+    attribute last). On an exception the partial folder is removed and ``path`` is untouched.
+    """
+    path = str(path)
+    if "://" in path:
+        yield path
+        return
+    if os.path.exists(path) and not overwrite:
+        raise OutputExistsError(f"{what} {path!r} exists; pass overwrite=True to replace it")
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(path)}.partial-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if os.path.exists(path):
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    os.replace(tmp, path)
