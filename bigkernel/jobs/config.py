@@ -206,7 +206,8 @@ class ModelConfig:
     gamma : float, tuple of float, "cv" or None, default=None
         Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
         is searched together with alpha in the same data pass (by K-fold CV when alpha or gamma
-        is "cv", else by GCV); "cv" searches 1/d × 10^[-2..1] (7 values) by K-fold CV.
+        is "cv", else by GCV); "cv" — or leaving gamma unset with alpha "cv" — searches
+        1/d × 10^[-2..1] (7 values) by K-fold CV.
     length_scale : float, tuple of float or None, default=None
         Bandwidth, > 0; a tuple gives one scale per feature (ARD).
     nu : {0.5, 1.5, 2.5}, default=1.5

@@ -42,20 +42,35 @@ def build_estimator(cfg: JobConfig):
     alpha = list(m.alpha) if isinstance(m.alpha, tuple) else m.alpha
     ls = list(m.length_scale) if isinstance(m.length_scale, tuple) else m.length_scale
     if isinstance(m.gamma, tuple) or m.gamma == "cv" or m.alpha == "cv":
-        # a (γ, α) search from the one pass: K-fold when asked for, else GCV
-        return RandomFeatureRidgeCV(
-            kernel=m.kernel, gammas=list(m.gamma) if isinstance(m.gamma, tuple) else None if m.gamma == "cv" else
-            ([m.gamma] if m.gamma is not None else None if ls is None else None),
-            length_scales=[ls] if ls is not None and not isinstance(ls, list) and m.gamma is None else None,
-            alphas=alpha if isinstance(alpha, list) else [alpha] if isinstance(alpha, float) else None,
-            cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, n_components=m.n_components,
-            sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state, dtype=m.dtype,
-            standardize=m.standardize,
-        )  # fmt: skip
+        return _build_search(m, alpha, ls)
     return RandomFeatureRidge(
         kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, n_components=m.n_components,
         sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
         random_state=m.random_state, dtype=m.dtype, standardize=m.standardize,
+    )  # fmt: skip
+
+
+def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
+    """A (γ, α) search from the one pass: K-fold when "cv" is asked for, else GCV."""
+    if isinstance(m.gamma, tuple):
+        gammas, length_scales = list(m.gamma), None
+    elif m.gamma == "cv":
+        gammas, length_scales = None, None  # the estimator's default grid around 1/d
+    elif m.gamma is not None:
+        gammas, length_scales = [m.gamma], None
+    else:  # a single (possibly ARD) length scale, or neither
+        gammas, length_scales = None, (None if ls is None else [ls])
+    if isinstance(alpha, list):
+        alphas = alpha
+    elif isinstance(alpha, float):
+        alphas = [alpha]
+    else:  # "gcv" or "cv": the default grid
+        alphas = None
+    return RandomFeatureRidgeCV(
+        kernel=m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
+        cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, n_components=m.n_components,
+        sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state,
+        dtype=m.dtype, standardize=m.standardize,
     )  # fmt: skip
 
 
