@@ -1,6 +1,7 @@
 """bigkernel: kernel ridge regression for large n, out of core on Dask.
 
-Public API: :class:`RandomFeatureRidge`, :func:`load`, :func:`make_data`.
+Public API: :class:`RandomFeatureRidge`, :class:`ExactKernelRidge`, :class:`NystroemRidge`,
+:class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`.
 """
 
 from bigkernel._version import __version__
@@ -16,21 +17,34 @@ from bigkernel.errors import (
     NonFiniteError,
     OutputExistsError,
     ParameterError,
+    IncompleteStoreError,
     StoreMismatchError,
 )
+from bigkernel.models.auto import KernelRidge
+from bigkernel.models.bootstrap import BootstrapResult, bootstrap, eval_grid, load_bootstrap
+from bigkernel.models.exact import ExactKernelRidge
+from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.persist import load
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 __all__ = [
     "__version__",
+    "BootstrapResult",
+    "IncompleteStoreError",
+    "bootstrap",
+    "eval_grid",
+    "load_bootstrap",
     "BigkernelError",
     "ClusterError",
     "ConfigError",
     "DataError",
     "DataNotFoundError",
+    "ExactKernelRidge",
+    "KernelRidge",
     "ModelFormatError",
     "NonFiniteError",
+    "NystroemRidge",
     "OutputExistsError",
     "ParameterError",
     "RandomFeatureRidge",

@@ -4,9 +4,11 @@ a real LocalCluster, load_bootstrap, eval_grid and the band plot. Real zarr stor
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -104,6 +106,47 @@ def test_one_dimensional_y_dask_input_and_batch_independence(tmp_path, monkeypat
     assert not (keys[0] & keys[1]) and not (keys[1] & keys[2])  # each batch reads on its own
 
 
+def test_batches_are_chained_to_bound_memory(tmp_path, monkeypatch):
+    """Batch b's data pass waits for batch b - window (window = 2 x worker threads = 2 here)."""
+    import dask
+
+    import bigkernel.models.bootstrap as bmod
+
+    graphs = []
+
+    def capture(*tasks, **kwargs):
+        graphs.append(tasks)
+        return bmod_compute(*tasks, **kwargs)
+
+    bmod_compute = bmod.compute
+    monkeypatch.setattr(bmod, "compute", capture)
+    X, y = sine(200)
+    bootstrap(rff(), X, y, X_EVAL, n_bootstraps=8, random_state=1, store=tmp_path / "c.zarr",
+              batch_size=2)
+    (tasks,) = graphs
+    dsk = {}
+    for t in tasks:
+        dsk.update(dict(t.__dask_graph__()))
+    deps = {k: dask.core.get_dependencies(dsk, k) for k in dsk}
+
+    def ancestors(key):
+        seen, todo = set(), [key]
+        while todo:
+            for d in deps[todo.pop()]:
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return seen
+
+    replicate = {t.key: int(t.key.split("-")[2]) for t in tasks}  # bootstrap-replicate-<r>-...
+    for key, r in replicate.items():
+        earlier = {replicate[a] for a in ancestors(key) if a in replicate}
+        batch = r // 2  # waits for batch - 2, which waits for batch - 4, ...
+        expected = {q for q in range(8) if q // 2 < batch and (batch - q // 2) % 2 == 0}
+        assert earlier == expected, (r, earlier)
+    assert any(replicate[a] for k in replicate for a in ancestors(k) if a in replicate)
+
+
 # --------------------------------------------------------------------------------------------
 _CHILD = textwrap.dedent("""
     import sys, time
@@ -198,7 +241,7 @@ def test_store_of_another_job_is_refused(tmp_path, change, field):
 
 
 # --------------------------------------------------------------------------------------------
-def test_band_width_matches_fresh_samples():
+def test_band_width_matches_fresh_samples(tmp_path):
     """Bootstrap band width vs the band of R refits on fresh data sets (small-size check)."""
     import dask
     from threadpoolctl import threadpool_limits
@@ -209,7 +252,8 @@ def test_band_width_matches_fresh_samples():
     # one BLAS thread per task: hundreds of tiny multi-threaded BLAS calls crawl (10x) on a
     # busy 2-core machine
     with dask.config.set(scheduler="threads", num_workers=2), threadpool_limits(1):
-        res = bootstrap(est, X, y, X_EVAL, n_bootstraps=B, random_state=1)
+        res = bootstrap(est, X, y, X_EVAL, n_bootstraps=B, random_state=1,
+                        store=tmp_path / "bs.zarr")
         fresh = np.stack([rff(n_components=100, chunk_rows=None).fit(*sine(n, seed=1000 + i))
                           .predict(X_EVAL) for i in range(R)])
     ref = percentile_band(fresh, 0.9)
@@ -255,8 +299,13 @@ def test_load_bootstrap_and_incomplete_store(tmp_path):
         load_bootstrap(res.store)
     # the temporary store default lives under the system temp dir
     tmp = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=2, random_state=4)
-    assert tmp.store.startswith(os.path.realpath(__import__("tempfile").gettempdir())) or \
-        tmp.store.startswith(__import__("tempfile").gettempdir())
+    folder = os.path.dirname(tmp.store)
+    try:
+        assert os.path.dirname(folder) == tempfile.gettempdir()
+        assert os.path.basename(folder).startswith("bigkernel-bootstrap-")
+        assert load_bootstrap(tmp.store).n_bootstraps == 2
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_parameters_and_unsupported_estimator(tmp_path):
@@ -280,8 +329,9 @@ def test_parameters_and_unsupported_estimator(tmp_path):
 
 def test_poisson_weights_run_and_differ(tmp_path):
     X, y = sine(200)
-    a = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1, method="poisson")
-    b = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1)
+    a = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1, method="poisson",
+                  store=tmp_path / "p.zarr")
+    b = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1, store=tmp_path / "m.zarr")
     assert a.method == "poisson" and not np.array_equal(a.mean, b.mean)
 
 
@@ -313,7 +363,7 @@ def test_plot_band_writes_png(tmp_path, d):
         X, y = a[:, :d], a[:, 5]
         E = eval_grid(X, feature=1, n_points=30)
     est = rff(length_scale=0.3)
-    res = bootstrap(est, X, y, E, n_bootstraps=6, random_state=1)
+    res = bootstrap(est, X, y, E, n_bootstraps=6, random_state=1, store=tmp_path / "bs.zarr")
     fitted = rff(length_scale=0.3).fit(X, y).predict(E)
     path = plot_band(res, X, y, E, fitted_mean=fitted, n_curves=3, feature=0 if d == 1 else 1,
                      path=tmp_path / "band.png", figsize=(6.0, 4.0), dpi=50)
@@ -326,7 +376,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     X, y = sine(50)
-    res = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=2, random_state=1)
+    res = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=2, random_state=1, store=tmp_path / "b.zarr")
     with pytest.raises(ImportError, match=r"pip install bigkernel\[plot\]"):
         plot_band(res, X, y, X_EVAL, path=tmp_path / "x.png")
 

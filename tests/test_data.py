@@ -1,14 +1,12 @@
-"""Data sources and bad input through the API: clear errors from metadata, NaN/inf in the pass."""
+"""Data sources: synthetic data, zarr / .npy / numpy / dask / fsspec sources give the same model.
+Bad data (NaN/inf, shapes, dtypes, chunking, missing files) is in tests/test_bad_inputs.py."""
 
-import dask.array as da
 import numpy as np
 import pytest
 import zarr
 
 from bigkernel import RandomFeatureRidge, SyntheticSpec, make_data, open_source
 from bigkernel.data.synthetic import generate_rows
-from bigkernel.errors import DataError, DataNotFoundError, NonFiniteError, ParameterError
-from tests.conftest import friedman
 
 
 @pytest.fixture
@@ -46,64 +44,3 @@ def test_fsspec_url_source():
     np.testing.assert_array_equal(ds.X.compute(), a[:, :10])
 
 
-@pytest.mark.parametrize("where", ["X", "y"])
-@pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_nonfinite_in_late_chunk_names_rows(where, bad):
-    X, y = friedman(10_000, seed=1)
-    (X if where == "X" else y)[9123, ...] = bad
-    with pytest.raises(NonFiniteError, match=rf"{where} contains NaN or inf in rows \[8000, 10000\) — first at row 9123"):
-        RandomFeatureRidge(n_components=16).fit(da.from_array(X, chunks=(2000, 10)), da.from_array(y, chunks=2000))
-    with pytest.raises(NonFiniteError, match="row 9123"):
-        RandomFeatureRidge(n_components=16, chunk_rows=2048).fit(X, y)
-
-
-def test_metadata_errors_before_compute():
-    X, y = friedman(1000)
-    cases = [
-        (lambda: (da.from_array(X, chunks=(100, 5)), da.from_array(y, chunks=100)), "chunked along columns"),
-        (lambda: (da.from_array(X[:, 0], chunks=100), da.from_array(y, chunks=100)), "must be 2-D"),
-        (lambda: (da.from_array(X, chunks=(100, 10)), da.from_array(y[:999], chunks=100)), "different numbers of rows"),
-        (lambda: (da.from_array(X.astype(str), chunks=(100, 10)), da.from_array(y, chunks=100)), "numeric dtype"),
-        (lambda: (da.zeros((0, 10), chunks=(1, 10)), da.zeros(0, chunks=1)), "empty"),
-    ]
-    for make, match in cases:
-        Xd, yd = make()
-        with pytest.raises(DataError, match=match):
-            RandomFeatureRidge(n_components=8).fit(Xd, yd)
-
-
-def test_numpy_bad_shapes_are_value_errors():
-    X, y = friedman(100)
-    with pytest.raises(ValueError):
-        RandomFeatureRidge().fit(X[:, 0], y)
-    with pytest.raises(ValueError):
-        RandomFeatureRidge().fit(np.empty((0, 3)), np.empty(0))
-    m = RandomFeatureRidge(n_components=8).fit(X, y)
-    with pytest.raises(ValueError, match="expecting 10 features"):
-        m.predict(X[:, :3])
-    with pytest.raises(DataError, match="expecting 10 features"):
-        m.predict(da.from_array(X[:, :3]))
-
-
-@pytest.mark.parametrize(
-    "params,match",
-    [({"alpha": 0.0}, "alpha"), ({"alpha": -1}, "alpha"), ({"alpha": float("nan")}, "alpha"),
-     ({"alpha": "1e-3"}, "alpha"), ({"gamma": 0.0}, "gamma"), ({"n_components": 0}, "n_components"),
-     ({"kernel": "gaussian"}, "kernel"), ({"dtype": "float16"}, "dtype")],
-)  # fmt: skip
-def test_bad_parameters_raise_parameter_error(params, match):
-    X, y = friedman(50)
-    with pytest.raises(ParameterError, match=match):
-        RandomFeatureRidge(**params).fit(X, y)
-
-
-def test_missing_sources(tmp_path, store):
-    with pytest.raises(DataNotFoundError, match="does not exist"):
-        open_source(tmp_path / "nope.zarr")
-    with pytest.raises(DataNotFoundError, match="has no array 'Z'"):
-        open_source(store, x="Z")
-    zarr.open_group(tmp_path / "onlyx.zarr", mode="w").create_array("X", shape=(3, 2), dtype="f8")
-    with pytest.raises(DataNotFoundError, match="arrays found: \\['X'\\]"):
-        open_source(tmp_path / "onlyx.zarr")
-    with pytest.raises(DataNotFoundError):
-        open_source(tmp_path / "nope.npy")

@@ -144,7 +144,8 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
     dict
         ``{"outputs": {name: path}, "metrics": {...}}`` for metrics.json.
     """
-    from bigkernel.jobs.runner import open_dataset  # the runner imports this module lazily
+    # imported here: the runner imports this module lazily, from inside run_job
+    from bigkernel.jobs.runner import open_dataset
 
     bc = cfg.bootstrap
     feature = bc.eval_grid.feature if bc.eval_grid is not None else 0

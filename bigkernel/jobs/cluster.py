@@ -16,15 +16,69 @@ import importlib.metadata
 import logging
 from collections.abc import Iterator
 
+import numpy as np
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from bigkernel._version import __version__
 from bigkernel.errors import ClusterError
+from bigkernel.graph.stream import SPLIT_EVERY
 from bigkernel.jobs.config import ClusterConfig
 from bigkernel.models._compute import blas_threads_for
+from bigkernel.models.random_features import feature_block_rows
 
 logger = logging.getLogger(__name__)
+
+
+#: resident memory of an idle worker process once a first task has imported what tasks need
+#: (numpy, scipy, scikit-learn, zarr, dask, distributed: 213 MiB measured, scripts/worker_memory.py)
+WORKER_BASE_BYTES = 220 * 2**20
+
+
+def fit_worker_memory(n_components: int, dtype: str, chunk_rows: int, n_features: int, *,
+                      threads: int = 1, n_targets: int = 1, n_sets: int = 1,
+                      weighted: bool = False) -> int:
+    """Peak bytes of one Dask worker during the one-pass fit (an upper estimate).
+
+    Derived from the code of the pass (``numerics.sums.block_stats``, ``graph.stream``): each
+    running task holds its X and y chunk (float64, up to twice while dask assembles it from
+    storage chunks), a feature sub-block of ``feature_block_rows(D, dtype)`` rows × D with room
+    for one temporary of its size, the D×D product of that sub-block in the feature dtype and
+    its float64 accumulator; the worker also keeps finished partial sums until a reduction task
+    (fan-in ``SPLIT_EVERY``) combines them. Measured peaks are below it
+    (``scripts/worker_memory.py``; ``tests/test_cluster_processes.py`` checks one).
+
+    Parameters
+    ----------
+    n_components : int
+        D.
+    dtype : {"float32", "float64"}
+        Feature dtype.
+    chunk_rows : int
+        Rows per chunk of X.
+    n_features : int
+        Columns of X.
+    threads : int, default=1
+        Dask threads of the worker (tasks running at once).
+    n_targets : int, default=1
+    n_sets : int, default=1
+        Weight sets summed in one pass: 1 for a fit, the batch size for a bootstrap.
+    weighted : bool, default=False
+        Weighted sums (a bootstrap pass): two more feature sub-blocks per task, for the copies
+        of the rows with non-zero weight and of their scaled features.
+
+    Returns
+    -------
+    int
+        Bytes, including :data:`WORKER_BASE_BYTES`.
+    """
+    D, s = int(n_components), np.dtype(dtype).itemsize
+    stats = 8 * n_sets * (D * D + D * (n_targets + 2) + 3 * n_targets + 1)
+    blocks = 4 if weighted else 2
+    per_task = 2 * 8 * chunk_rows * (n_features + n_targets) \
+        + blocks * feature_block_rows(D, dtype) * D * s + s * D * D + stats
+    held = (SPLIT_EVERY + 1) * stats  # partials waiting for a combine, and its running total
+    return WORKER_BASE_BYTES + threads * per_task + held
 
 
 class BlasThreadsPlugin(WorkerPlugin):
@@ -86,18 +140,20 @@ def _security(cfg: ClusterConfig):
 
 
 def _connect(address: str, security) -> Client:
-    """Connect to an existing scheduler; an unreachable one is a ClusterError."""
+    """Connect to an existing scheduler; an unreachable one or a bad address is a ClusterError."""
     import dask
 
     try:
         return Client(address, security=security, set_as_default=True)
+    except ValueError as exc:  # e.g. an unknown scheme: distributed names the known ones
+        raise ClusterError(f"{address!r} is not a Dask scheduler address: {exc}") from None
     except (OSError, TimeoutError) as exc:
         timeout = dask.config.get("distributed.comm.timeouts.connect")
         raise ClusterError(
-            f"could not connect to the Dask scheduler at {address} (cluster.address) within "
-            f"{timeout}: {exc}. Check that `dask scheduler` runs there and that this machine can "
-            "reach it (host, port, firewall; TLS files in cluster.security for tls:// "
-            "addresses), or remove cluster.address to run on a local cluster"
+            f"could not connect to the Dask scheduler at {address} within {timeout}: {exc}. "
+            "Check that `dask scheduler` runs there and that this machine can reach it (host, "
+            "port, firewall; TLS files in cluster.security for tls:// addresses), or leave the "
+            "address out (cluster.address, --address) to run on this machine"
         ) from None
 
 
@@ -168,10 +224,36 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
 
 
 def _log_cluster(client: Client, dashboard: bool | None) -> None:
-    """Log the workers and the dashboard link (``dashboard=None``: if the scheduler serves one)."""
+    """Log the workers and, when a dashboard is served, its link (``dashboard=None``: probe)."""
     nthreads = client.nthreads()
     logger.info("Dask cluster: %d worker(s), %d thread(s)", len(nthreads), sum(nthreads.values()))
     if dashboard is None:
-        dashboard = bool(client.scheduler_info().get("services", {}).get("dashboard"))
-    if dashboard:  # a local cluster without one still serves bare HTTP routes: not a dashboard
+        dashboard = dashboard_served(client.dashboard_link)
+    if dashboard:
         logger.info("Dask dashboard: %s", client.dashboard_link)
+
+
+def dashboard_served(link: str, timeout: float = 2.0) -> bool:
+    """Whether the Dask dashboard at ``link`` answers.
+
+    A scheduler started without its dashboard still serves other HTTP routes on the dashboard
+    port (dask/distributed#8136), so the port alone does not tell; the status page does.
+
+    Parameters
+    ----------
+    link : str
+        ``client.dashboard_link``.
+    timeout : float, default=2.0
+        Seconds to wait for the answer.
+
+    Returns
+    -------
+    bool
+    """
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(link, timeout=timeout) as answer:
+            return answer.status == 200
+    except (OSError, ValueError):  # refused, 404 (HTTPError is an OSError), not a URL
+        return False

@@ -76,7 +76,12 @@ __all__ = [
 ]
 
 Solver = Literal["random_features", "exact", "nystroem", "auto"]
-Kernel = Literal["rbf", "laplacian", "matern", "fourier"]
+Kernel = Literal["rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", "periodic"]
+#: kernels with a random-feature sampler; the others need solver exact, nystroem or auto
+RFF_KERNELS = ("rbf", "laplacian", "matern", "fourier")
+Preconditioner = Literal["rpcholesky", "nystroem", "none"]
+GramDType = Literal["auto", "float32", "float64"]
+Landmarks = Literal["rpcholesky", "uniform"]
 Sampler = Literal["iid", "orthogonal"]
 Form = Literal["cos", "cossin"]
 DType = Literal["float32", "float64"]
@@ -202,7 +207,12 @@ class ModelConfig:
     Parameters
     ----------
     solver : {"random_features", "exact", "nystroem", "auto"}, default="random_features"
-    kernel : {"rbf", "laplacian", "matern", "fourier"}, default="rbf"
+        ``exact``: CG on the blocked Gram matrix (moderate n); ``nystroem``: Nyström features
+        in the one-pass primal path; ``auto``: chosen from n and ``memory_budget`` (the job log
+        says which and why).
+    kernel : {"rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", "periodic"}, default="rbf"
+        polynomial, linear, sigmoid and periodic need solver exact, nystroem or auto; fourier
+        (the fixed 1-D basis) needs random_features.
     gamma : float, tuple of float, "cv" or None, default=None
         Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
         is searched together with alpha in the same data pass (by K-fold CV when alpha or gamma
@@ -231,6 +241,27 @@ class ModelConfig:
         Dtype of the features; sums and solves are always float64.
     random_state : int, default=the job's ``seed``
         Seed of the feature map, >= 0.
+    degree : int, default=3
+        Polynomial degree (>= 1).
+    coef0 : float, default=1.0
+        Polynomial and sigmoid offset.
+    tol : float, default=1e-6
+        Exact solver: CG relative residual, in (0, 1).
+    max_iter : int or None, default=None
+        Exact solver: CG iterations (default 10·n).
+    preconditioner : {"rpcholesky", "nystroem", "none"}, default="rpcholesky"
+        Exact solver: low-rank preconditioner.
+    rank : int or None, default=None
+        Exact solver: preconditioner rank (default from n).
+    memory_budget : int, str or None, default=None
+        Exact solver and ``auto``: bytes (or a size such as '8GB') for the Gram cache and the
+        solver; default half the machine's memory.
+    gram_dtype : {"auto", "float64", "float32"}, default="auto"
+        Exact solver: dtype of Gram tiles (auto: float64 when the whole matrix fits the budget).
+    n_probes : int, default=8
+        Exact solver: Hutchinson probes for df(alpha) when n > 3000 (>= 0).
+    landmarks : {"rpcholesky", "uniform"}, default="rpcholesky"
+        Nyström landmark choice (n_components landmarks).
     """
 
     solver: Solver = "random_features"
@@ -247,6 +278,16 @@ class ModelConfig:
     fit_intercept: bool = True
     dtype: DType = "float64"
     random_state: int = 0
+    degree: int = 3
+    coef0: float = 1.0
+    tol: float = 1e-6
+    max_iter: int | None = None
+    preconditioner: Preconditioner = "rpcholesky"
+    rank: int | None = None
+    memory_budget: int | str | None = None
+    gram_dtype: GramDType = "auto"
+    n_probes: int = 8
+    landmarks: Landmarks = "rpcholesky"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1108,6 +1149,9 @@ def _parse_job(ctx: _Context) -> JobConfig:
         source=ctx.source,
         base_dir=ctx.base_dir,
     )
+    if job.bootstrap is not None and job.model.solver != "random_features" and not ctx.problems:
+        ctx.report("bootstrap", f"bootstrap bands need model.solver random_features (the resampled "
+                   f"fits reuse its feature map), found {job.model.solver!r}")
     if not ctx.problems:
         _check_overlaps(job, ctx)
     ctx.raise_if_any()
@@ -1196,6 +1240,16 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         fit_intercept=sec.value("fit_intercept", _boolean, True),
         dtype=sec.value("dtype", _choice(get_args(DType)), "float64"),
         random_state=sec.value("random_state", _integer(ge=0), None, nullable=True),
+        degree=sec.value("degree", _integer(gt=0), 3),
+        coef0=sec.value("coef0", _number(), 1.0),
+        tol=sec.value("tol", _number(gt=0, lt=1), 1e-6),
+        max_iter=sec.value("max_iter", _integer(gt=0), None, nullable=True),
+        preconditioner=sec.value("preconditioner", _choice(get_args(Preconditioner)), "rpcholesky"),
+        rank=sec.value("rank", _integer(gt=0), None, nullable=True),
+        memory_budget=sec.value("memory_budget", _byte_size, None, nullable=True),
+        gram_dtype=sec.value("gram_dtype", _choice(get_args(GramDType)), "auto"),
+        n_probes=sec.value("n_probes", _integer(ge=0), 8),
+        landmarks=sec.value("landmarks", _choice(get_args(Landmarks)), "rpcholesky"),
     )
     if model.random_state is None:
         model = replace(model, random_state=sec.ctx.seed)
@@ -1217,11 +1271,36 @@ def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:
         why = "form 'cossin'" if model.form == "cossin" else "kernel 'fourier'"
         sec.report("n_components", f"must be even with {why} (each frequency gives a cos and a "
                    f"sin feature), found {model.n_components}")
+    _check_solver(sec, model)
     if isinstance(model.length_scale, tuple) and data.make is not None and not sec.ctx.problems:
         if len(model.length_scale) != data.make.n_features:
             sec.report("length_scale", f"expected one length scale per feature "
                        f"({data.make.n_features}, data.make.n_features), found "
                        f"{len(model.length_scale)}")
+
+
+def _check_solver(sec: _Section, model: ModelConfig) -> None:
+    """Report kernels and searches the chosen solver does not have."""
+    if model.solver == "random_features" and model.kernel not in RFF_KERNELS:
+        sec.report("kernel", f"kernel {model.kernel!r} has no random-feature sampler; use solver "
+                   f"exact, nystroem or auto, or one of {', '.join(RFF_KERNELS)}")
+    if model.solver != "random_features" and model.kernel == "fourier":
+        sec.report("kernel", "kernel 'fourier' is the fixed 1-D basis of the random-feature solver; "
+                   "use solver random_features")
+    searched = isinstance(model.gamma, tuple) or "cv" in (model.gamma, model.alpha)
+    if model.solver != "random_features" and searched:
+        sec.report("solver", f"the (gamma, alpha) search of lists or 'cv' exists for solver "
+                   f"random_features only, found solver {model.solver!r}; give one gamma and an "
+                   "alpha, a list of alphas or 'gcv'")
+
+
+def _byte_size(value: Any) -> int | str:
+    """Check for a number of bytes > 0 or a size such as "8GB"."""
+    if isinstance(value, str):
+        if _BYTES.fullmatch(value.strip()):
+            return value
+        _fail("a number of bytes > 0 or a size such as '8GB'", value)
+    return _integer(gt=0)(value)
 
 
 def _parse_predict(sec: _Section | None) -> PredictConfig | None:

@@ -54,7 +54,8 @@ def path_table(est) -> dict[str, np.ndarray]:
         kind = "GCV" if est.cv == "gcv" else f"{est.cv}-fold CV MSE"
         return {"gamma": np.asarray(r["param_gamma"]), "alpha": np.asarray(r["param_alpha"]),
                 "score": -np.asarray(r["mean_test_score"]), "df": np.asarray(r["df"]), "kind": kind}
-    gamma = est.feature_map_.params.get("length_scale")
+    fmap = getattr(est, "feature_map_", None)  # the exact solver has no feature map
+    gamma = fmap.params.get("length_scale") if fmap is not None else None
     g = np.full(np.size(est.alphas_), np.nan if gamma is None or isinstance(gamma, list) else
                 1.0 / (2.0 * float(gamma) ** 2))
     gcv = np.asarray(est.gcv_)

@@ -22,7 +22,7 @@ from bigkernel._version import __version__
 from bigkernel.data.sources import Dataset, open_source
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import DataError, OutputExistsError
-from bigkernel.graph.stream import residual_graph
+from bigkernel.graph.evaluate import residual_graph
 from bigkernel.jobs.config import JobConfig, SourceConfig
 from bigkernel.models._compute import compute, progress_bars
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
@@ -35,12 +35,10 @@ logger = logging.getLogger(__name__)
 def build_estimator(cfg: JobConfig):
     """The estimator described by the ``model:`` section."""
     m = cfg.model
-    if m.solver not in ("random_features",):
-        from bigkernel.errors import ConfigError
-
-        raise ConfigError(f"{cfg.source}: model.solver: {m.solver!r} is not available yet; use random_features")
     alpha = list(m.alpha) if isinstance(m.alpha, tuple) else m.alpha
     ls = list(m.length_scale) if isinstance(m.length_scale, tuple) else m.length_scale
+    if m.solver != "random_features":
+        return _build_kernel_solver(m, alpha, ls)
     if isinstance(m.gamma, tuple) or m.gamma == "cv" or m.alpha == "cv":
         return _build_search(m, alpha, ls)
     return RandomFeatureRidge(
@@ -48,6 +46,26 @@ def build_estimator(cfg: JobConfig):
         sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
         random_state=m.random_state, dtype=m.dtype, standardize=m.standardize,
     )  # fmt: skip
+
+
+def _build_kernel_solver(m, alpha, ls):
+    """ExactKernelRidge, NystroemRidge or KernelRidge (solver auto) from the ``model:`` keys."""
+    from bigkernel.models.auto import KernelRidge
+    from bigkernel.models.exact import ExactKernelRidge
+    from bigkernel.models.nystroem import NystroemRidge
+
+    common = dict(alpha=alpha, gamma=m.gamma, degree=m.degree, coef0=m.coef0, length_scale=ls, nu=m.nu,
+                  fit_intercept=m.fit_intercept, random_state=m.random_state, standardize=m.standardize)
+    exact = dict(tol=m.tol, max_iter=m.max_iter, rank=m.rank, memory_budget=m.memory_budget,
+                 n_probes=m.n_probes, preconditioner=None if m.preconditioner == "none" else m.preconditioner)
+    if m.solver == "exact":
+        return ExactKernelRidge(m.kernel, dtype=m.gram_dtype, **exact, **common)
+    if m.solver == "nystroem":
+        return NystroemRidge(m.kernel, n_components=m.n_components, landmarks=m.landmarks, dtype=m.dtype, **common)
+    # auto: the exact solver's Gram dtype, or the approximate solvers' feature dtype
+    dtype = m.gram_dtype if m.gram_dtype != "auto" else ("auto" if m.dtype == "float64" else m.dtype)
+    return KernelRidge(m.kernel, n_components=m.n_components, landmarks=m.landmarks, dtype=dtype,
+                       **exact, **common)  # fmt: skip
 
 
 def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
@@ -189,7 +207,9 @@ def _prepare_output(cfg: JobConfig) -> None:
             f"predict.output {pred!r} already exists; choose another path or set `overwrite: true`"
         )
     os.makedirs(cfg.output, exist_ok=True)
-    stale = [done, os.path.join(cfg.output, "summary.txt"), os.path.join(cfg.output, "model.zarr")]
+    stale = [done] + [os.path.join(cfg.output, name) for name in (
+        "summary.txt", "model.zarr", "report.md", "alpha_path.png", "predicted_vs_observed.png",
+        "holdout_sample.npz", "search_results.json", "bootstrap_band.zarr", "bootstrap_band.png")]
     for path in stale + ([pred] if pred_inside else []):
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -245,12 +265,10 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
             timings["fit"] = time.perf_counter() - t
 
             t = time.perf_counter()
-            coef, intercept = est._coef_2d()
             Y = ds.y if ds.y.ndim == 2 else ds.y[:, None]
-            (res,) = compute(residual_graph(
-                ds.X, Y, est.feature_map_, coef, intercept, groups=split.groups, n_groups=2,
-                dtype=est.dtype, block_rows=feature_block_rows(est.n_components, est.dtype),
-            ), client=client, label="evaluate")  # fmt: skip
+            # any estimator: its own numpy predict per chunk, train/holdout sums in one pass
+            (res,) = compute(residual_graph(ds.X, Y, est.predict, groups=split.groups, n_groups=2),
+                             client=client, label="evaluate")
             scores = _metrics_from_residuals(res)
             holdout = holdout_sample(ds, est, split)
             if holdout is not None:
@@ -279,9 +297,7 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
 
         metrics = {
             "job": cfg.name, "bigkernel_version": __version__, "data": plan,
-            "model": {"solver": cfg.model.solver, "kernel": est.kernel, "n_components": est.n_components,
-                      "alpha": est.alpha_, "df": est.df_, "dtype": est.dtype,
-                      "gcv": float(np.min(est.gcv_))},
+            "model": _model_summary(cfg, est),
             "search": _search_summary(est),
             "scores": scores, "timings_s": {k: round(v, 3) for k, v in timings.items()}, "outputs": outputs,
         }  # fmt: skip
@@ -294,7 +310,7 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
             from bigkernel.jobs.report import make_report
 
             t = time.perf_counter()
-            figures = make_report(cfg.output, est, holdout, metrics)
+            figures = make_report(cfg.output, getattr(est, "estimator_", est), holdout, metrics)
             metrics["outputs"].update({k: v for k, v in figures.items()})
             metrics["timings_s"]["report"] = round(time.perf_counter() - t, 3)
         with open(os.path.join(cfg.output, "summary.txt"), "w") as f:
@@ -302,6 +318,24 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
         _write_json_atomic(os.path.join(cfg.output, "metrics.json"), metrics)
     logger.info("job %s finished: %s", cfg.name, os.path.join(cfg.output, "metrics.json"))
     return metrics
+
+
+def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
+    """The fitted model's figures for metrics.json (every solver)."""
+    inner = getattr(est, "estimator_", est)  # KernelRidge (solver auto) wraps the solver it chose
+    kernel = est.kernel if isinstance(est.kernel, str) else getattr(est.kernel, "name", str(est.kernel))
+    gcv = np.asarray(est.gcv_, dtype=np.float64)
+    out = {"solver": getattr(est, "solver_", cfg.model.solver), "kernel": kernel,
+           "n_components": getattr(inner, "n_components", None), "alpha": est.alpha_, "df": est.df_,
+           "dtype": getattr(inner, "dtype", None),
+           "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None}
+    if hasattr(est, "solver_reason_"):
+        out["solver_reason"] = est.solver_reason_
+    if hasattr(inner, "solver_info_"):  # exact: CG figures, df's standard error, the Gram cache
+        out.update(n_samples_fit=inner.n_samples_fit_, df_stderr=inner.df_stderr_,
+                   n_iter=np.asarray(inner.n_iter_).tolist(), residual=np.asarray(inner.residual_).tolist(),
+                   solver_info=inner.solver_info_)
+    return out
 
 
 def _search_summary(est) -> dict[str, Any] | None:
@@ -348,8 +382,11 @@ def summary_text(m: dict[str, Any]) -> str:
         f"bigkernel {m['bigkernel_version']} — job {m['job']}",
         f"data:  {d['n_samples']:,} rows × {d['n_features']} features from {d['source']} "
         f"({d['n_chunks']} chunks)",
-        f"model: {mo['solver']} {mo['kernel']}, D={mo['n_components']}, alpha={mo['alpha']:.3g}, "
-        f"df={mo['df']:.1f}, {mo['dtype']} features",
+        f"model: {mo['solver']} {mo['kernel']}, "
+        + (f"exact on n={mo['n_samples_fit']:,}, CG iterations {mo['n_iter']}, " if "n_iter" in mo
+           else f"D={mo['n_components']}, ")
+        + f"alpha={mo['alpha']:.3g}, df={mo['df']:.1f}, {mo['dtype']} "
+        + ("Gram" if "n_iter" in mo else "features"),
     ]
     if m.get("search"):
         lines.append(f"search: best {m['search']['best_params']} of {m['search']['n_candidates']} "

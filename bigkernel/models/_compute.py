@@ -1,5 +1,6 @@
-"""The one place that runs dask graphs: picks the active distributed client or the local
-scheduler, shows progress bars when asked, and keeps Dask threads × BLAS threads <= cores."""
+"""The one place that runs dask graphs (``compute``, ``persist``): picks the active distributed
+client or the local scheduler, shows progress bars when asked, and keeps Dask threads × BLAS
+threads <= cores."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Iterator
 
 import dask
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from bigkernel.errors import ClusterError
 
@@ -89,26 +90,59 @@ def compute(*graphs, client=None, label: str = "pass"):
                 progress(futures)
             return tuple(client.gather(futures))
         except KilledWorker as exc:
-            raise ClusterError(_killed_worker_message(exc, label)) from exc
+            raise ClusterError(_killed_worker_message(exc, label, client)) from exc
         finally:
             running = [f for f in futures if not f.done()]
             if running:  # a failed or interrupted pass must not keep running on the cluster
                 client.cancel(running)
-    with threadpool_limits(limits=blas_threads_for(local_threads())), _local_progress(show):
+    with _blas_limits(blas_threads_for(local_threads())), _local_progress(show):
         return dask.compute(*graphs)
 
 
-def _killed_worker_message(exc, label: str) -> str:
+def _killed_worker_message(exc, label: str, client) -> str:
     """Explain a ``distributed.KilledWorker`` in bigkernel's words (task, worker, causes)."""
     task = exc.task if isinstance(exc.task, str) else repr(exc.task)
     worker = getattr(exc.last_worker, "address", exc.last_worker)
+    limit = getattr(exc.last_worker, "memory_limit", None)
+    if not limit:  # the worker state may be gone; the live workers have the same limit, usually
+        try:
+            limit = max(w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values())
+        except Exception:  # noqa: BLE001 - the figure is a courtesy; the error must still be raised
+            limit = None
+    shown = f" of {limit / 2**20:,.0f} MiB" if limit else ""
     return (
         f"the {label} pass failed: task {task!r} killed every worker that ran it "
         f"({exc.allowed_failures + 1} attempts, last on {worker}; distributed.KilledWorker). A "
-        "task that always kills its worker usually needs more memory than the worker's limit "
+        f"task that always kills its worker usually needs more memory than the worker's limit{shown} "
         "(see 'Memory per worker' in docs/deployment.md: lower n_components or data.chunk_rows, "
         "or give the workers more memory) or crashed the process; the worker logs say which"
     )
+
+
+_controller: ThreadpoolController | None = None
+
+
+def _blas_limits(threads: int):
+    """``threadpool_limits`` through one cached controller: a fresh ``threadpool_limits`` scans
+    every loaded library (~9 ms), too much per CG matvec."""
+    global _controller
+    if _controller is None:
+        _controller = ThreadpoolController()
+    return _controller.limit(limits=threads)
+
+
+def persist(*graphs, client=None, label: str = "persist"):
+    """Persist ``graphs`` (results held in memory: the cluster's, or this process's locally).
+
+    Returns a tuple of collections backed by the computed results, like ``dask.persist``.
+    """
+    client = client or active_client()
+    if client is not None:
+        if _progress.get():
+            logger.info("%s: persisting on %s", label, client.scheduler.address)
+        return tuple(client.persist(list(graphs)))
+    with _blas_limits(blas_threads_for(local_threads())), _local_progress(_progress.get()):
+        return dask.persist(*graphs)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,8 @@ How it runs
   shape (m, rows)) — and its tree-reduced statistics feed one task per replicate that solves,
   predicts at ``X_eval`` and writes its own region of the store, its completion flag last.
   Every batch goes into ONE graph, run by one :func:`bigkernel.models._compute.compute`, so
-  batches run in parallel on the cluster.
+  batches run in parallel on the cluster. Batch ``b`` starts its pass once batch
+  ``b - 2·workers`` is done, so about ``2·workers`` batches are in memory whatever B is.
 * The store (see :mod:`bigkernel.models.bootstrap_store`) is created, and its metadata written,
   by the client only. Rerunning with the same store computes only the replicates without a
   completion flag. A replicate's values depend only on its seed, the data, their chunking and the
@@ -45,7 +46,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, Protocol, runtime_checkable
@@ -84,10 +85,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Replicates sharing one pass over the data. Measured on 2 cores (n=100k, D=512, B=32,
-#: float64): a batch of 8 runs ~2.1x faster per replicate than one replicate per task, which
-#: recomputes the cosine features (costlier than the replicate's syrk) for every replicate.
+#: Replicates sharing one pass over the data. Measured on this 2-core machine (n = 100,000,
+#: D = 512 float64, B = 32, 2 workers x 1 thread, scripts/bench_bootstrap.py): one replicate per
+#: task 25.2 s (1.51 CPU s per replicate: the cosine features, costlier than the replicate's
+#: syrk, are recomputed for every replicate); batches of 4: 14.9 s (0.84); 8: 12.9 s (0.72);
+#: 16: 11.2 s (0.68). 8 takes most of the gain with half the memory of 16 and enough batches to
+#: balance the workers.
 DEFAULT_BATCH_SIZE = 8
+
+#: Batches running at once, per worker thread: batch ``b`` starts after batch ``b - window`` is
+#: done (``window`` = this × worker threads), which bounds the memory of the one graph
+#: whatever B is.
+BATCHES_IN_FLIGHT_PER_WORKER = 2
 
 #: Bytes of reduced statistics one batch may hold per partial sum (m · D² float64 each).
 BATCH_STATS_BYTES = 256 * 2**20
@@ -185,11 +194,14 @@ class ReplicatePlan(Protocol):
     max_batch_size: int
 
     def batch_tasks(
-        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore
+        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
+        after: Sequence[Delayed] = (),
     ) -> list[Delayed]:
         """Delayed tasks, one per replicate of ``weights.replicates``; each one fits its
         replicate, predicts at the evaluation points and calls
-        :meth:`BootstrapStore.write_replicate` (flag last). Must not compute anything."""
+        :meth:`BootstrapStore.write_replicate` (flag last). The batch's data pass must not
+        start before the ``after`` tasks are done (this bounds the memory of the graph; e.g.
+        make the per-chunk tasks depend on them). Must not compute anything."""
         ...
 
 
@@ -254,9 +266,11 @@ class _RandomFeaturePlan:
             "coef_layout": "rows 0..D-1 coef, row D intercept",
         }
 
-    def batch_tasks(self, ds: Dataset, weights: BootstrapWeights,
-                    store: BootstrapStore) -> list[Delayed]:
-        stats = self.estimator.stats_graph(ds, self.fmap, weights=weights)
+    def batch_tasks(self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
+                    after: Sequence[Delayed] = ()) -> list[Delayed]:
+        # the chunk tasks receive their weights from a gate task that waits for `after`
+        gated = dask.delayed(_gate, pure=True)(weights, *after) if after else weights
+        stats = self.estimator.stats_graph(ds, self.fmap, weights=gated)
         token = dask.base.tokenize(store.path, stats.key)
         return [
             dask.delayed(_replicate_task, pure=True)(
@@ -466,6 +480,11 @@ def _batch_dataset(ds: Dataset, batch: int, clone_data: bool) -> Dataset:
     return Dataset(X, y, ds.source)
 
 
+def _gate(weights: BootstrapWeights, *done: Any) -> BootstrapWeights:
+    """The weights, handed over only once the ``done`` tasks (an earlier batch) have run."""
+    return weights
+
+
 def _result(store: BootstrapStore, confidence_level: float, n_computed: int) -> BootstrapResult:
     fp = store.fingerprint
     single = int(fp.get("data", {}).get("y_ndim", 2)) == 1
@@ -579,17 +598,24 @@ def bootstrap(
     bs = open_or_create_store(path, fingerprint, B, E.shape[0], k, plan.n_coef, eval_points=E)
     missing = bs.missing()
     if missing:
-        m = batch_size or default_batch_size(len(missing), _workers(client), plan.max_batch_size)
+        workers = _workers(client)
+        m = batch_size or default_batch_size(len(missing), workers, plan.max_batch_size)
         batches = [tuple(missing[i : i + m]) for i in range(0, len(missing), m)]
         clone_data = (not in_memory and ds.X.numblocks[0] > 1
                       and ds.X.nbytes + ds.y.nbytes > SHARED_DATA_BYTES)
-        logger.info("bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d",
-                    len(missing), B, B - len(missing), len(batches), m)
-        tasks: list[Delayed] = []
+        window = BATCHES_IN_FLIGHT_PER_WORKER * workers
+        logger.info("bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d "
+                    "(<= %d at a time)", len(missing), B, B - len(missing), len(batches), m, window)
+        per_batch: list[list[Delayed]] = []
         for b, reps in enumerate(batches):
             weights = BootstrapWeights(entropy, reps, n, method)
-            tasks.extend(plan.batch_tasks(_batch_dataset(ds, b, clone_data), weights, bs))
-        compute(*tasks, client=client, label="bootstrap")
+            # Batch b waits for batch b - window: otherwise the scheduler may run the chunk tasks
+            # of every batch before reducing any and hold B·D² partial sums at once (1.5 GB at
+            # B = 96, D = 512, 4 chunks, measured), whatever the memory.
+            after = per_batch[b - window] if b >= window else ()
+            per_batch.append(plan.batch_tasks(_batch_dataset(ds, b, clone_data), weights, bs,
+                                              after=after))
+        compute(*[t for tasks in per_batch for t in tasks], client=client, label="bootstrap")
         left = bs.missing()
         if left:  # a plan whose tasks did not write their replicate
             raise IncompleteStoreError(

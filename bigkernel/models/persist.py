@@ -49,6 +49,8 @@ def _jsonable(value):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    if callable(getattr(value, "to_dict", None)):  # a Kernel parameter: its JSON description
+        return _jsonable(value.to_dict())
     return value
 
 

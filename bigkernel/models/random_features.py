@@ -7,16 +7,23 @@ from numbers import Integral, Real
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bigkernel._checks import check_choice
-from bigkernel.data.sources import Dataset, as_dataset
+from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_block, predict_graph, stats_graph
+from bigkernel.models._base import _EstimatorBase
 from bigkernel.models._compute import compute
-from bigkernel.numerics.features import FORMS, KERNELS, MATERN_NUS, SAMPLERS, FeatureMap, make_feature_map
+from bigkernel.numerics.features import (
+    FORMS,
+    KERNELS,
+    MATERN_NUS,
+    SAMPLERS,
+    FeatureMap,
+    make_feature_map,
+)
 from bigkernel.numerics.primal import resolve_alphas, solve_primal
 from bigkernel.numerics.sums import SufficientStats
 
@@ -37,14 +44,8 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
     return int(2 ** np.clip(np.floor(np.log2(max(rows, 1))), 8, 13))
 
 
-class _RandomFeatureBase(RegressorMixin, BaseEstimator):
+class _RandomFeatureBase(_EstimatorBase):
     """Shared machinery of the random-feature estimators: checks, data, pass, predict, state."""
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = True
-        return tags
 
     def _check_common_params(self) -> None:
         check_choice("kernel", self.kernel, KERNELS)
@@ -110,30 +111,6 @@ class _RandomFeatureBase(RegressorMixin, BaseEstimator):
         ds, _ = self._as_dataset(X, y, reset=True)
         return ds
 
-    # ----------------------------------------------------------------- data
-    def _as_dataset(self, X, y=None, *, reset: bool) -> tuple[Dataset, bool]:
-        """Validated dask data set and whether the input was dask (so output should be)."""
-        if isinstance(X, da.Array) or isinstance(y, da.Array):
-            ds = as_dataset(X, y)
-            if not reset:
-                self._check_n_features(ds.X.shape[1])
-            elif ds.X.shape[0] < 1:
-                raise DataError("X is empty")
-            return ds, True
-        X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32])
-        if y is not None:
-            # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
-            y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
-            check_consistent_length(X, y)
-        return as_dataset(X, y, chunk_rows=self.chunk_rows), False
-
-    def _check_n_features(self, d: int) -> None:
-        if d != self.n_features_in_:
-            raise DataError(
-                f"X has {d} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
-
     def stats_graph(self, ds: Dataset, fmap, weights=None):
         """The delayed one-pass statistics of ``ds`` under ``fmap`` (a map, or a list of maps
         sharing the pass), optionally weighted or partitioned (for orchestrators)."""
@@ -169,22 +146,7 @@ class _RandomFeatureBase(RegressorMixin, BaseEstimator):
             out = predict_block(self.feature_map_, X, coef, intercept, dtype=dtype, block_rows=rows)
         return out[:, 0] if self.coef_.ndim == 1 else out
 
-    def predict_to_zarr(self, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
-        """Predict a dask/numpy X straight into a zarr array, chunk by chunk (out of core).
-
-        See :func:`bigkernel.models.predict_io.predict_to_zarr`.
-        """
-        from bigkernel.models.predict_io import predict_to_zarr
-
-        return predict_to_zarr(self, X, path, name=name, overwrite=overwrite)
-
     # ----------------------------------------------------------------- persistence
-    def save(self, path: str, *, overwrite: bool = False) -> str:
-        """Save the fitted model as a zarr group with JSON metadata (no pickle)."""
-        from bigkernel.models.persist import save_model
-
-        return save_model(self, path, overwrite=overwrite)
-
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         check_is_fitted(self, "coef_")
         fm = self.feature_map_

@@ -121,13 +121,25 @@ def _column_shifts(shift: ArrayLike | None, m: int) -> np.ndarray | None:
     return s
 
 
-def _check_options(tol: float, max_iter: int | None, recompute_every: int, n: int) -> int:
-    if (
-        isinstance(tol, bool)
-        or not isinstance(tol, numbers.Real)
-        or not (tol > 0 and math.isfinite(tol))
-    ):
-        raise ParameterError(f"tol must be a finite float > 0, found {tol!r}")
+def _column_tols(tol: ArrayLike, m: int) -> np.ndarray:
+    """``tol`` as one tolerance per column (a float applies to all)."""
+    if np.ndim(tol) == 0:
+        if (
+            isinstance(tol, bool)
+            or not isinstance(tol, numbers.Real)
+            or not (tol > 0 and math.isfinite(tol))
+        ):
+            raise ParameterError(f"tol must be a finite float > 0, found {tol!r}")
+        return np.full(m, float(tol))
+    t = np.asarray(tol, dtype=np.float64)
+    if t.shape != (m,) or not np.all(np.isfinite(t) & (t > 0)):
+        raise ParameterError(
+            f"tol must be a finite float > 0 or one per column of B (shape ({m},)), found {tol!r}"
+        )
+    return t
+
+
+def _check_options(max_iter: int | None, recompute_every: int, n: int) -> int:
     for name, v in (("max_iter", max_iter), ("recompute_every", recompute_every)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
             raise ParameterError(f"{name} must be a positive integer, found {v!r}")
@@ -154,7 +166,7 @@ def conjugate_gradient(
     *,
     preconditioner: Any = None,
     x0: ArrayLike | None = None,
-    tol: float = 1e-6,
+    tol: float | ArrayLike = 1e-6,
     max_iter: int | None = None,
     shift: ArrayLike | None = None,
     recompute_every: int = 50,
@@ -179,8 +191,10 @@ def conjugate_gradient(
         shift is from the α it was built for.
     x0 : array-like of shape (n,) or (n, m), optional
         Initial guess (zeros by default).
-    tol : float, default=1e-6
-        Stop a column when ``‖b − (A + shift I)x‖ / ‖b‖ <= tol``.
+    tol : float or array-like of shape (m,), default=1e-6
+        Stop a column when ``‖b − (A + shift I)x‖ / ‖b‖ <= tol`` (its own ``tol`` when one
+        is given per column: e.g. trace-estimation probes need far less accuracy than the
+        solution, since a quadratic form's error is the square of the residual's).
     max_iter : int, optional
         Iterations per column; default ``10 * n`` (as scipy's ``cg``).
     shift : float or array-like of shape (m,), optional
@@ -216,7 +230,8 @@ def conjugate_gradient(
     if Bm.ndim != 2 or Bm.shape[0] == 0 or Bm.shape[1] == 0:
         raise DataError(f"B must have shape (n,) or (n, m) with n, m >= 1, found {np.shape(B)}")
     n, m = Bm.shape
-    max_iter = _check_options(tol, max_iter, recompute_every, n)
+    tols = _column_tols(tol, m)
+    max_iter = _check_options(max_iter, recompute_every, n)
     shifts = _column_shifts(shift, m)
     op = _Operator(matvec, shifts, n)
     prec = _preconditioner(preconditioner, shifts)
@@ -231,7 +246,7 @@ def conjugate_gradient(
     X[:, zero_b] = 0.0
     R[:, zero_b] = 0.0
     residual = np.linalg.norm(R, axis=0) / safe_norm
-    converged = residual <= tol
+    converged = residual <= tols
     n_iter = np.zeros(m, dtype=np.int64)
 
     active = np.flatnonzero(~converged)
@@ -259,7 +274,7 @@ def conjugate_gradient(
         R[:, active] = Ra
         residual[active] = np.linalg.norm(Ra, axis=0) / safe_norm[active]
         n_iter[active] = it
-        done = residual[active] <= tol
+        done = residual[active] <= tols[active]
         converged[active[done]] = True
         if callback is not None:
             callback(it, X, residual)
@@ -273,7 +288,7 @@ def conjugate_gradient(
         P[:, active] = Z + P[:, active] * (rz_new / rz[active])
         rz[active] = rz_new
 
-    _report(n_iter, residual, converged, tol, max_iter, op.calls)
+    _report(n_iter, residual, converged, tols, max_iter, op.calls)
     if squeeze:
         return CGResult(X[:, 0], int(n_iter[0]), float(residual[0]), bool(converged[0]), op.calls)
     return CGResult(X, n_iter, residual, converged, op.calls)
@@ -294,7 +309,7 @@ def _report(
     n_iter: np.ndarray,
     residual: np.ndarray,
     converged: np.ndarray,
-    tol: float,
+    tol: np.ndarray,
     max_iter: int,
     calls: int,
 ) -> None:
@@ -311,9 +326,10 @@ def _report(
     shown = ", ".join(f"column {j}: {residual[j]:.3g}" for j in bad[:5]) + (
         ", ..." if bad.size > 5 else ""
     )
+    tol_text = f"{tol[0]:g}" if np.all(tol == tol[0]) else f"{tol[bad].min():g}..{tol[bad].max():g}"
     warnings.warn(
         f"CG did not converge for {bad.size} of {len(n_iter)} right-hand side(s) after "
-        f"{max_iter} iterations: relative residual {shown} > tol={tol:g}. Increase max_iter, "
+        f"{max_iter} iterations: relative residual {shown} > tol={tol_text}. Increase max_iter, "
         "loosen tol, increase alpha, or use (a higher-rank) preconditioner.",
         ConvergenceWarning,
         stacklevel=3,

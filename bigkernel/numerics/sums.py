@@ -140,7 +140,8 @@ def block_stats(
     SufficientStats or list of SufficientStats
         With leading axis m (weight vectors or kept groups).
     """
-    maps = [fmap] if isinstance(fmap, FeatureMap) else list(fmap)
+    single = not isinstance(fmap, (list, tuple))  # any map (random features, Nyström) or a list
+    maps = [fmap] if single else list(fmap)
     check_finite(X, Y, start)
     stop = start + X.shape[0]
     partition = weights if hasattr(weights, "groups") else None
@@ -177,7 +178,7 @@ def block_stats(
         acc.sum_phi *= c
         acc.gram *= c * c
         acc.phi_y *= c
-    return accs[0] if isinstance(fmap, FeatureMap) else accs
+    return accs[0] if single else accs
 
 
 def _accumulate(acc: SufficientStats, i: int, phi: np.ndarray, y: np.ndarray) -> None:

@@ -1,0 +1,62 @@
+"""What every bigkernel estimator shares: sklearn tags, input validation, zarr I/O hooks."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_array, check_consistent_length, validate_data
+
+from bigkernel.data.sources import Dataset, as_dataset
+from bigkernel.errors import DataError
+
+
+class _EstimatorBase(RegressorMixin, BaseEstimator):
+    """Multi-output regressor taking numpy or dask input; subclasses implement ``fit``,
+    ``predict``, ``_get_state`` and ``_set_state``."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags
+
+    # ----------------------------------------------------------------- data
+    def _as_dataset(self, X, y=None, *, reset: bool) -> tuple[Dataset, bool]:
+        """Validated dask data set and whether the input was dask (so output should be)."""
+        if isinstance(X, da.Array) or isinstance(y, da.Array):
+            ds = as_dataset(X, y)
+            if not reset:
+                self._check_n_features(ds.X.shape[1])
+            elif ds.X.shape[0] < 1:
+                raise DataError("X is empty")
+            return ds, True
+        X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32])
+        if y is not None:
+            # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
+            y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
+            check_consistent_length(X, y)
+        return as_dataset(X, y, chunk_rows=getattr(self, "chunk_rows", None)), False
+
+    def _check_n_features(self, d: int) -> None:
+        if d != self.n_features_in_:
+            raise DataError(
+                f"X has {d} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+
+    # ----------------------------------------------------------------- output
+    def predict_to_zarr(self, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
+        """Predict a dask/numpy X straight into a zarr array, chunk by chunk (out of core).
+
+        See :func:`bigkernel.models.predict_io.predict_to_zarr`.
+        """
+        from bigkernel.models.predict_io import predict_to_zarr
+
+        return predict_to_zarr(self, X, path, name=name, overwrite=overwrite)
+
+    def save(self, path: str, *, overwrite: bool = False) -> str:
+        """Save the fitted model as a zarr group with JSON metadata (no pickle)."""
+        from bigkernel.models.persist import save_model
+
+        return save_model(self, path, overwrite=overwrite)

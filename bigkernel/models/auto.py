@@ -1,0 +1,270 @@
+"""KernelRidge: one estimator that picks the exact, Nyström or random-feature solver.
+
+The rule (:func:`choose_solver`), from n, the kernel and the memory budget:
+
+1. **exact** when the whole Gram matrix is cached within the budget (float64 tiles, or
+   float32 when only those fit) next to the solver's working memory: then every CG matvec is
+   a read of memory and the exact solution costs seconds to minutes.
+2. **nystroem** otherwise, when n <= :data:`NYSTROEM_MAX_N` or the kernel has no random-feature
+   sampler (polynomial, sigmoid, periodic, sums and products, …): the streamed primal path
+   with Nyström features, more accurate than random features at the same number of features,
+   at the price of one extra read of the sampled landmark rows.
+3. **random_features** for larger n: one streamed pass, nothing else read.
+
+``solver="exact" | "nystroem" | "random_features"`` forces a solver.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dask.array as da
+import numpy as np
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bigkernel._checks import check_choice
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import DataError, ParameterError
+from bigkernel.models._base import _EstimatorBase
+from bigkernel.models._compute import local_threads
+from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
+from bigkernel.models.nystroem import NystroemRidge
+from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.numerics import features
+from bigkernel.numerics.gram import plan_gram
+from bigkernel.numerics.kernels import Kernel
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["NYSTROEM_MAX_N", "SOLVERS", "KernelRidge", "choose_solver"]
+
+SOLVERS = ("auto", "exact", "nystroem", "random_features")
+#: above this n (and when the Gram matrix does not fit) the one-pass random features win
+NYSTROEM_MAX_N = 2_000_000
+
+
+def choose_solver(n: int, d: int, kernel, memory_budget: int, *, n_rhs: int = 1) -> tuple[str, str]:
+    """``(solver, reason)`` for n points in d dimensions (see the module docstring).
+
+    Parameters
+    ----------
+    n, d : int
+    kernel : str or Kernel
+        A kernel name or object (objects and names without a spectral sampler exclude random
+        features).
+    memory_budget : int
+        Bytes.
+    n_rhs : int, default=1
+        Columns per matvec of the exact solver (targets × α, probes).
+    """
+    from bigkernel.models.exact import _reserve_bytes, default_exact_rank
+
+    reserve = _reserve_bytes(n, d, n_rhs, default_exact_rank(n, memory_budget))
+    gb = memory_budget / 1e9
+    try:
+        plan = plan_gram(n, d, memory_budget, n_rhs=n_rhs, threads=local_threads(), reserve_bytes=reserve)
+        cached = plan.n_cached == len(plan.tiles)
+    except ParameterError:
+        plan, cached = None, False
+    if cached:
+        return "exact", (
+            f"the Gram matrix of n={n:,} points ({plan.cache_bytes / 1e9:.2f} GB of {plan.cache_dtype} "
+            f"tiles) is cached within the memory budget ({gb:.2f} GB)"
+        )
+    need = 4 * n * (n + 1) / 2 / 1e9
+    rff_ok = isinstance(kernel, str) and kernel in features.KERNELS
+    if not rff_ok:
+        return "nystroem", (
+            f"the Gram matrix of n={n:,} points ({need:.1f} GB even in float32) does not fit the "
+            f"memory budget ({gb:.2f} GB), and kernel {_kernel_name(kernel)!r} has no random-feature "
+            "sampler"
+        )
+    if n <= NYSTROEM_MAX_N:
+        return "nystroem", (
+            f"the Gram matrix of n={n:,} points ({need:.1f} GB even in float32) does not fit the "
+            f"memory budget ({gb:.2f} GB); n <= {NYSTROEM_MAX_N:,}, so Nyström features (more "
+            "accurate than random features at the same size; one extra read for the landmarks)"
+        )
+    return "random_features", (
+        f"n={n:,} > {NYSTROEM_MAX_N:,} and the Gram matrix does not fit the memory budget "
+        f"({gb:.2f} GB): random features, one streamed pass"
+    )
+
+
+def _kernel_name(kernel) -> str:
+    return kernel.name if isinstance(kernel, Kernel) else str(kernel)
+
+
+class KernelRidge(_EstimatorBase):
+    """Kernel ridge regression with the solver chosen from n and the memory budget.
+
+    Parameters
+    ----------
+    kernel : str or Kernel, default="rbf"
+    alpha : float, list of float or "gcv", default=1.0
+    gamma, degree, coef0, length_scale, nu, kernel_params
+        Kernel parameters (scikit-learn's names; unused ones are ignored).
+    fit_intercept : bool, default=True
+    solver : {"auto", "exact", "nystroem", "random_features"}, default="auto"
+        ``"auto"`` applies :func:`choose_solver` and logs its reason.
+    memory_budget : int, str or None, default=None
+        Bytes (or ``"8GB"``); default half the physical memory.
+    n_components : int, default=1024
+        Features of the approximate solvers (landmarks for Nyström).
+    landmarks : {"uniform", "rpcholesky"}, default="rpcholesky"
+        Nyström landmark choice.
+    tol, max_iter, preconditioner, rank, n_probes
+        Exact solver options (see :class:`~bigkernel.ExactKernelRidge`).
+    dtype : {"auto", "float64", "float32"}, default="auto"
+        Exact solver: Gram tile dtype. Approximate solvers: feature dtype (``"auto"`` is
+        float64).
+    standardize : bool, default=False
+    random_state : int, RandomState instance or None, default=None
+
+    Attributes
+    ----------
+    solver_ : str
+        The solver used.
+    solver_reason_ : str
+        Why (for ``solver="auto"``).
+    estimator_ : ExactKernelRidge, NystroemRidge or RandomFeatureRidge
+        The fitted estimator; ``alpha_``, ``df_``, ``intercept_`` and ``gcv_`` are its values.
+    n_iter_ : int or ndarray
+        CG iterations of the exact solver; 1 (one pass) for the approximate ones.
+    n_features_in_ : int
+    """
+
+    def __init__(
+        self,
+        kernel="rbf",
+        *,
+        alpha=1.0,
+        gamma=None,
+        degree=3,
+        coef0=1,
+        length_scale=None,
+        nu=1.5,
+        kernel_params=None,
+        fit_intercept=True,
+        solver="auto",
+        memory_budget=None,
+        n_components=1024,
+        landmarks="rpcholesky",
+        tol=1e-6,
+        max_iter=None,
+        preconditioner="rpcholesky",
+        rank=None,
+        n_probes=8,
+        dtype="auto",
+        standardize=False,
+        random_state=None,
+    ):
+        self.kernel = kernel
+        self.alpha = alpha
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.length_scale = length_scale
+        self.nu = nu
+        self.kernel_params = kernel_params
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.memory_budget = memory_budget
+        self.n_components = n_components
+        self.landmarks = landmarks
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preconditioner = preconditioner
+        self.rank = rank
+        self.n_probes = n_probes
+        self.dtype = dtype
+        self.standardize = standardize
+        self.random_state = random_state
+
+    def _build(self, solver: str):
+        common = dict(alpha=self.alpha, gamma=self.gamma, length_scale=self.length_scale, nu=self.nu,
+                      fit_intercept=self.fit_intercept, random_state=self.random_state,
+                      standardize=self.standardize)  # fmt: skip
+        feature_dtype = "float64" if self.dtype == "auto" else self.dtype
+        if solver == "exact":
+            return ExactKernelRidge(
+                self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
+                tol=self.tol, max_iter=self.max_iter, preconditioner=self.preconditioner, rank=self.rank,
+                memory_budget=self.memory_budget, dtype=self.dtype, n_probes=self.n_probes, **common,
+            )  # fmt: skip
+        if solver == "nystroem":
+            return NystroemRidge(
+                self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
+                n_components=self.n_components, landmarks=self.landmarks, dtype=feature_dtype, **common,
+            )  # fmt: skip
+        if not isinstance(self.kernel, str) or self.kernel not in features.KERNELS:
+            raise ParameterError(
+                f"solver='random_features' has no sampler for kernel {_kernel_name(self.kernel)!r}; "
+                f"use one of {list(features.KERNELS)}, or solver='nystroem'"
+            )
+        if self.kernel_params:
+            raise ParameterError("kernel_params do not apply to solver='random_features'")
+        return RandomFeatureRidge(self.kernel, n_components=self.n_components, dtype=feature_dtype, **common)
+
+    def _pick(self, n: int, d: int, n_targets: int) -> tuple[str, str]:
+        check_choice("solver", self.solver, SOLVERS)
+        if self.solver != "auto":
+            return self.solver, f"solver={self.solver!r} was asked for"
+        n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
+        return choose_solver(n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets)
+
+    def fit(self, X, y):
+        """Choose the solver from the data's shape and the budget, then fit with it.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        if y is None:
+            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        ds, _ = self._as_dataset(X, y, reset=True)
+        return self.fit_dataset(ds)
+
+    def fit_dataset(self, ds: Dataset, weights=None):
+        """Fit from a validated dataset (for orchestrators); see the solvers' ``fit_dataset``."""
+        n, d = ds.X.shape
+        k = 1 if ds.y.ndim == 1 else ds.y.shape[1]
+        solver, reason = self._pick(n, d, k)
+        logger.info("KernelRidge: solver %s — %s", solver, reason)
+        est = self._build(solver)
+        est.fit_dataset(ds, weights=weights)
+        self._set_inner(est, solver, reason)
+        return self
+
+    def _set_inner(self, est, solver: str, reason: str) -> None:
+        self.estimator_, self.solver_, self.solver_reason_ = est, solver, reason
+        self.n_features_in_ = est.n_features_in_
+        for name in ("alpha_", "df_", "intercept_", "gcv_"):
+            setattr(self, name, getattr(est, name))
+        self.n_iter_ = getattr(est, "n_iter_", 1)  # the approximate solvers: one pass
+
+    def predict(self, X):
+        """Predict with the fitted solver (numpy in → numpy out, dask in → lazy dask out)."""
+        check_is_fitted(self, "estimator_")
+        if not isinstance(X, da.Array):
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return self.estimator_.predict(X)
+
+    # ----------------------------------------------------------------- persistence
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        check_is_fitted(self, "estimator_")
+        attrs, arrays = self.estimator_._get_state()
+        return {"solver_": self.solver_, "solver_reason_": self.solver_reason_, "inner": attrs}, arrays
+
+    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        solver = attrs["solver_"]
+        if solver not in SOLVERS[1:]:
+            raise DataError(f"unknown solver {solver!r} in the saved KernelRidge")
+        est = self._build(solver)
+        est._set_state(attrs["inner"], arrays)
+        self._set_inner(est, solver, attrs["solver_reason_"])

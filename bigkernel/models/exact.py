@@ -1,0 +1,523 @@
+"""ExactKernelRidge: the exact kernel ridge solution by preconditioned CG over a blocked Gram.
+
+For moderate n (up to ~10⁵): the training points are held in memory (n × d), the Gram matrix
+is a grid of tiles cached within a memory budget and recomputed where the budget ends
+(:class:`~bigkernel.models.gram_operator.GramOperator`), and CG with a randomized pivoted
+Cholesky (or uniform Nyström) preconditioner solves every target and every α together
+(:func:`~bigkernel.numerics.dual.solve_dual`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from numbers import Integral, Real
+
+import dask.array as da
+import numpy as np
+import psutil
+from dask.utils import parse_bytes
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bigkernel._checks import check_choice
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import DataError, NotPSDError, ParameterError
+from bigkernel.graph.gram import predict_expansion_graph
+from bigkernel.models._base import _EstimatorBase
+from bigkernel.models._compute import active_client, compute
+from bigkernel.models.gram_operator import GramOperator
+from bigkernel.numerics.dual import solve_dual
+from bigkernel.numerics.gram import DTYPES, GramTiler, KernelExpansion
+from bigkernel.numerics.kernels import Kernel, make_kernel
+from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
+from bigkernel.numerics.primal import resolve_alphas
+from bigkernel.numerics.sums import check_finite
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ExactKernelRidge", "build_kernel", "default_exact_rank", "resolve_memory_budget"]
+
+#: default memory budget: this fraction of the machine's physical memory
+DEFAULT_MEMORY_FRACTION = 0.5
+#: up to this n, df(α) (and so GCV) is exact, from the eigenvalues of the centred Gram matrix
+EXACT_DF_MAX_N = 2000
+#: ``alpha="gcv"``: these multiples of the mean diagonal of K (7 α, one CG run)
+EXACT_GCV_GRID = np.logspace(-5, 1, 7)
+PRECONDITIONERS = ("rpcholesky", "nystroem", None)
+
+
+def resolve_memory_budget(value) -> int:
+    """Bytes from an int, a string like ``"4GB"``, or ``None``: half the physical memory (with a
+    distributed client active, half of the smaller of that and the workers' total memory limit:
+    the Gram cache lives on the workers, the solver's vectors here)."""
+    if value is None:
+        total = psutil.virtual_memory().total
+        client = active_client()
+        if client is not None:
+            limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+            if limits and all(limits):
+                total = min(total, sum(limits))
+        return int(DEFAULT_MEMORY_FRACTION * total)
+    if isinstance(value, str):
+        try:
+            out = parse_bytes(value)
+        except ValueError:
+            raise ParameterError(f"memory_budget must be bytes or a size like '4GB', got {value!r}") from None
+    elif isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value):
+        out = int(value)
+    else:
+        raise ParameterError(f"memory_budget must be bytes, a size like '4GB' or None, got {value!r}")
+    if out <= 0:
+        raise ParameterError(f"memory_budget must be > 0, got {value!r}")
+    return int(out)
+
+
+def build_kernel(est, n_features: int) -> Kernel:
+    """The kernel of an estimator's ``kernel``, ``gamma``, ``degree``, ``coef0``,
+    ``length_scale``, ``nu`` and ``kernel_params`` (scikit-learn's rule: parameters a kernel
+    does not use are ignored; ``gamma`` defaults to 1/n_features)."""
+    if isinstance(est.kernel, Kernel):
+        return est.kernel
+    if isinstance(est.kernel, dict):
+        return Kernel.from_dict(est.kernel)
+    params = {"gamma": est.gamma, "degree": est.degree, "coef0": est.coef0,
+              "length_scale": est.length_scale, "nu": est.nu}  # fmt: skip
+    if isinstance(est.kernel, str) and est.kernel.lower() != "matern":
+        params.pop("nu")
+    if isinstance(params["length_scale"], (list, tuple, np.ndarray)):
+        params["length_scale"] = tuple(float(v) for v in params["length_scale"])
+    params.update(est.kernel_params or {})
+    return make_kernel(est.kernel, n_features=n_features, strict=False, **params)
+
+
+def default_exact_rank(n: int, memory_budget: int) -> int:
+    """Default preconditioner rank of the exact solver: ``min(n, max(100, ⌈7√n⌉))``, and at
+    most what keeps the preconditioner (three ``n × r`` float64 arrays) within a quarter of the
+    memory budget.
+
+    Larger than :func:`~bigkernel.numerics.precond.default_rank` (``2√n``) because every CG
+    iteration here is a pass over the Gram matrix (``O(n²)``) while the preconditioner costs
+    ``O(n r²)`` once: measured at n = 20,000 (rbf γ = 0.5, α = 1e-2, tol 1e-6) rank 283 needs
+    ~60 iterations, 700 needs 32, 1000 needs 22, 1400 needs 13 — and rank ~1000 gives the
+    shortest fit.
+    """
+    by_memory = int(memory_budget // (4 * 3 * 8 * max(n, 1)))
+    return int(max(1, min(n, max(100, math.ceil(7.0 * math.sqrt(n))), max(by_memory, 1))))
+
+
+def _seed(random_state) -> int:
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+
+class ExactKernelRidge(_EstimatorBase):
+    """Exact kernel ridge regression, blocked and preconditioned, for n up to ~10⁵.
+
+    Solves ``(K + αI) a = y`` (or its centred form with an intercept) by conjugate gradients:
+    the Gram matrix ``K`` is never formed whole unless it fits ``memory_budget``; its tiles
+    are cached while the budget lasts and recomputed on every matvec beyond it. Predictions
+    ``k(X*, X) a + b`` are computed block by block (dask in → lazy dask out).
+
+    Parameters
+    ----------
+    kernel : str, Kernel or dict, default="rbf"
+        ``"rbf"``, ``"laplacian"``, ``"matern"``, ``"polynomial"``, ``"linear"``,
+        ``"sigmoid"`` (not PSD: warns), ``"periodic"``, ``"constant"``; or a
+        :class:`~bigkernel.numerics.kernels.Kernel` (sums, products, scalings, ARD).
+    alpha : float, list of float or "gcv", default=1.0
+        Ridge penalty (scikit-learn's scaling). A list is scored by GCV: exact for
+        n <= 2000 (eigenvalues), else with the Hutchinson estimate of df; ``"gcv"`` scores
+        α = c·mean(diag K) for c in 1e-5 … 10 (7 values). All α share one CG run.
+    gamma : float, default=None
+        Kernel bandwidth (scikit-learn's meaning); default 1/n_features.
+    degree : int, default=3
+        Polynomial degree.
+    coef0 : float, default=1
+        Polynomial and sigmoid offset.
+    length_scale : float or array-like, default=None
+        Alternative bandwidth (rbf, laplacian, matern); an array gives ARD scales.
+    nu : {0.5, 1.5, 2.5}, default=1.5
+        Matérn smoothness.
+    kernel_params : dict, default=None
+        Further kernel parameters (e.g. ``periodicity``, ``precision``).
+    fit_intercept : bool, default=True
+        Unpenalized intercept by centring the kernel (``HKH``, ``H`` never formed).
+    tol : float, default=1e-6
+        CG stops at this relative residual ``‖y − (K + αI)a‖ / ‖y‖``.
+    max_iter : int, default=None
+        CG iterations; default 10·n.
+    preconditioner : {"rpcholesky", "nystroem"} or None, default="rpcholesky"
+        Low-rank preconditioner: randomly pivoted Cholesky or uniform Nyström.
+    rank : int, default=None
+        Preconditioner rank; default ``min(n, max(100, ⌈7√n⌉))`` (see
+        :func:`default_exact_rank`).
+    memory_budget : int, str or None, default=None
+        Bytes (or ``"4GB"``) for the Gram cache and the solver's working memory; default half
+        the physical memory (with a distributed client: half of the smaller of that and the
+        workers' total memory limit). Decides what is cached (see ``dtype``).
+    dtype : {"auto", "float64", "float32"}, default="auto"
+        Gram tiles: ``"auto"`` stores float64 when the whole (upper) Gram matrix fits the
+        budget, else float32; products always accumulate in float64.
+    n_probes : int, default=8
+        df(α) is computed when ``n_probes > 0`` or several α are given: exactly (eigenvalues
+        of the centred Gram matrix) for n <= 2000, else by a Hutchinson estimate with this many
+        probes, which ride along in the same CG run. 0 skips df (``df_`` is NaN).
+    standardize : bool, default=False
+        Standardize each feature to mean 0, standard deviation 1 first.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the preconditioner's pivots and the probes.
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+    intercept_ : float or ndarray of shape (n_targets,)
+    X_fit_ : ndarray of shape (n_samples, n_features)
+        Training points (prediction needs them; they are saved with the model).
+    kernel_ : Kernel
+    alpha_ : float
+    alphas_ : ndarray of shape (n_alphas,)
+    df_ : float
+        Degrees of freedom at ``alpha_`` (intercept included); NaN when not computed.
+    df_stderr_ : float
+        Standard error of ``df_`` (0 when exact).
+    df_path_, df_stderr_path_ : ndarray of shape (n_alphas,)
+    gcv_ : ndarray of shape (n_alphas,) or (n_alphas, n_targets)
+    n_iter_ : int or ndarray of shape (n_targets,)
+        CG iterations at ``alpha_``.
+    residual_ : float or ndarray of shape (n_targets,)
+        True relative residual of the returned solution.
+    solver_info_ : dict
+        Preconditioner, Gram cache (tiles, dtype, bytes, fraction), matvecs and timings.
+    n_features_in_ : int
+    n_samples_fit_ : int
+    """
+
+    def __init__(
+        self,
+        kernel="rbf",
+        *,
+        alpha=1.0,
+        gamma=None,
+        degree=3,
+        coef0=1,
+        length_scale=None,
+        nu=1.5,
+        kernel_params=None,
+        fit_intercept=True,
+        tol=1e-6,
+        max_iter=None,
+        preconditioner="rpcholesky",
+        rank=None,
+        memory_budget=None,
+        dtype="auto",
+        n_probes=8,
+        standardize=False,
+        random_state=None,
+    ):
+        self.kernel = kernel
+        self.alpha = alpha
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.length_scale = length_scale
+        self.nu = nu
+        self.kernel_params = kernel_params
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preconditioner = preconditioner
+        self.rank = rank
+        self.memory_budget = memory_budget
+        self.dtype = dtype
+        self.n_probes = n_probes
+        self.standardize = standardize
+        self.random_state = random_state
+
+    # ----------------------------------------------------------------- parameters
+    def _check_params(self) -> None:
+        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
+        check_choice("dtype", self.dtype, DTYPES)
+        if not isinstance(self.alpha, str) or self.alpha != "gcv":
+            resolve_alphas(self.alpha)
+        if isinstance(self.tol, bool) or not isinstance(self.tol, Real) or not (0 < self.tol < 1):
+            raise ParameterError(f"tol must be a number in (0, 1), got {self.tol!r}")
+        for name in ("max_iter", "rank"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral) or v < 1):
+                raise ParameterError(f"{name} must be a positive integer or None, got {v!r}")
+        if isinstance(self.n_probes, bool) or not isinstance(self.n_probes, Integral) or self.n_probes < 0:
+            raise ParameterError(f"n_probes must be an integer >= 0, got {self.n_probes!r}")
+        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
+            raise ParameterError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
+        resolve_memory_budget(self.memory_budget)
+
+    def _make_kernel(self, n_features: int) -> Kernel:
+        return build_kernel(self, n_features)
+
+    # ----------------------------------------------------------------- data
+    def _training_arrays(self, ds: Dataset, weights=None) -> tuple[np.ndarray, np.ndarray]:
+        """X (n, d) and Y (n, k) in memory (one compute for dask input), training rows only."""
+        X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
+        if isinstance(X, da.Array) or isinstance(Y, da.Array):
+            X, Y = compute(X, Y, label="load training data")
+        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        check_finite(X, Y, 0)
+        if weights is not None:
+            keep = _training_rows(weights, X.shape[0])
+            X, Y = X[keep], Y[keep]
+            if X.shape[0] == 0:
+                raise DataError("no rows to fit: the training set is empty (or all weights are zero)")
+        return X, Y
+
+    # ----------------------------------------------------------------- fit
+    def fit(self, X, y):
+        """Fit the exact kernel ridge solution.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        if y is None:
+            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        ds, _ = self._as_dataset(X, y, reset=True)
+        return self.fit_dataset(ds)
+
+    def fit_dataset(self, ds: Dataset, weights=None):
+        """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
+
+        ``weights`` may be a row partition keeping one group (a holdout split's training rows)
+        or ``weights(start, stop) -> (1, rows)`` with 0/1 entries.
+        """
+        self._check_params()
+        t0 = time.perf_counter()
+        X, Y = self._training_arrays(ds, weights)
+        self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0)
+        return self
+
+    def _fit_arrays(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float) -> None:
+        n, d = X.shape
+        self.n_features_in_ = d
+        if self.standardize:
+            mean, std = X.mean(axis=0), X.std(axis=0)
+            self.scaler_mean_, self.scaler_scale_ = mean, np.where(std > 0, std, 1.0)
+            X = (X - self.scaler_mean_) / self.scaler_scale_
+        kernel = self._make_kernel(d)
+        budget = resolve_memory_budget(self.memory_budget)
+        seed = _seed(self.random_state)
+        rank = min(n, self.rank or default_exact_rank(n, budget)) if self.preconditioner else 0
+        alphas_fixed = None if isinstance(self.alpha, str) else resolve_alphas(self.alpha)[0]
+        n_alphas = EXACT_GCV_GRID.size if alphas_fixed is None else alphas_fixed.size
+        want_df = self.n_probes > 0 or n_alphas > 1  # GCV over several α needs df(α)
+        # exact df needs the dense centred Gram matrix three times over (eigvalsh): small n only
+        exact_df = want_df and n <= EXACT_DF_MAX_N and 3 * 8 * n * n <= budget // 2
+        probes = self.n_probes if want_df and not exact_df else 0
+        if n_alphas > 1 and not exact_df and probes < 2:
+            raise ParameterError(
+                f"several alphas for n={n} need df(alpha) for GCV: set n_probes >= 2 (Hutchinson); "
+                f"df is exact only for n <= {EXACT_DF_MAX_N}"
+            )
+        m = n_alphas * (Y.shape[1] + probes)
+        reserve = _reserve_bytes(n, d, m, rank)
+        # before the Gram cache exists, so the two never share the budget
+        eig = _centred_eigenvalues(GramTiler(kernel, X), self.fit_intercept) if exact_df else None
+
+        op = GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=m, reserve_bytes=reserve)
+        try:
+            t = time.perf_counter()
+            factor = None
+            if rank and np.any(op.diag() < 0):
+                raise NotPSDError(
+                    f"kernel {kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
+                    "semi-definite and no low-rank preconditioner exists; use a PSD kernel (or "
+                    "preconditioner=None, at the risk of a CG breakdown)"
+                )
+            if rank:
+                if self.preconditioner == "rpcholesky":
+                    factor = rpcholesky_factor(op.columns, op.diag(), rank, random_state=seed).L
+                else:
+                    factor = nystrom_factor(op.columns, n, rank, random_state=seed).L
+            t_prec = time.perf_counter() - t
+            alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(op.diag().mean())
+            sol = solve_dual(
+                op.matvec, Y, alphas, fit_intercept=self.fit_intercept, factor=factor,
+                eigenvalues=eig, n_probes=probes, tol=self.tol, max_iter=self.max_iter,
+                random_state=np.random.default_rng([seed, 1]),
+            )  # fmt: skip
+        finally:
+            op.close()
+        self._set_fitted(sol, op, kernel, single, {
+            "preconditioner": self.preconditioner, "rank": 0 if factor is None else int(factor.shape[1]),
+            "preconditioner_seconds": round(t_prec, 3), "memory_budget": budget,
+            "fit_seconds": round(time.perf_counter() - t0, 3),
+        })  # fmt: skip
+
+    def _set_fitted(self, sol, op: GramOperator, kernel: Kernel, single: bool, extra: dict) -> None:
+        self.kernel_ = kernel
+        self.X_fit_ = op.tiler.X
+        self.n_samples_fit_ = op.n
+        self.dual_coef_ = sol.coef[:, 0].copy() if single else sol.coef
+        self.intercept_ = float(sol.intercept[0]) if single else sol.intercept
+        self.alpha_, self.alphas_ = sol.alpha, sol.alphas
+        best = int(np.flatnonzero(sol.alphas == sol.alpha)[0])
+        self.df_path_, self.df_stderr_path_ = sol.df, sol.df_stderr
+        self.df_, self.df_stderr_ = float(sol.df[best]), float(sol.df_stderr[best])
+        self.gcv_ = sol.gcv[:, 0].copy() if single else sol.gcv
+        self.n_iter_ = int(sol.n_iter[0]) if single else sol.n_iter
+        self.residual_ = float(sol.residual[0]) if single else sol.residual
+        self.solver_info_ = {
+            **extra, "df_method": sol.df_method, "converged": sol.converged,
+            "n_matvec": sol.n_matvec, **sol.info, "gram": op.info(),
+        }  # fmt: skip
+        self._expansion = KernelExpansion(op.tiler, sol.coef, sol.intercept)
+        logger.info(
+            "fitted ExactKernelRidge: n=%s alpha=%.3g df=%.1f±%.1f, %d CG iterations, residual %.2g, %.2fs",
+            f"{op.n:,}", self.alpha_, self.df_, self.df_stderr_, int(np.max(sol.n_iter)),
+            float(np.max(sol.residual)), extra["fit_seconds"],
+        )  # fmt: skip
+
+    # ----------------------------------------------------------------- predict
+    def _model(self):
+        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included)."""
+        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
+            return _Standardized(self._expansion, self.scaler_mean_, self.scaler_scale_)
+        return self._expansion
+
+    def predict(self, X):
+        """Predict ``k(X, X_fit) a + b``, block by block.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, or lazy dask array for dask input, of shape (n_samples,) or
+        (n_samples, n_targets)
+        """
+        check_is_fitted(self, "dual_coef_")
+        single = self.dual_coef_.ndim == 1
+        model = self._model()
+        if isinstance(X, da.Array):
+            ds, _ = self._as_dataset(X, reset=False)
+            out = predict_expansion_graph(ds.X, model, model.n_outputs)
+        else:
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            out = model(X)
+        return out[:, 0] if single else out
+
+    # ----------------------------------------------------------------- persistence
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        check_is_fitted(self, "dual_coef_")
+        attrs = {
+            "kernel_": self.kernel_.to_dict(), "alpha_": self.alpha_, "df_": self.df_,
+            "df_stderr_": self.df_stderr_, "n_iter_": np.asarray(self.n_iter_).tolist(),
+            "residual_": np.asarray(self.residual_).tolist(), "solver_info_": self.solver_info_,
+            "n_features_in_": self.n_features_in_, "n_samples_fit_": self.n_samples_fit_,
+            "single_output": self.dual_coef_.ndim == 1,
+        }  # fmt: skip
+        arrays = {
+            "X_fit": self.X_fit_, "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
+            "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
+            "alphas": self.alphas_, "df_path": self.df_path_, "df_stderr_path": self.df_stderr_path_,
+            "gcv": np.asarray(self.gcv_),
+        }  # fmt: skip
+        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
+            arrays["scaler_mean"], arrays["scaler_scale"] = self.scaler_mean_, self.scaler_scale_
+        return attrs, arrays
+
+    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        X, coef, intercept = arrays["X_fit"], arrays["dual_coef"], arrays["intercept"]
+        if X.ndim != 2 or coef.shape != (X.shape[0], intercept.shape[0]):
+            raise DataError(
+                f"X_fit {X.shape}, dual_coef {coef.shape} and intercept {intercept.shape} do not "
+                "agree: expected (n, d), (n, k) and (k,)"
+            )
+        self.kernel_ = Kernel.from_dict(attrs["kernel_"])
+        tiler = GramTiler(self.kernel_, X)
+        single = bool(attrs["single_output"])
+        self.X_fit_ = tiler.X
+        self.dual_coef_ = coef[:, 0].copy() if single else coef
+        self.intercept_ = float(intercept[0]) if single else intercept
+        self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
+        self.df_, self.df_stderr_ = float(attrs["df_"]), float(attrs["df_stderr_"])
+        self.df_path_, self.df_stderr_path_, self.gcv_ = arrays["df_path"], arrays["df_stderr_path"], arrays["gcv"]
+        self.n_iter_ = attrs["n_iter_"] if single else np.asarray(attrs["n_iter_"])
+        self.residual_ = attrs["residual_"] if single else np.asarray(attrs["residual_"])
+        self.solver_info_ = attrs["solver_info_"]
+        self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
+        if "scaler_mean" in arrays:
+            self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
+        self._expansion = KernelExpansion(tiler, coef, intercept)
+
+
+class _Standardized:
+    """``f((Z − mean) / scale)``: a picklable wrapper of a numpy predictor."""
+
+    def __init__(self, model, mean: np.ndarray, scale: np.ndarray) -> None:
+        self.model, self.mean, self.scale = model, mean, scale
+
+    @property
+    def n_outputs(self) -> int:
+        return self.model.n_outputs
+
+    def __call__(self, Z: np.ndarray) -> np.ndarray:
+        return self.model((np.asarray(Z, dtype=np.float64) - self.mean) / self.scale)
+
+
+def _training_rows(weights, n: int) -> np.ndarray:
+    """Boolean mask of the rows a weight specification keeps (one group or 0/1 weights)."""
+    if hasattr(weights, "groups"):
+        if len(weights.keep) != 1:
+            raise ParameterError("the exact solver fits one row set; a partition must keep one group")
+        return np.asarray(weights.groups(0, n)) == weights.keep[0]
+    W = np.asarray(weights(0, n), dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != 1 or not np.all((W == 0) | (W == 1)):
+        raise ParameterError(
+            "the exact solver takes 0/1 row weights (one set) only; weighted or replicated fits "
+            "(bootstrap counts) are not supported by solver='exact'"
+        )
+    return W[0] == 1
+
+
+def _reserve_bytes(n: int, d: int, m: int, rank: int) -> int:
+    """Memory the solver holds besides the Gram operator (bytes).
+
+    CG: about 8 ``(n, m)`` float64 arrays (right-hand sides, solutions, residuals, directions,
+    preconditioned residuals, products, temporaries). Preconditioner: 3 ``(n, r)`` arrays at
+    peak (factor, centred copy, Woodbury basis) plus one block of candidate columns. Data: the
+    training X and Y (the Gram operator counts its own copy of the points).
+    """
+    cg = 8 * n * m * 8
+    prec = (3 * n * rank + n * 100) * 8 if rank else 0
+    points = 2 * n * (d + 1) * 8
+    return cg + prec + points
+
+
+def _centred_eigenvalues(tiler: GramTiler, fit_intercept: bool) -> np.ndarray:
+    """Eigenvalues of ``HKH`` (of ``K`` without intercept), for the exact df (small n)."""
+    K = tiler.dense()
+    if fit_intercept:
+        K -= K.mean(axis=0)
+        K -= K.mean(axis=1)[:, None]
+        K = 0.5 * (K + K.T)
+    return np.linalg.eigvalsh(K)
+
+
+def __getattr__(name: str):
+    # the persistence registry reads PERSISTABLE; built lazily, as the other solvers' modules
+    # import this one
+    if name == "PERSISTABLE":
+        from bigkernel.models.auto import KernelRidge
+        from bigkernel.models.nystroem import NystroemRidge
+
+        return {"ExactKernelRidge": ExactKernelRidge, "NystroemRidge": NystroemRidge, "KernelRidge": KernelRidge}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

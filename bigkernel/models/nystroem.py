@@ -1,0 +1,225 @@
+"""NystroemRidge: kernel ridge on Nyström features, through the streamed one-pass primal path."""
+
+from __future__ import annotations
+
+import logging
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from bigkernel._checks import check_choice
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import DataError, ParameterError
+from bigkernel.models._compute import compute
+from bigkernel.models.exact import build_kernel
+from bigkernel.models.random_features import _is_dtype, _RandomFeatureBase
+from bigkernel.numerics.kernels import Kernel
+from bigkernel.numerics.nystroem import (
+    LANDMARK_METHODS,
+    NystroemMap,
+    landmark_pool_size,
+    select_landmarks,
+)
+from bigkernel.numerics.primal import resolve_alphas, solve_primal
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["NystroemRidge"]
+
+
+class NystroemRidge(_RandomFeatureBase):
+    """Kernel ridge regression on Nyström features ``φ(x) = K_mm^(-1/2) k_m(x)``.
+
+    ``n_components`` landmarks are sampled from the training rows (seeded), then the data are
+    streamed once, exactly as for :class:`~bigkernel.RandomFeatureRidge`: one pass accumulates
+    ΦᵀΦ, Φᵀy, Σφ, Σy, Σy² and one eigendecomposition gives the coefficients, df(α) and GCV
+    for every α. Any exact kernel works (no spectral sampler is needed). Landmarks cost one
+    extra read of the sampled rows.
+
+    Parameters
+    ----------
+    kernel : str or Kernel, default="rbf"
+        Any name of :func:`~bigkernel.numerics.kernels.make_kernel` or a Kernel.
+    gamma, degree, coef0, length_scale, nu, kernel_params
+        Kernel parameters, as in :class:`~bigkernel.ExactKernelRidge`.
+    n_components : int, default=100
+        Number of landmarks m (the map has m features, fewer if ``K_mm`` is singular).
+    landmarks : {"uniform", "rpcholesky"}, default="rpcholesky"
+        Uniform rows, or randomly pivoted Cholesky pivots among ``max(4m, 2000)`` uniform
+        candidates (better than uniform at the same m).
+    alpha : float, list of float or "gcv", default=1.0
+        As in :class:`~bigkernel.RandomFeatureRidge`.
+    fit_intercept : bool, default=True
+    random_state : int, RandomState instance or None, default=None
+        Seeds the landmark sample.
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the features; sums and solves are float64.
+    chunk_rows : int, default=None
+    standardize : bool, default=False
+
+    Attributes
+    ----------
+    coef_, intercept_, alpha_, alphas_, df_, df_path_, gcv_, n_features_in_, n_samples_fit_
+        As in :class:`~bigkernel.RandomFeatureRidge`.
+    feature_map_ : NystroemMap
+        Landmarks and ``K_mm^(-1/2)`` (saved with the model).
+    """
+
+    def __init__(
+        self,
+        kernel="rbf",
+        *,
+        gamma=None,
+        degree=3,
+        coef0=1,
+        length_scale=None,
+        nu=1.5,
+        kernel_params=None,
+        n_components=100,
+        landmarks="rpcholesky",
+        alpha=1.0,
+        fit_intercept=True,
+        random_state=None,
+        dtype="float64",
+        chunk_rows=None,
+        standardize=False,
+    ):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.length_scale = length_scale
+        self.nu = nu
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.landmarks = landmarks
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.dtype = dtype
+        self.chunk_rows = chunk_rows
+        self.standardize = standardize
+
+    # ----------------------------------------------------------------- parameters
+    def _check_params(self) -> None:
+        check_choice("landmarks", self.landmarks, LANDMARK_METHODS)
+        check_choice("dtype", str(np.dtype(self.dtype)) if _is_dtype(self.dtype) else self.dtype, ("float32", "float64"))
+        if isinstance(self.n_components, bool) or not isinstance(self.n_components, Integral) or self.n_components <= 0:
+            raise ParameterError(f"n_components must be a positive integer, got {self.n_components!r}")
+        if self.chunk_rows is not None and (not isinstance(self.chunk_rows, Integral) or self.chunk_rows <= 0):
+            raise ParameterError(f"chunk_rows must be a positive integer or None, got {self.chunk_rows!r}")
+        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
+            raise ParameterError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
+        resolve_alphas(self.alpha)
+
+    def _make_kernel(self, n_features: int) -> Kernel:
+        # the same kernel construction as the exact solver, so solvers are comparable
+        return build_kernel(self, n_features)
+
+    # ----------------------------------------------------------------- fit
+    def fit(self, X, y):
+        """Sample landmarks, then fit in one pass over the data.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        return self.fit_dataset(self._fit_input(X, y))
+
+    def fit_dataset(self, ds: Dataset, weights=None):
+        """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
+
+        ``weights`` (a row partition or ``weights(start, stop) -> (1, rows)``) restricts both the
+        landmarks and the statistics to the kept rows.
+        """
+        self._check_params()
+        self._fit_scaler(ds)
+        fmap = self._make_map(ds, weights)
+        (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
+        return self._set_fitted(solve_primal(stats, self.alpha, self.fit_intercept), fmap, ds.y.ndim, stats)
+
+    def _make_map(self, ds: Dataset, weights) -> NystroemMap:
+        n, d = ds.X.shape
+        kernel = self._make_kernel(d)
+        seed = self._seed()
+        rng = np.random.default_rng(seed)
+        size = landmark_pool_size(n, self.n_components, self.landmarks)
+        rows = _sample_rows(rng, n, size, weights)
+        (pool,) = compute(ds.X[rows], label="landmarks")
+        pool = np.asarray(pool, dtype=np.float64)
+        if not np.all(np.isfinite(pool)):
+            raise DataError("X contains NaN or inf in the rows sampled as Nyström landmarks; remove or impute them")
+        scaler = getattr(self, "_scaler", None)
+        if scaler is not None:
+            pool = (pool - scaler[0]) / scaler[1]
+        pool = pool[rng.permutation(pool.shape[0])]  # sorted for the read; shuffle for "first m"
+        Z = select_landmarks(kernel, pool, self.n_components, self.landmarks, random_state=rng)
+        params = {"landmarks": self.landmarks, "seed": seed, "pool": int(pool.shape[0])}
+        fmap = NystroemMap.from_landmarks(kernel, Z, params=params)
+        logger.info("Nyström map: %d %s landmarks from %d candidates, %d components",
+                    Z.shape[0], self.landmarks, pool.shape[0], fmap.n_components)
+        return fmap if scaler is None else fmap.standardized(*scaler)
+
+    # ----------------------------------------------------------------- persistence
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        check_is_fitted(self, "coef_")
+        fm = self.feature_map_
+        attrs = {
+            "feature_map": fm.to_metadata(), "alpha_": self.alpha_, "df_": self.df_,
+            "n_samples_fit_": self.n_samples_fit_, "n_features_in_": self.n_features_in_,
+            "single_output": self.coef_.ndim == 1,
+        }  # fmt: skip
+        arrays = {
+            "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
+            "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_), **fm.arrays(),
+        }  # fmt: skip
+        return attrs, arrays
+
+    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        fm = NystroemMap.from_arrays(attrs["feature_map"], arrays)
+        coef, intercept = arrays["coef"], arrays["intercept"]
+        if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
+            raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
+        single = bool(attrs["single_output"])
+        self.feature_map_ = fm
+        self.coef_ = coef[0] if single else coef
+        self.intercept_ = float(intercept[0]) if single else intercept
+        self.alpha_, self.df_ = float(attrs["alpha_"]), float(attrs["df_"])
+        self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
+        self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
+
+
+def _sample_rows(rng: np.random.Generator, n: int, size: int, weights) -> np.ndarray:
+    """``size`` distinct row indices, uniform among the rows ``weights`` keeps (sorted)."""
+    if weights is None:
+        return np.sort(rng.choice(n, size=size, replace=False))
+    picked: list[int] = []
+    seen: set[int] = set()
+    # draw in rounds: kept rows are a large fraction in practice (a training split)
+    for _ in range(64):
+        cand = rng.choice(n, size=min(n, 2 * size), replace=False)
+        for i in cand:
+            i = int(i)
+            if i not in seen and _kept(weights, i):
+                seen.add(i)
+                picked.append(i)
+                if len(picked) == size:
+                    return np.sort(np.array(picked))
+        if len(seen) >= n:
+            break
+    if not picked:
+        raise DataError("no training rows to draw landmarks from (all rows are held out or weighted 0)")
+    return np.sort(np.array(picked))
+
+
+def _kept(weights, i: int) -> bool:
+    if hasattr(weights, "groups"):
+        return int(np.asarray(weights.groups(i, i + 1))[0]) in tuple(weights.keep)
+    return float(np.asarray(weights(i, i + 1))[0, 0]) > 0
