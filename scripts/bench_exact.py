@@ -9,7 +9,7 @@ machine meanwhile (the script reports the share of CPU other processes used duri
 - ``sklearn``: KernelRidge.fit at n (dense Gram matrix + Cholesky), predictions at 5,000 new
   points.
 - ``exact``: ExactKernelRidge.fit at n, same predictions → relative RMS difference to sklearn's;
-  CG iterations.
+  CG iterations. Then once more with df(α) (8 Hutchinson probes in the same CG run).
 - ``plain``: the same without a preconditioner (plain CG to the same tolerance): iterations.
 - ``large``: ExactKernelRidge.fit at the large n (the Gram matrix does not fit in memory: tiles
   beyond the memory budget are recomputed on every matvec); holdout RMSE on 5,000 rows.
@@ -75,7 +75,7 @@ def m_sklearn(n: int, pred_path: str) -> dict:
     return {"fit_s": fit_s, "peak_rss_gb": _peak_rss_gb(), "others_cpu_s": max(0.0, (b1 - b0) - (c1 - c0))}
 
 
-def m_exact(n: int, pred_path: str | None, preconditioner: str | None, max_iter: int | None) -> dict:
+def m_exact(n: int, pred_path: str | None, preconditioner: str | None, n_probes: int | None = None) -> dict:
     import dask
     import numpy as np
 
@@ -83,7 +83,7 @@ def m_exact(n: int, pred_path: str | None, preconditioner: str | None, max_iter:
 
     X, y = _data(n, seed=1)
     est = ExactKernelRidge(gamma=GAMMA, alpha=ALPHA, fit_intercept=False, tol=1e-6, random_state=0,
-                           preconditioner=preconditioner, max_iter=max_iter)  # fmt: skip
+                           preconditioner=preconditioner, n_probes=n_probes)  # fmt: skip
     with dask.config.set(scheduler="threads", num_workers=2):
         c0, b0 = _cpu_seconds()
         t = time.perf_counter()
@@ -156,7 +156,7 @@ def main() -> None:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         ours_pred, sk_pred = os.path.join(tmp, "ours.npy"), os.path.join(tmp, "sklearn.npy")
-        ours = run("exact", n=n, pred_path=ours_pred, preconditioner="rpcholesky", max_iter=None)
+        ours = run("exact", n=n, pred_path=ours_pred, preconditioner="rpcholesky")
         g = ours.get("gram", {})
         ours.update(what=f"bigkernel ExactKernelRidge n={n:,}", notes=(
             f"rank {ours.get('rank')}, residual {ours.get('residual', float('nan')):.1e}, Gram "
@@ -171,14 +171,18 @@ def main() -> None:
 
                 summary["pred_rel_rms_vs_sklearn"] = _rel_rms(np.load(ours_pred), np.load(sk_pred))
                 summary["fit_time_ratio_ours_over_sklearn"] = ours["fit_s"] / sk["fit_s"]
+        withdf = run("exact", n=n, pred_path=None, preconditioner="rpcholesky", n_probes=8)
+        withdf.update(what=f"bigkernel ExactKernelRidge n={n:,}, df", notes=(
+            f"n_probes=8: df {withdf.get('df', float('nan')):.1f} ± {withdf.get('df_stderr', float('nan')):.1f}"))
+        rows.append(withdf)
         if not args.no_plain:
-            plain = run("exact", n=n, pred_path=None, preconditioner=None, max_iter=None)
+            plain = run("exact", n=n, pred_path=None, preconditioner=None)
             plain.update(what=f"bigkernel plain CG (no preconditioner) n={n:,}", notes="same tolerance")
             rows.append(plain)
             if "error" not in plain and "error" not in ours:
                 summary["cg_iter_ratio_precond_over_plain"] = ours["n_iter"] / plain["n_iter"]
         if n_large:
-            big = run("exact", n=n_large, pred_path=None, preconditioner="rpcholesky", max_iter=None)
+            big = run("exact", n=n_large, pred_path=None, preconditioner="rpcholesky")
             gb = big.get("gram", {})
             big.update(what=f"bigkernel ExactKernelRidge n={n_large:,}", notes=(
                 f"rank {big.get('rank')}, Gram {gb.get('cache_dtype')} {100 * gb.get('cached_fraction', 0):.0f}% "

@@ -741,6 +741,27 @@ def test_unreachable_scheduler(tmp_path, data_dir, model_path, caplog):
     assert not (tmp_path / "p.zarr").exists()
 
 
+def test_a_client_that_never_connected_is_not_used(caplog):
+    """Found while writing this suite: distributed keeps a ``Client`` whose address it could not
+    parse registered as the default client, and a compute on it waits forever. The job's own
+    connection no longer registers one (previous test), and the API ignores such a client."""
+    from bigkernel.models._compute import active_client
+
+    assert active_client() is None  # the bad --address above left no default client behind
+    with pytest.raises(ValueError, match="unknown address scheme"):
+        distributed.Client("http://10.0.0.5:8786")  # a user's mistake, outside bigkernel
+    zombie = distributed.default_client()
+    try:
+        assert zombie.status != "running"
+        with caplog.at_level(logging.WARNING, logger="bigkernel"):
+            assert active_client() is None
+            X, y = friedman(200)
+            RandomFeatureRidge(n_components=8).fit(da.from_array(X, chunks=(100, 10)), da.from_array(y, chunks=100))
+        assert "ignoring the default Dask client" in caplog.text
+    finally:
+        zombie.close()
+
+
 # --------------------------------------------------------------------------------------------
 # Bootstrap: a store written by another job
 # --------------------------------------------------------------------------------------------

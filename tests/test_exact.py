@@ -208,7 +208,7 @@ def test_fit_stays_within_its_memory_budget(rng):
     """The whole fit (Gram cache, preconditioner, CG vectors) under tracemalloc."""
     X, y = friedman(4000, seed=19)
     budget = 64 * MiB  # the whole Gram matrix is 61 MiB in float64 tiles: it cannot all be cached
-    kw = dict(gamma=0.5, alpha=1e-2, dtype="float64", n_probes=4, random_state=0)
+    kw = dict(gamma=0.5, alpha=0.1, dtype="float64", n_probes=4, random_state=0)
     ExactKernelRidge(**kw).fit(X[:2100], y[:2100])  # warm up: first-use imports are not data
     with warnings.catch_warnings():
         warnings.simplefilter("error")

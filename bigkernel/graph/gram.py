@@ -82,10 +82,13 @@ def _matvec_task(
 ) -> np.ndarray:
     """Partial ``K V`` over the tiles in ``jobs`` (``(i, j, slot)``, slot -1: recompute)."""
     out = np.zeros_like(V, dtype=np.float64)
+    workspace: dict = {}  # recomputed tiles reuse one buffer (no fresh pages per tile)
     for i, j, slot in jobs:
         rows, cols = slice(int(edges[i]), int(edges[i + 1])), slice(int(edges[j]), int(edges[j + 1]))
-        T = cached[slot] if slot >= 0 else tiler.tile(rows, cols, dtype)
-        tile_matvec(T, V, out, rows, cols)
+        if slot >= 0:
+            tile_matvec(cached[slot], V, out, rows, cols)
+        else:
+            tiler.recompute_matvec(rows, cols, V, out, workspace)
     return out
 
 

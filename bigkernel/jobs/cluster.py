@@ -144,7 +144,9 @@ def _connect(address: str, security) -> Client:
     import dask
 
     try:
-        return Client(address, security=security, set_as_default=True)
+        # not set as the default here: distributed would keep a failed client registered as the
+        # default (it hangs every later compute); the caller makes it current once connected
+        return Client(address, security=security, set_as_default=False)
     except ValueError as exc:  # e.g. an unknown scheme: distributed names the known ones
         raise ClusterError(f"{address!r} is not a Dask scheduler address: {exc}") from None
     except (OSError, TimeoutError) as exc:
@@ -200,7 +202,7 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
     """
     if cfg.address:
         logger.info("connecting to the Dask scheduler at %s", cfg.address)
-        with _connect(cfg.address, _security(cfg)) as client:
+        with _connect(cfg.address, _security(cfg)) as client, client.as_current():
             _check_workers(client, cfg.address)
             client.register_plugin(BlasThreadsPlugin(host_threads(client)))
             _log_cluster(client, dashboard=None)

@@ -32,13 +32,31 @@ def progress_bars(enabled: bool = True) -> Iterator[None]:
 
 
 def active_client():
-    """The current distributed Client, or None when dask runs on the local scheduler."""
+    """The current distributed Client, or None when dask runs on the local scheduler.
+
+    A default client that never connected is ignored, with a warning: distributed leaves one
+    registered when ``Client(address)`` fails on a malformed address, and computing on it would
+    wait forever.
+    """
     try:
         from distributed import default_client
 
-        return default_client()
+        client = default_client()
     except (ImportError, ValueError):
         return None
+    if client.status != "running":
+        logger.warning("ignoring the default Dask client %s: its status is %r, not running; "
+                       "running on the local scheduler", client, client.status)
+        return None
+    return client
+
+
+def _local_scheduler() -> str | None:
+    """dask's configured scheduler, unless that is distributed without a usable client (the
+    config a client that never connected leaves behind): then the local threaded scheduler."""
+    if dask.config.get("scheduler", None) in ("dask.distributed", "distributed"):
+        return "threads"
+    return None
 
 
 def local_threads() -> int:
@@ -96,7 +114,7 @@ def compute(*graphs, client=None, label: str = "pass"):
             if running:  # a failed or interrupted pass must not keep running on the cluster
                 client.cancel(running)
     with _blas_limits(blas_threads_for(local_threads())), _local_progress(show):
-        return dask.compute(*graphs)
+        return dask.compute(*graphs, scheduler=_local_scheduler())
 
 
 def _killed_worker_message(exc, label: str, client) -> str:
@@ -142,7 +160,7 @@ def persist(*graphs, client=None, label: str = "persist"):
             logger.info("%s: persisting on %s", label, client.scheduler.address)
         return tuple(client.persist(list(graphs)))
     with _blas_limits(blas_threads_for(local_threads())), _local_progress(_progress.get()):
-        return dask.persist(*graphs)
+        return dask.persist(*graphs, scheduler=_local_scheduler())
 
 
 @contextlib.contextmanager

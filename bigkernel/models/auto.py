@@ -154,7 +154,7 @@ class KernelRidge(_EstimatorBase):
         max_iter=None,
         preconditioner="rpcholesky",
         rank=None,
-        n_probes=8,
+        n_probes=None,
         dtype="auto",
         standardize=False,
         random_state=None,

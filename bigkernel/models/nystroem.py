@@ -21,6 +21,7 @@ from bigkernel.numerics.nystroem import (
     landmark_pool_size,
     select_landmarks,
 )
+from bigkernel.numerics.sums import sums_precision
 from bigkernel.numerics.primal import resolve_alphas, solve_primal
 
 logger = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class NystroemRidge(_RandomFeatureBase):
         self._fit_scaler(ds)
         fmap = self._make_map(ds, weights)
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
-        return self._set_fitted(solve_primal(stats, self.alpha, self.fit_intercept), fmap, ds.y.ndim, stats)
+        return self._set_fitted(solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype)), fmap, ds.y.ndim, stats)
 
     def _make_map(self, ds: Dataset, weights) -> NystroemMap:
         n, d = ds.X.shape

@@ -25,7 +25,7 @@ from bigkernel.numerics.features import (
     make_feature_map,
 )
 from bigkernel.numerics.primal import resolve_alphas, solve_primal
-from bigkernel.numerics.sums import SufficientStats
+from bigkernel.numerics.sums import SufficientStats, sums_precision
 
 logger = logging.getLogger(__name__)
 
@@ -306,7 +306,8 @@ class RandomFeatureRidge(_RandomFeatureBase):
 
     def _fit_from_stats(self, stats: SufficientStats, fmap: FeatureMap, y_ndim: int):
         """Set the fitted attributes from one set of statistics."""
-        return self._set_fitted(solve_primal(stats, self.alpha, self.fit_intercept), fmap, y_ndim, stats)
+        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype))
+        return self._set_fitted(sol, fmap, y_ndim, stats)
 
 
 def _is_dtype(value) -> bool:

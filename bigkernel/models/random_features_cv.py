@@ -16,6 +16,7 @@ from bigkernel.numerics.cv import cv_path
 from bigkernel.numerics.features import gamma_from_length_scale
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
+from bigkernel.numerics.sums import sums_precision
 
 logger = logging.getLogger(__name__)
 
@@ -150,11 +151,12 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         split = None if self.cv == "gcv" else FoldSplit(seed, int(self.cv))
         weights = _combine(split, weights)
         (stats,) = compute(self.stats_graph(ds, fmaps, weights), label="cv-fit")
+        eps = sums_precision(self.dtype)  # scores below their rounding error are never chosen
         scores, r2, per_split, alphas_per_gamma, dfs = [], [], [], [], []
         for st in stats:
             folds = st if split is not None else None
             total = st.total() if split is not None else st
-            path = eigen_path(total, self.fit_intercept)
+            path = eigen_path(total, self.fit_intercept, eps)
             alphas, _ = resolve_alphas(list(self.alphas) if self.alphas is not None else "gcv", path)
             if self.alphas is None:
                 alphas = DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
@@ -166,7 +168,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
                 per_split.append(-gcv[np.newaxis])
                 r2.append(np.full(alphas.size, np.nan))
             else:
-                cvp = cv_path(folds, alphas, self.fit_intercept)
+                cvp = cv_path(folds, alphas, self.fit_intercept, eps)
                 mse = cvp.mse()  # (K, A)
                 per_split.append(-mse)
                 scores.append(-mse.mean(axis=0))
@@ -175,7 +177,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.cv_results_["df"] = np.concatenate(dfs)  # df(α) of the whole-data system, per grid point
         gi, ai = self._best_index
         best_total = stats[gi].total() if split is not None else stats[gi]
-        path = eigen_path(best_total, self.fit_intercept)
+        path = eigen_path(best_total, self.fit_intercept, eps)
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
         sol = PrimalSolution(coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas))
@@ -203,7 +205,12 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         for k, col in enumerate(np.asarray(splits).T):
             results[f"split{k}_test_score"] = col
         self.cv_results_ = results
-        best = int(np.argmax(mean))
+        finite = np.isfinite(mean)
+        if finite.any():
+            best = int(np.argmax(np.where(finite, mean, -np.inf)))
+        else:  # no score above its rounding error: the most regularized point is the safe choice
+            best = int(np.argmax(pa))
+            logger.warning("no (γ, α) point has a CV score above its rounding error; using %s", params[best])
         self.best_index_ = best
         self.best_params_ = params[best]
         self.best_score_ = float(mean[best])

@@ -26,8 +26,14 @@ def subtract(total: SufficientStats, part: SufficientStats) -> SufficientStats:
         (part.n, part.sum_phi, part.sum_y, part.sum_yy, part.gram, part.phi_y))))  # fmt: skip
 
 
-def validation_sse(fold: SufficientStats, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
-    """Σ squared errors on a fold for A coefficient sets: coef (A, D, k), intercept (A, k) → (A, k)."""
+def validation_sse(
+    fold: SufficientStats, coef: np.ndarray, intercept: np.ndarray, eps: float = 1e-13
+) -> np.ndarray:
+    """Σ squared errors on a fold for A coefficient sets: coef (A, D, k), intercept (A, k) → (A, k).
+
+    inf where the value is not above 10× its rounding error eps·Σ|terms| (a difference of large
+    sums when ‖β‖ is large: pure rounding must never look like a perfect fit).
+    """
     G, Py, sphi = fold.gram[0], fold.phi_y[0], fold.sum_phi[0]
     n, sy, syy = fold.n[0], fold.sum_y[0], fold.sum_yy[0]
     b = intercept
@@ -36,7 +42,9 @@ def validation_sse(fold: SufficientStats, coef: np.ndarray, intercept: np.ndarra
     quad = (C * (G @ C)).sum(axis=0).reshape(A, k)
     cross = (coef * Py[np.newaxis]).sum(axis=1)
     lin = (sphi @ C).reshape(A, k)
-    return syy - 2 * cross - 2 * b * sy + quad + 2 * b * lin + n * b**2
+    sse = syy - 2 * cross - 2 * b * sy + quad + 2 * b * lin + n * b**2
+    err = eps * (np.abs(syy) + 2 * np.abs(cross) + 2 * np.abs(b * sy) + np.abs(quad) + 2 * np.abs(b * lin) + n * b**2)
+    return np.where(sse > 10 * err, sse, np.inf)
 
 
 @dataclass(frozen=True)
@@ -61,20 +69,23 @@ class CVPath:
         return (1.0 - ratio).mean(axis=2)
 
 
-def cv_path(folds: SufficientStats, alphas: np.ndarray, fit_intercept: bool = True) -> CVPath:
-    """K-fold CV errors for every α from the statistics of K folds (leading axis K)."""
+def cv_path(folds: SufficientStats, alphas: np.ndarray, fit_intercept: bool = True, eps: float = 1e-13) -> CVPath:
+    """K-fold CV errors for every α from the statistics of K folds (leading axis K).
+
+    ``eps`` is the relative precision of the sums; unreliable errors are inf (never chosen).
+    """
     alphas = np.asarray(alphas, dtype=np.float64)
     total = folds.total()
     K = folds.n.shape[0]
     sse = []
     for k in range(K):
         fold = folds.select(k)
-        path = eigen_path(subtract(total, fold), fit_intercept)
+        path = eigen_path(subtract(total, fold), fit_intercept, eps)
         # β(α) for all α at once: V (z / (s + α)), shape (A, D, k)
         scaled = path.z[np.newaxis] / (path.eigvals[np.newaxis, :, None] + alphas[:, None, None])
         coef = path.eigvecs @ scaled  # (D, D) @ (A, D, k) → (A, D, k)
         intercept = path.mean_y[np.newaxis] - (path.mean_phi @ coef)
-        sse.append(validation_sse(fold, coef, intercept))
+        sse.append(validation_sse(fold, coef, intercept, eps))
     n = folds.n.copy()
     tss = folds.sum_yy - folds.sum_y**2 / np.where(n > 0, n, 1)[:, None]
-    return CVPath(alphas, np.maximum(np.array(sse), 0.0), n, tss)
+    return CVPath(alphas, np.array(sse), n, tss)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import LinAlgError, cholesky, solve_triangular
+from threadpoolctl import threadpool_limits
 
 from bigkernel.errors import DataError, ParameterError
 
@@ -330,7 +331,11 @@ class LowRankPreconditioner:
         L = np.asarray(L, dtype=np.float64)
         if L.ndim != 2:
             raise DataError(f"L must be 2-D (n, r), found shape {L.shape}")
-        lam, V = np.linalg.eigh(L.T @ L)
+        G = L.T @ L
+        # one BLAS thread: eigh of an r × r matrix is many small calls, which multi-threaded
+        # OpenBLAS slows down badly when the cores are busy (measured 9 s instead of 0.2 s)
+        with threadpool_limits(limits=1):
+            lam, V = np.linalg.eigh(G)
         self.eigenvalues = np.maximum(lam, 0.0)
         self.W = L @ V
         self.method, self.pivots = method, pivots

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import logging
+
 import numpy as np
 import scipy.linalg
 
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.sums import SufficientStats
+
+logger = logging.getLogger(__name__)
 
 #: default relative α grid for ``alpha="gcv"``: multiples of the mean eigenvalue of ΦcᵀΦc
 GCV_GRID = np.logspace(-9, 1, 41)
@@ -38,6 +42,7 @@ class EigenPath:
     yy: np.ndarray  # (k,) ycᵀyc
     n: float
     fit_intercept: bool
+    eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
 
     def coef(self, alpha: float) -> np.ndarray:
         """β(α), shape (D, k)."""
@@ -60,11 +65,31 @@ class EigenPath:
         # clip: RSS is a difference of sums and may round just below zero
         return np.maximum(self.yy[np.newaxis, :] - explained, 0.0)
 
+    def rss_error(self, alphas: np.ndarray) -> np.ndarray:
+        """Rounding-error bound of :meth:`rss`: eps·(yᵀy + 2|βᵀΦᵀy| + s_max‖β‖²), shape (A, k).
+
+        RSS is a difference of large sums; with small α, ‖β‖ is large and that difference can
+        be pure rounding (even negative), which would make the worst α look best.
+        """
+        s = self.eigvals[np.newaxis, :, np.newaxis]
+        a = np.asarray(alphas, dtype=np.float64)[:, np.newaxis, np.newaxis]
+        z2 = self.z[np.newaxis] ** 2
+        cross = (z2 / (s + a)).sum(axis=1)
+        norm2 = (z2 / (s + a) ** 2).sum(axis=1)
+        s_max = float(self.eigvals.max(initial=0.0))
+        return self.eps * (self.yy[np.newaxis, :] + 2 * cross + s_max * norm2)
+
     def gcv(self, alphas: np.ndarray) -> np.ndarray:
-        """Generalized cross-validation score n·RSS/(n - df)², shape (A, k); inf where df >= n."""
+        """Generalized cross-validation score n·RSS/(n - df)², shape (A, k).
+
+        inf where df >= n, and where the RSS from the sums is not above 10× its rounding error
+        (see :meth:`rss_error`): such a score is not a measurement and must never be chosen.
+        """
         resid_df = (self.n - self.df(alphas))[:, np.newaxis]
         safe = np.where(resid_df > 0, resid_df, 1.0)
-        return np.where(resid_df > 0, self.n * self.rss(alphas) / safe**2, np.inf)
+        rss = self.rss(alphas)
+        reliable = (resid_df > 0) & (rss > 10 * self.rss_error(alphas))
+        return np.where(reliable, self.n * rss / safe**2, np.inf)
 
 
 def centred_system(
@@ -84,12 +109,15 @@ def centred_system(
     return G - n * np.outer(mu, mu), b - n * np.outer(mu, ybar), yy - n * ybar**2, mu, ybar, n
 
 
-def eigen_path(stats: SufficientStats, fit_intercept: bool = True) -> EigenPath:
-    """Eigendecompose the centred system of ``stats`` (one set) once, for any α."""
+def eigen_path(stats: SufficientStats, fit_intercept: bool = True, eps: float = 1e-13) -> EigenPath:
+    """Eigendecompose the centred system of ``stats`` (one set) once, for any α.
+
+    ``eps`` is the relative precision of the sums (``sums.sums_precision(dtype)``).
+    """
     G, b, yy, mu, ybar, n = centred_system(stats, fit_intercept)
     G = 0.5 * (G + G.T)  # exact symmetry; float32 block products are symmetric only to rounding
     s, V = scipy.linalg.eigh(G, driver="evd", check_finite=False)
-    return EigenPath(np.maximum(s, 0.0), V, V.T @ b, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept)
+    return EigenPath(np.maximum(s, 0.0), V, V.T @ b, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept, eps)
 
 
 def resolve_alphas(alpha, path: EigenPath | None = None) -> tuple[np.ndarray, bool]:
@@ -127,16 +155,26 @@ class PrimalSolution:
     gcv: np.ndarray  # (A, k)
 
 
-def solve_primal(stats: SufficientStats, alpha="gcv", fit_intercept: bool = True) -> PrimalSolution:
+def best_index(scores: np.ndarray, alphas: np.ndarray) -> int:
+    """Index of the smallest finite score; if none is finite, the largest α (safest), logged."""
+    finite = np.isfinite(scores)
+    if finite.any():
+        return int(np.argmin(np.where(finite, scores, np.inf)))
+    logger.warning("no α on the grid has a score above its rounding error; using the largest, %.3g",
+                   float(np.max(alphas)))
+    return int(np.argmax(alphas))
+
+
+def solve_primal(stats: SufficientStats, alpha="gcv", fit_intercept: bool = True, eps: float = 1e-13) -> PrimalSolution:
     """Solve the ridge problem of ``stats`` for ``alpha`` (number, list or ``"gcv"``).
 
     When several α are given the one with the smallest GCV (averaged over targets, as
-    scikit-learn's RidgeCV does by default) is chosen.
+    scikit-learn's RidgeCV does by default) is chosen, among scores above their rounding error.
     """
     resolve_alphas(alpha)  # validate before the eigendecomposition
-    path = eigen_path(stats, fit_intercept)
+    path = eigen_path(stats, fit_intercept, eps)
     alphas, select = resolve_alphas(alpha, path)
     gcv = path.gcv(alphas)
-    best = int(np.argmin(gcv.mean(axis=1))) if select else 0
+    best = best_index(gcv.mean(axis=1), alphas) if select else 0
     coef = path.coef(float(alphas[best]))
     return PrimalSolution(coef, path.intercept(coef), float(alphas[best]), alphas, path.df(alphas), gcv)
