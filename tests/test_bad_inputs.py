@@ -777,8 +777,9 @@ def test_bootstrap_store_of_another_job(tmp_path, data_dir, scheduler, caplog):
     # job b: another seed (so other resamples), pointed at job a's store
     job_b = write_job(tmp_path, job_text(data_dir / "train.zarr", address=scheduler) + "seed: 1\n"
                       + boot.format(store=store))
-    cli_error(["-q", "run", str(job_b)], caplog, StoreMismatchError, "fingerprint.seed")
-    # the fit finished before the bootstrap (its model.zarr is that fit); nothing else looks done
-    assert_nothing_finished(tmp_path / "out", allow=("model.zarr",))
+    cli_error(["-q", "run", str(job_b)], caplog, StoreMismatchError, "seed: expected")
+    # refused before the fit: no model, nothing that looks done
+    assert_nothing_finished(tmp_path / "out")
+    assert not (tmp_path / "out" / "model.zarr").exists()
     assert not (tmp_path / "out" / "bootstrap_band.zarr").exists()
     np.testing.assert_array_equal(zarr.open_array(str(store), path="done", mode="r")[:], done)

@@ -53,6 +53,40 @@ def bootstrap_seed(seed: int) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
+def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
+    """Before the fit: refuse a bootstrap store written by another job.
+
+    Compares what is known before fitting — the data fingerprint, the resampling seed and
+    method, and B — so a foreign store fails the job before any model is written. (The full
+    fingerprint, estimator included, is checked again by :func:`bootstrap`.)
+    """
+    bc = cfg.bootstrap
+    if bc is None or "://" in bc.store or not os.path.exists(bc.store):
+        return
+    import json
+
+    from bigkernel.errors import StoreMismatchError
+    from bigkernel.models.bootstrap import _data_fingerprint
+    from bigkernel.models.bootstrap_store import open_store
+
+    store = open_store(bc.store)  # a folder that is no bootstrap store is refused here
+    fp = store.fingerprint or {}
+    canon = lambda v: json.dumps(v, sort_keys=True, default=str)  # noqa: E731 - JSON round trip
+    checks = {
+        "seed": (bootstrap_seed(cfg.seed), fp.get("seed")),
+        "resampling.method": (bc.method, (fp.get("resampling") or {}).get("method")),
+        "n_bootstraps": (bc.n_bootstraps, store.n_replicates),
+        "data": (_data_fingerprint(ds, None, client), fp.get("data")),
+    }
+    diffs = [f"{key}: expected {canon(exp)}, found {canon(found)}" for key, (exp, found) in checks.items()
+             if canon(exp) != canon(found)]
+    if diffs:
+        raise StoreMismatchError(
+            f"bootstrap store {bc.store!r} was written by a different job; refusing to mix results "
+            f"({'; '.join(diffs)}). Use a new bootstrap.store path or delete the old store"
+        )
+
+
 def bootstrap_estimator(est: Any) -> RandomFeatureRidge:
     """A :class:`RandomFeatureRidge` with a fitted model's feature map, γ and chosen α fixed.
 

@@ -258,6 +258,10 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
             plan = chunk_plan(cfg, ds)
             logger.info("chunk plan: %s", plan)
 
+            if cfg.bootstrap is not None:
+                from bigkernel.jobs.bootstrap_job import check_existing_store
+
+                check_existing_store(cfg, ds, client)  # a foreign store fails before the fit
             est = build_estimator(cfg)
             split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
             t = time.perf_counter()
