@@ -1,0 +1,1 @@
+"""Data in: opening and validating sources, synthetic generators written chunk by chunk."""

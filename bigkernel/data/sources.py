@@ -1,0 +1,154 @@
+"""Open data sources as row-chunked dask arrays: zarr groups (path or fsspec URL), .npy files,
+numpy and dask arrays. Only metadata is read here; values are read by the tasks of the pass."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import dask
+import dask.array as da
+import numpy as np
+import zarr
+
+from bigkernel.data.validate import check_X_metadata, check_y_metadata, default_chunk_rows
+from bigkernel.errors import DataError, DataNotFoundError
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A validated data set: X (n, d) and optional y (n,) or (n, k), sharing row chunks."""
+
+    X: da.Array
+    y: da.Array | None
+    source: str
+
+
+def _is_url(path: str) -> bool:
+    return "://" in str(path)
+
+
+def open_zarr_array(path: str, name: str, storage_options: dict | None = None) -> zarr.Array:
+    """Array ``name`` of the zarr group at ``path`` (local or fsspec URL)."""
+    path = str(path)
+    if not _is_url(path) and not os.path.exists(path):
+        raise DataNotFoundError(f"data source {path!r} does not exist; check the path (relative paths in a job are resolved against the config file's folder)")
+    try:
+        group = zarr.open_group(path, mode="r", storage_options=storage_options if _is_url(path) else None)
+    except (FileNotFoundError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError) as exc:
+        raise DataNotFoundError(f"{path!r} is not a zarr group holding arrays X and y: {exc}") from None
+    try:
+        node = group[name]
+    except KeyError:
+        members = sorted(group.array_keys())
+        raise DataNotFoundError(
+            f"zarr group {path!r} has no array {name!r}; arrays found: {members or 'none'}. "
+            "Name the array with the source's x:/y: keys"
+        ) from None
+    if not isinstance(node, zarr.Array):
+        raise DataNotFoundError(f"{path}/{name} is a group, not an array")
+    return node
+
+
+def _load_npy_rows(path: str, start: int, stop: int) -> np.ndarray:
+    # opened inside the task, so the graph carries a path and not the data
+    return np.asarray(np.load(path, mmap_mode="r")[start:stop])
+
+
+def open_npy(path: str, chunk_rows: int | None = None) -> da.Array:
+    """A memory-mapped .npy file as a dask array chunked along rows."""
+    path = str(path)
+    if not os.path.exists(path):
+        raise DataNotFoundError(f"data file {path!r} does not exist")
+    try:
+        mm = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as exc:
+        raise DataError(f"{path!r} is not a plain numeric .npy file (object arrays are refused, no unpickling): {exc}") from None
+    if mm.ndim == 0:
+        raise DataError(f"{path!r} holds a scalar, expected an array")
+    rows = chunk_rows or default_chunk_rows(int(np.prod(mm.shape[1:], dtype=int)) or 1, mm.dtype.itemsize)
+    blocks = [
+        da.from_delayed(dask.delayed(_load_npy_rows, pure=True)(path, lo, min(lo + rows, mm.shape[0])),
+                        shape=(min(lo + rows, mm.shape[0]) - lo, *mm.shape[1:]), dtype=mm.dtype)
+        for lo in range(0, mm.shape[0], rows)
+    ]
+    if not blocks:
+        return da.from_array(np.asarray(mm), chunks=mm.shape or (0,))
+    return da.concatenate(blocks, axis=0)
+
+
+def from_zarr(array: zarr.Array, chunk_rows: int | None = None) -> da.Array:
+    """A zarr array as dask, row chunks a multiple of the storage chunks near ``chunk_rows``."""
+    x = da.from_zarr(array)
+    if x.ndim == 0:
+        raise DataError(f"zarr array {array.path!r} is a scalar, expected an array")
+    if x.shape[0] == 0:
+        return x  # empty: the metadata check reports it
+    store_rows = max(1, array.chunks[0])
+    width = int(np.prod(array.shape[1:], dtype=int)) or 1
+    target = chunk_rows or default_chunk_rows(width, array.dtype.itemsize)
+    rows = max(store_rows, (target // store_rows) * store_rows)
+    return x.rechunk({0: rows})
+
+
+def open_source(
+    path: str,
+    x: str | list[str] = "X",
+    y: str | list[str] | None = "y",
+    *,
+    y_path: str | None = None,
+    chunk_rows: int | None = None,
+    storage_options: dict | None = None,
+) -> Dataset:
+    """Open a data source and validate its metadata.
+
+    Parameters
+    ----------
+    path : str
+        A zarr group (local path or fsspec URL) holding arrays ``x`` and ``y``; a ``.npy`` file
+        with X (then ``y_path`` names y's ``.npy`` file, if any); or a Parquet / CSV file, glob or
+        folder of Parquet parts (then ``x`` is a list of columns and ``y`` a column name or list).
+    x, y : str or list of str
+        Array names inside the zarr group, or column names of a table; ``y=None`` for
+        prediction-only sources.
+    chunk_rows : int, optional
+        Rows per dask chunk (default: about 64 MiB of X).
+    """
+    path = str(path)
+    from bigkernel.data.tables import is_table, open_table
+
+    if is_table(path):
+        X, Y = open_table(path, x, y)
+        rows = chunk_rows or default_chunk_rows(X.shape[1], X.dtype.itemsize)
+        X = X.rechunk({0: rows})
+    elif path.endswith(".npy"):
+        X = open_npy(path, chunk_rows)
+        Y = open_npy(y_path, X.chunks[0][0]) if y_path else None
+    else:
+        X = from_zarr(open_zarr_array(path, x, storage_options), chunk_rows)
+        Y = from_zarr(open_zarr_array(path, y, storage_options), X.chunks[0][0]) if y else None
+    return as_dataset(X, Y, source=path)
+
+
+def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
+    """numpy / array-like / dask input as a dask array chunked along rows only."""
+    if isinstance(a, da.Array):
+        return a
+    arr = np.asarray(a)
+    if arr.ndim == 0:
+        raise DataError(f"{name} must be an array, got a scalar {a!r}")
+    width = int(np.prod(arr.shape[1:], dtype=int)) or 1
+    rows = chunk_rows or default_chunk_rows(width, max(arr.dtype.itemsize, 1))
+    return da.from_array(arr, chunks=(max(1, min(rows, arr.shape[0] or 1)), *arr.shape[1:]))
+
+
+def as_dataset(X, y=None, source: str = "<array>", chunk_rows: int | None = None) -> Dataset:
+    """Validate ``X`` (and ``y``) from metadata and align y's chunks to X's rows."""
+    X = as_dask(X, chunk_rows, "X")
+    check_X_metadata(X)
+    Y = None
+    if y is not None:
+        Y = as_dask(y, X.chunks[0][0], "y")
+        check_y_metadata(Y, X.shape[0])
+        Y = Y.rechunk((X.chunks[0],) + ((Y.shape[1],) if Y.ndim == 2 else ()))
+    return Dataset(X, Y, source)
