@@ -149,6 +149,11 @@ def _connect(address: str, security) -> Client:
         return Client(address, security=security, set_as_default=False)
     except ValueError as exc:  # e.g. an unknown scheme: distributed names the known ones
         raise ClusterError(f"{address!r} is not a Dask scheduler address: {exc}") from None
+    except TypeError as exc:  # distributed's way of saying a tls:// address got no TLS context
+        raise ClusterError(
+            f"the scheduler at {address} speaks TLS but no credentials were given: set "
+            f"cluster.security (tls_ca_file, tls_client_cert, tls_client_key) ({exc})"
+        ) from None
     except (OSError, TimeoutError) as exc:
         timeout = dask.config.get("distributed.comm.timeouts.connect")
         raise ClusterError(
