@@ -18,6 +18,13 @@ Targets (issue 3): at n=20,000 predictions within 1e-4 relative RMS of sklearn, 
 <= 1/4 of sklearn's time, peak RSS <= 4 GB; preconditioned CG <= 1/3 of plain CG's iterations;
 n=100,000 completes in <= 10 min with peak RSS <= 16 GB.
 
+OpenBLAS: scipy's bundled OpenBLAS 0.3.30 picks its SkylakeX kernels on this AMD EPYC (Zen 4)
+and segfaults inside ``scipy.linalg.solve(assume_a="pos")`` — the Cholesky solve of
+scikit-learn's KernelRidge — from n ≈ 16,000 on (reproduced with plain scipy; n=12,000 works;
+``OPENBLAS_CORETYPE=Haswell`` or one thread avoids it). So every measurement subprocess runs
+with ``OPENBLAS_CORETYPE=Haswell`` by default (``--openblas-coretype ""`` to leave it unset),
+both libraries alike.
+
 Usage::
 
     python scripts/bench_exact.py --out bench_results/bench_exact.json     # full size (~8 min)
@@ -108,10 +115,13 @@ def m_exact(n: int, pred_path: str | None, preconditioner: str | None, n_probes:
 MEASUREMENTS = {"sklearn": m_sklearn, "exact": m_exact}
 
 
+_ENV = dict(os.environ)
+
+
 def run(kind: str, **kwargs) -> dict:
     """Run one measurement in a fresh interpreter and return its JSON result."""
     cmd = [sys.executable, __file__, "_measure", kind, json.dumps(kwargs)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_ENV)
     if r.returncode != 0:
         tail = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
         return {"error": f"exit {r.returncode} {tail}".strip()}
@@ -148,7 +158,11 @@ def main() -> None:
     p.add_argument("--no-sklearn", action="store_true")
     p.add_argument("--no-plain", action="store_true", help="skip plain CG (the slowest measurement)")
     p.add_argument("--out", default="bench_results/bench_exact.json")
+    p.add_argument("--openblas-coretype", default="Haswell",
+                   help="OPENBLAS_CORETYPE of the measurements (see above); '' leaves it unset")
     args = p.parse_args()
+    if args.openblas_coretype:
+        _ENV["OPENBLAS_CORETYPE"] = args.openblas_coretype
     n, n_large = int(args.n), int(args.n_large)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     rows: list[dict] = []
@@ -194,7 +208,7 @@ def main() -> None:
 
     result = {"rows": rows, "summary": summary, "total_s": time.perf_counter() - t0, "machine": {
         "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "numpy": numpy.__version__}}  # fmt: skip
+        "numpy": numpy.__version__, "OPENBLAS_CORETYPE": _ENV.get("OPENBLAS_CORETYPE")}}  # fmt: skip
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
     print(_table(rows))

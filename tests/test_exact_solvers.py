@@ -73,8 +73,8 @@ def test_random_features_and_nystroem_approach_the_exact_solution(smooth_problem
     assert nys == sorted(nys, reverse=True) and nys[-1] <= 0.02
 
 
-@pytest.mark.slow
-def test_random_features_within_two_percent_at_d_4096(smooth_problem):
+def test_random_features_and_nystroem_within_two_percent_at_d_4096(smooth_problem):
+    """The issue's criterion (~9 s here: two 4096-feature eigendecompositions)."""
     X, y, Xt, exact = smooth_problem
     rff = RandomFeatureRidge(gamma=0.1, alpha=1.0, n_components=4096, form="cossin", random_state=0).fit(X, y)
     nys = NystroemRidge(gamma=0.1, alpha=1.0, n_components=4096, random_state=0).fit(X, y)
