@@ -49,6 +49,7 @@ from bigkernel.errors import (
 )
 from bigkernel.jobs.config import load_config
 from tests.conftest import friedman
+from tests._yaml import MINIMAL, error_of, with_model, write
 
 distributed = pytest.importorskip("distributed")
 
@@ -144,35 +145,6 @@ def zarr_store(path: Path, X: np.ndarray, y: np.ndarray | None, x_chunks=None) -
     return path
 
 
-# YAML helpers of the loader tests (the cases moved here from tests/test_config.py)
-
-MINIMAL = """\
-output: runs/job
-data:
-  train:
-    path: data/train.zarr
-"""
-
-
-def write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
-    """Write a dedented YAML config into ``tmp_path`` and return its path."""
-    path = tmp_path / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path
-
-
-def with_model(tmp_path: Path, model_lines: str) -> Path:
-    """A minimal valid job with ``model_lines`` (already indented by two spaces) under model."""
-    model = textwrap.indent(textwrap.dedent(model_lines), "  ")
-    return write(tmp_path, MINIMAL + "model:\n" + model)
-
-
-def error_of(path: Path) -> str:
-    """Load ``path`` expecting a ConfigError; return its message."""
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    return str(info.value)
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,28 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         return tags
 
     # ----------------------------------------------------------------- data
+    def fit(self, X, y):
+        """Fit from numpy or dask arrays (see the class docstring for what each solver does).
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        return self.fit_dataset(self._fit_input(X, y))
+
+    def _fit_input(self, X, y) -> Dataset:
+        """Validated training data (metadata only; values are checked in the pass)."""
+        if y is None:
+            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        ds, _ = self._as_dataset(X, y, reset=True)
+        return ds
+
     def _as_dataset(self, X, y=None, *, reset: bool) -> tuple[Dataset, bool]:
         """Validated dask data set and whether the input was dask (so output should be)."""
         if isinstance(X, da.Array) or isinstance(y, da.Array):

@@ -280,25 +280,6 @@ class ExactKernelRidge(_EstimatorBase):
                 raise DataError("no rows to fit: the training set is empty (or all weights are zero)")
         return X, Y
 
-    # ----------------------------------------------------------------- fit
-    def fit(self, X, y):
-        """Fit the exact kernel ridge solution.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        self
-        """
-        self._check_params()
-        if y is None:
-            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        ds, _ = self._as_dataset(X, y, reset=True)
-        return self.fit_dataset(ds)
-
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
 

@@ -118,22 +118,6 @@ class NystroemRidge(_RandomFeatureBase):
         # the same kernel construction as the exact solver, so solvers are comparable
         return build_kernel(self, n_features)
 
-    # ----------------------------------------------------------------- fit
-    def fit(self, X, y):
-        """Sample landmarks, then fit in one pass over the data.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        self
-        """
-        self._check_params()
-        return self.fit_dataset(self._fit_input(X, y))
-
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
 

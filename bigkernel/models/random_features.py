@@ -105,12 +105,6 @@ class _RandomFeatureBase(_EstimatorBase):
                     f"{self.n_samples_fit_:,}", fmap.n_components, self.alpha_, self.df_)
         return self
 
-    def _fit_input(self, X, y) -> Dataset:
-        if y is None:
-            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        ds, _ = self._as_dataset(X, y, reset=True)
-        return ds
-
     def stats_graph(self, ds: Dataset, fmap, weights=None):
         """The delayed one-pass statistics of ``ds`` under ``fmap`` (a map, or a list of maps
         sharing the pass), optionally weighted or partitioned (for orchestrators)."""
@@ -276,22 +270,6 @@ class RandomFeatureRidge(_RandomFeatureBase):
 
     def _make_feature_map(self, n_features: int) -> FeatureMap:
         return self._feature_map(n_features, self._seed(), self.gamma, self.length_scale)
-
-    # ----------------------------------------------------------------- fit
-    def fit(self, X, y):
-        """Fit from numpy or dask arrays in one pass over the data.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        self
-        """
-        self._check_params()
-        return self.fit_dataset(self._fit_input(X, y))
 
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).

@@ -122,21 +122,6 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
             return [float(v) for v in np.atleast_1d(self.gammas)]
         return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
 
-    def fit(self, X, y):
-        """Search the (γ, α) grid and fit the best point, in one pass over the data.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
-
-        Returns
-        -------
-        self
-        """
-        self._check_params()
-        return self.fit_dataset(self._fit_input(X, y))
-
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated dataset; ``weights`` may be a row partition (e.g. a holdout split)
         whose group 0 alone takes part: other rows are in neither training nor validation."""
