@@ -1,7 +1,7 @@
 """bigkernel: kernel ridge regression for large n, out of core on Dask.
 
-Public API: :class:`RandomFeatureRidge`, :class:`ExactKernelRidge`, :class:`NystroemRidge`,
-:class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`.
+Public API: :class:`RandomFeatureRidge`, :class:`ExactKernelRidge`, :class:`ExactKernelRidgeCV`,
+:class:`NystroemRidge`, :class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`.
 """
 
 from bigkernel._version import __version__
@@ -23,6 +23,7 @@ from bigkernel.errors import (
 from bigkernel.models.auto import KernelRidge
 from bigkernel.models.bootstrap import BootstrapResult, bootstrap, eval_grid, load_bootstrap
 from bigkernel.models.exact import ExactKernelRidge
+from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.persist import load
 from bigkernel.models.random_features import RandomFeatureRidge
@@ -41,6 +42,7 @@ __all__ = [
     "DataError",
     "DataNotFoundError",
     "ExactKernelRidge",
+    "ExactKernelRidgeCV",
     "KernelRidge",
     "ModelFormatError",
     "NonFiniteError",

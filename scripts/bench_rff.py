@@ -12,6 +12,9 @@ the same size measured in the same run:
   peak RSS at n = 1M, 3M, 10M to show it is flat in n.
 - ``chunking``: same seed, two chunkings → coefficient difference (float32 with chunk edges at
   multiples of 8192 rows; float64 with arbitrary chunk edges).
+- ``standardize``: the cost of ``standardize=True`` (its pre-pass reads X's d columns once before
+  the feature pass): fits from zarr with and without it, and the pre-pass alone, as ratios to the
+  plain fit (default n=3,000,000, D=1024, float32).
 
 Usage::
 
@@ -67,15 +70,16 @@ def m_syrk(n: int, D: int, dtype: str, block_rows: int | None) -> dict:
 
 
 def m_ours(n: int, D: int, dtype: str, source: str | None, chunk_rows: int | None, dask_threads: int,
-           n_test: int, save_coef: str | None = None) -> dict:
+           n_test: int, save_coef: str | None = None, standardize: bool = False,
+           gamma: float = GAMMA) -> dict:
     """RandomFeatureRidge.fit on the local threaded scheduler; holdout RMSE on fresh rows."""
     import dask
     import numpy as np
 
     from bigkernel import RandomFeatureRidge, open_source
 
-    est = RandomFeatureRidge(gamma=GAMMA, n_components=D, alpha=ALPHA, random_state=0, dtype=dtype,
-                             chunk_rows=chunk_rows)
+    est = RandomFeatureRidge(gamma=gamma, n_components=D, alpha=ALPHA, random_state=0, dtype=dtype,
+                             chunk_rows=chunk_rows, standardize=standardize)
     if source is None:
         X, y = _data(n, seed=1)
     else:
@@ -110,7 +114,20 @@ def m_sklearn(n: int, D: int, n_test: int) -> dict:
     return {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), "rmse": rmse}
 
 
-MEASUREMENTS = {"syrk": m_syrk, "ours": m_ours, "sklearn": m_sklearn}
+def m_prepass(source: str, chunk_rows: int, dask_threads: int) -> dict:
+    """The standardize pre-pass alone: column means and standard deviations of X from zarr."""
+    import dask
+
+    from bigkernel import open_source
+
+    ds = open_source(source, chunk_rows=chunk_rows)
+    with dask.config.set(scheduler="threads", num_workers=dask_threads):
+        t = time.perf_counter()
+        dask.compute(ds.X.mean(axis=0), ds.X.std(axis=0))
+        return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb()}
+
+
+MEASUREMENTS = {"syrk": m_syrk, "ours": m_ours, "sklearn": m_sklearn, "prepass": m_prepass}
 
 
 def run(kind: str, **kwargs) -> dict:
@@ -171,6 +188,28 @@ def case_chunking(n: int, D: int) -> list[dict]:
     return rows
 
 
+def case_standardize(n: int, D: int, data_dir: str) -> list[dict]:
+    from bigkernel.data.synthetic import SyntheticSpec, make_data
+
+    path = os.path.join(data_dir, f"friedman1_{n}.zarr")
+    if not os.path.exists(path):
+        make_data(SyntheticSpec("friedman1", n, D_FEATURES, 1.0, 0), path, chunk_rows=131_072)
+    common = dict(n=n, D=D, dtype="float32", source=path, chunk_rows=131_072, dask_threads=2, n_test=100_000)
+    plain = run("ours", **common)
+    # γ applies to the standardized features: x ~ U(0, 1) has variance 1/12, so γ/12 is the
+    # same kernel on the original scale (comparable RMSE)
+    scaled = run("ours", **common, standardize=True, gamma=GAMMA / 12.0)
+    pre = run("prepass", source=path, chunk_rows=131_072, dask_threads=2)
+    base = plain.get("time_s", float("nan"))
+    return [
+        {"case": "std", "what": f"fit {n:,} rows from zarr, standardize=False", **plain, "ratio": 1.0},
+        {"case": "std", "what": "fit, standardize=True (pre-pass + pass)", **scaled,
+         "ratio": scaled.get("time_s", float("nan")) / base},
+        {"case": "std", "what": "the pre-pass alone (mean, std of X)", **pre,
+         "ratio": pre.get("time_s", float("nan")) / base},
+    ]
+
+
 def _table(rows: list[dict]) -> str:
     lines = [f"{'case':8s} {'what':58s} {'time s':>8s} {'ratio':>6s} {'peak RSS MB':>11s} {'RMSE':>7s}"]
     for r in rows:
@@ -190,7 +229,7 @@ def main() -> None:
         print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=["a", "b", "chunking", "all"], default="all")
+    p.add_argument("--case", choices=["a", "b", "chunking", "standardize", "all"], default="all")
     p.add_argument("--n", type=float, default=None, help="rows (default 4e5 for a/chunking, 1e7 for b)")
     p.add_argument("--D", type=int, default=None, help="features (default 2048 for a/chunking, 1024 for b)")
     p.add_argument("--no-sklearn", action="store_true")
@@ -208,6 +247,8 @@ def main() -> None:
         rows += case_b(n, args.D or 1024, args.data_dir, [n // 10, (3 * n) // 10])
     if args.case in ("chunking", "all"):
         rows += case_chunking(int(args.n or 4e5), args.D or 2048)
+    if args.case in ("standardize", "all"):
+        rows += case_standardize(int(args.n or 3e6), args.D or 1024, args.data_dir)
     import numpy
     import platform
 

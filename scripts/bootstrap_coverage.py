@@ -13,6 +13,11 @@ information (a percentile band of a biased smoother is not built to cover f).
 Example::
 
     python scripts/bootstrap_coverage.py --n 500 --B 500 --R 500 --out coverage.json
+    python scripts/bootstrap_coverage.py --solver exact --out coverage_exact.json
+
+``--solver`` picks the estimator: ``random_features`` (D features), ``exact`` (the exact rbf
+kernel ridge, weighted CG per replicate) or ``nystroem`` (D landmarks, drawn once from the
+bootstrapped data set and reused by the fresh fits: the same fixed map).
 """
 
 from __future__ import annotations
@@ -40,23 +45,34 @@ def coverage_experiment(
     n: int = 500, B: int = 500, R: int = 500, noise: float = 0.3, D: int = 200,
     alpha: float = 1.0, length_scale: float = 0.1, n_eval: int = 101,
     confidence_level: float = 0.9, seed: int = 0, store: str | None = None,
+    solver: str = "random_features",
 ) -> dict:
     """Run the comparison; returns widths, their ratio and the coverage of f."""
     import dask
     from threadpoolctl import threadpool_limits
 
-    from bigkernel import RandomFeatureRidge
+    from bigkernel import ExactKernelRidge, NystroemRidge, RandomFeatureRidge
     from bigkernel.data.synthetic import true_function
     from bigkernel.models.bootstrap import bootstrap
     from bigkernel.numerics.resample import percentile_band
 
-    def estimator() -> RandomFeatureRidge:
-        # one fixed feature map (random_state) for the bootstrap and every fresh fit
-        return RandomFeatureRidge(length_scale=length_scale, n_components=D, alpha=alpha,
-                                  random_state=seed)
-
     X_eval = np.linspace(0.0, 1.0, n_eval)[:, np.newaxis]
     X, y = sine_data(n, noise, seed)
+    if solver == "exact":
+        def estimator():
+            return ExactKernelRidge(length_scale=length_scale, alpha=alpha, random_state=seed)
+    elif solver == "nystroem":
+        # the landmarks are drawn once (from the bootstrapped data set) and kept for every fit
+        ny = NystroemRidge(length_scale=length_scale, n_components=D, alpha=alpha,
+                           random_state=seed).fit(X, y)
+
+        def estimator():
+            return _FixedMap(ny)
+    else:
+        def estimator():
+            # one fixed feature map (random_state) for the bootstrap and every fresh fit
+            return RandomFeatureRidge(length_scale=length_scale, n_components=D, alpha=alpha,
+                                      random_state=seed)
     own = store is None
     store = store or os.path.join(tempfile.mkdtemp(prefix="bootstrap-coverage-"), "bs.zarr")
     try:
@@ -65,7 +81,7 @@ def coverage_experiment(
         # is ~10x slower on a busy machine), the dask threads give the parallelism.
         with dask.config.set(scheduler="threads", num_workers=os.cpu_count()), \
                 threadpool_limits(1):
-            res = bootstrap(estimator(), X, y, X_eval, n_bootstraps=B,
+            res = bootstrap(estimator() if solver != "nystroem" else ny, X, y, X_eval, n_bootstraps=B,
                             confidence_level=confidence_level, random_state=seed + 1,
                             store=store)
             t_boot = time.perf_counter() - t0
@@ -82,7 +98,7 @@ def coverage_experiment(
         if own:
             shutil.rmtree(os.path.dirname(store), ignore_errors=True)
     return {
-        "params": {"n": n, "B": B, "R": R, "noise": noise, "D": D, "alpha": alpha,
+        "params": {"solver": solver, "n": n, "B": B, "R": R, "noise": noise, "D": D, "alpha": alpha,
                    "length_scale": length_scale, "n_eval": n_eval,
                    "confidence_level": confidence_level, "seed": seed},
         "mean_width_bootstrap": float(w_boot.mean()),
@@ -98,6 +114,23 @@ def coverage_experiment(
     }
 
 
+class _FixedMap:
+    """A fitted NystroemRidge refitted on new data with its landmarks kept (fresh fits)."""
+
+    def __init__(self, fitted) -> None:
+        self.fitted = fitted
+
+    def fit(self, X, y):
+        from sklearn.linear_model import Ridge
+
+        fm = self.fitted.feature_map_
+        self.ridge = Ridge(alpha=self.fitted.alpha).fit(fm.transform(X), y)
+        return self
+
+    def predict(self, X):
+        return self.ridge.predict(self.fitted.feature_map_.transform(X))
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description="Bootstrap band width vs fresh-sample band width "
                                              "on the 1-D sine problem.")
@@ -105,7 +138,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--B", type=int, default=500, help="bootstrap replicates")
     ap.add_argument("--R", type=int, default=500, help="fresh data sets")
     ap.add_argument("--noise", type=float, default=0.3, help="noise standard deviation")
-    ap.add_argument("--D", type=int, default=200, help="random features")
+    ap.add_argument("--solver", choices=["random_features", "exact", "nystroem"],
+                    default="random_features")
+    ap.add_argument("--D", type=int, default=200, help="random features (Nyström: landmarks)")
     ap.add_argument("--alpha", type=float, default=1.0, help="ridge penalty (fixed)")
     ap.add_argument("--length-scale", type=float, default=0.1, help="rbf length scale")
     ap.add_argument("--n-eval", type=int, default=101, help="evaluation points on [0, 1]")
@@ -117,11 +152,11 @@ def main(argv: list[str] | None = None) -> dict:
     out = coverage_experiment(
         n=args.n, B=args.B, R=args.R, noise=args.noise, D=args.D, alpha=args.alpha,
         length_scale=args.length_scale, n_eval=args.n_eval,
-        confidence_level=args.confidence_level, seed=args.seed,
+        confidence_level=args.confidence_level, seed=args.seed, solver=args.solver,
     )
     out["command"] = "python scripts/bootstrap_coverage.py " + " ".join(
         sys.argv[1:] if argv is None else argv)
-    print(f"n={args.n} B={args.B} R={args.R} noise={args.noise} D={args.D} alpha={args.alpha} "
+    print(f"solver={args.solver} n={args.n} B={args.B} R={args.R} noise={args.noise} D={args.D} alpha={args.alpha} "
           f"length_scale={args.length_scale}")
     print(f"mean band width  bootstrap: {out['mean_width_bootstrap']:.4f}   "
           f"fresh samples: {out['mean_width_fresh']:.4f}")

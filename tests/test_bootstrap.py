@@ -404,7 +404,11 @@ def test_job_section_band_zarr_plot_and_resume(tmp_path, search):
     ds = open_training_data(cfg)
     est = build_estimator(cfg).fit_dataset(ds)
     boot_est = bootstrap_estimator(est)
-    assert boot_est.alpha == est.alpha_ and boot_est.random_state == 3
+    if search:  # its plan bootstraps the chosen (gamma_, alpha_) with the fitted map
+        assert boot_est is est
+    else:  # a copy with the chosen alpha fixed, the fitted map reused
+        assert boot_est.alpha == est.alpha_ and boot_est.feature_map_ is est.feature_map_
+        assert est.alpha == "gcv"  # the job's model is not modified
     os.makedirs(cfg.output)
     first = run_bootstrap_section(cfg, est, ds)
     assert first["metrics"]["n_computed"] == 6 and first["metrics"]["mean_band_width"] > 0

@@ -12,7 +12,20 @@ from bigkernel import RandomFeatureRidge
 from tests.conftest import friedman
 
 
-@parametrize_with_checks([RandomFeatureRidge(), RandomFeatureRidge(kernel="laplacian", alpha="gcv", dtype="float32")])
+def _expected_failures(est):
+    if est.dtype == "float32":
+        # float32 features: sums of count-weighted products and of repeated rows round
+        # differently (3e-5 relative in predictions here); the check compares at 1e-7. The
+        # float64 instance passes it, and tests/test_bootstrap_solvers.py checks float64
+        # sample_weight == repeated rows for every solver.
+        return {"check_sample_weight_equivalence_on_dense_data": "float32 features round differently"}
+    return {}
+
+
+@parametrize_with_checks(
+    [RandomFeatureRidge(), RandomFeatureRidge(kernel="laplacian", alpha="gcv", dtype="float32")],
+    expected_failed_checks=_expected_failures,
+)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 

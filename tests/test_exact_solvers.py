@@ -203,7 +203,7 @@ MINIMAL_JOB = "output: runs/job\ndata:\n  train: {path: data/train.zarr}\nmodel:
     "model,key,words",
     [("{solver: random_features, kernel: polynomial}", "model.kernel", "no random-feature sampler"),
      ("{solver: exact, kernel: fourier}", "model.kernel", "use solver random_features"),
-     ("{solver: exact, alpha: cv}", "model.solver", "random_features only"),
+     ("{solver: nystroem, alpha: cv}", "model.solver", "random_features and exact only"),
      ("{solver: exact, memory_budget: lots}", "model.memory_budget", "a size such as '8GB'"),
      ("{solver: exact, tol: 2.0}", "model.tol", "< 1"),
      ("{solver: exact, preconditioner: ilu}", "model.preconditioner", "'rpcholesky'"),
@@ -220,7 +220,7 @@ def test_config_rejects_what_a_solver_lacks(model, key, words, tmp_path):
     assert key in str(err.value) and words in str(err.value)
 
 
-def test_config_reads_the_exact_solver_keys_and_refuses_bootstrap_with_them(tmp_path):
+def test_config_reads_the_exact_solver_keys_and_takes_bootstrap_with_them(tmp_path):
     from bigkernel.errors import ConfigError
     from bigkernel.jobs.config import load_config
     from bigkernel.jobs.runner import build_estimator
@@ -235,5 +235,5 @@ def test_config_reads_the_exact_solver_keys_and_refuses_bootstrap_with_them(tmp_
             est.dtype, est.n_probes) == (2, 0.5, 1e-8, 50, None, 64, "2GB", "float32", 4)
     boot = "bootstrap: {n_bootstraps: 10, eval_grid: {feature: 0, n_points: 10}}\n"
     p.write_text(MINIMAL_JOB.replace("model:\n", "model: {solver: exact}\n") + boot)
-    with pytest.raises(ConfigError, match="bootstrap.*random_features"):
-        load_config(p)
+    cfg = load_config(p)  # every solver has a bootstrap plan (tests/test_bootstrap_solvers.py)
+    assert cfg.model.solver == "exact" and cfg.bootstrap.n_bootstraps == 10

@@ -72,6 +72,8 @@ def stats_graph(
     NaN/inf raise :class:`~bigkernel.errors.NonFiniteError` from the chunk that holds them.
     """
     fmap_d = dask.delayed(fmap, pure=True)
+    if weights is not None and not isinstance(weights, Delayed):
+        weights = dask.delayed(weights, pure=True)  # one key, not a copy in every task
     parts = [
         dask.delayed(block_stats, pure=True)(fmap_d, xb, yb, start, weights=weights, dtype=dtype, block_rows=block_rows)
         for start, xb, yb in row_blocks(X, Y)

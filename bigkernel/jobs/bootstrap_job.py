@@ -4,8 +4,8 @@ Called by :func:`bigkernel.jobs.runner.run_job` after the fit, on the job's clus
 
     boot = run_bootstrap_section(cfg, est, ds, client)   # {"outputs": {...}, "metrics": {...}}
 
-What is bootstrapped: the *fitted* model's settings — its kernel, feature map (same seed), γ
-(the searched one for a CV model) and chosen α, all held fixed — refitted on B resamples of all
+What is bootstrapped: the *fitted* model — any solver — with its kernel, feature map or
+landmarks, scaling, γ (the searched one for a CV model) and chosen α held fixed, refitted on B resamples of all
 rows of the training data set (holdout rows included: a holdout split is for scoring, the band
 is about the data set). Only the data are resampled.
 
@@ -16,6 +16,7 @@ run's attributes; rewritten each run) and, with ``plot: true``, ``bootstrap_band
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import os
@@ -25,15 +26,11 @@ import numpy as np
 import zarr
 
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import ParameterError
 from bigkernel.models._compute import compute
-from bigkernel.models.bootstrap import (
-    BootstrapResult,
-    _feature_map_digest,
-    bootstrap,
-    eval_grid,
-)
-from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.models.auto import KernelRidge
+from bigkernel.models.bootstrap import BootstrapResult, bootstrap, eval_grid
+from bigkernel.models.exact_cv import ExactKernelRidgeCV
+from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 __all__ = ["bootstrap_estimator", "bootstrap_seed", "run_bootstrap_section", "write_band"]
 
@@ -87,42 +84,27 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
         )
 
 
-def bootstrap_estimator(est: Any) -> RandomFeatureRidge:
-    """A :class:`RandomFeatureRidge` with a fitted model's feature map, γ and chosen α fixed.
+def bootstrap_estimator(est: Any) -> Any:
+    """The job's fitted model with its chosen α held fixed, for :func:`bootstrap`.
+
+    The fitted feature map, landmarks, kernel and scaling are reused by the bootstrap plan
+    (:mod:`bigkernel.models.bootstrap_plans`); a ``KernelRidge`` gives its fitted solver; a
+    fitted ``RandomFeatureRidgeCV`` is bootstrapped at its chosen (γ, α) by its plan.
 
     Parameters
     ----------
-    est : RandomFeatureRidge or RandomFeatureRidgeCV
-        Fitted, with an integer ``random_state`` (jobs always have one).
+    est : fitted RandomFeatureRidge, RandomFeatureRidgeCV, NystroemRidge, ExactKernelRidge or KernelRidge
 
     Returns
     -------
-    RandomFeatureRidge
-        Unfitted; its feature map equals ``est.feature_map_`` (checked).
+    estimator
+        A shallow copy (the job's model is not modified).
     """
-    seed = est.random_state
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise ParameterError(
-            "bootstrapping a fitted model needs its integer random_state (to redraw the same "
-            f"feature map); found {seed!r}. Set model.random_state (or the job's seed)."
-        )
-    params = {
-        "kernel": est.kernel, "nu": est.nu, "n_components": est.n_components,
-        "sampler": est.sampler, "form": est.form, "fit_intercept": est.fit_intercept,
-        "random_state": int(seed), "dtype": est.dtype, "chunk_rows": est.chunk_rows,
-        "alpha": float(est.alpha_),
-    }  # fmt: skip
-    if hasattr(est, "gamma_"):  # a (γ, α) search: its best γ
-        params["gamma"] = float(est.gamma_)
-    else:
-        params.update(gamma=est.gamma, length_scale=est.length_scale)
-    boot = RandomFeatureRidge(**params)
-    fmap = boot._make_feature_map(est.feature_map_.n_features_in)
-    if _feature_map_digest(fmap) != _feature_map_digest(est.feature_map_):
-        raise ParameterError(
-            f"cannot rebuild the feature map of the fitted {type(est).__name__} from its "
-            "parameters; bootstrap() supports RandomFeatureRidge and RandomFeatureRidgeCV fits."
-        )
+    inner = est.estimator_ if isinstance(est, KernelRidge) else est
+    if isinstance(inner, (RandomFeatureRidgeCV, ExactKernelRidgeCV)):
+        return inner  # their plans bootstrap the chosen (γ, α)
+    boot = copy.copy(inner)
+    boot.set_params(alpha=float(inner.alpha_))
     return boot
 
 
@@ -167,8 +149,8 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
     ----------
     cfg : JobConfig
         With ``cfg.bootstrap`` set.
-    est : RandomFeatureRidge or RandomFeatureRidgeCV
-        The job's fitted model.
+    est : estimator
+        The job's fitted model (any solver).
     ds : Dataset
         The training data set (all rows are resampled).
     client : distributed.Client, optional

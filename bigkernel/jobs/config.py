@@ -79,6 +79,8 @@ Solver = Literal["random_features", "exact", "nystroem", "auto"]
 Kernel = Literal["rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", "periodic"]
 #: kernels with a random-feature sampler; the others need solver exact, nystroem or auto
 RFF_KERNELS = ("rbf", "laplacian", "matern", "fourier")
+#: kernels whose gamma the exact solver's search (ExactKernelRidgeCV) can vary
+EXACT_GAMMA_KERNELS = ("rbf", "laplacian", "matern", "polynomial", "sigmoid")
 Preconditioner = Literal["rpcholesky", "nystroem", "none"]
 GramDType = Literal["auto", "float32", "float64"]
 Landmarks = Literal["rpcholesky", "uniform"]
@@ -215,9 +217,12 @@ class ModelConfig:
         (the fixed 1-D basis) needs random_features.
     gamma : float, tuple of float, "cv" or None, default=None
         Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
-        is searched together with alpha in the same data pass (by K-fold CV when alpha or gamma
-        is "cv", else by GCV); "cv" — or leaving gamma unset with alpha "cv" — searches
-        1/d × 10^[-2..1] (7 values) by K-fold CV.
+        is searched together with alpha (by K-fold CV when alpha or gamma is "cv", else by GCV);
+        "cv" — or leaving gamma unset with alpha "cv" — searches 1/d × 10^[-2..1] (7 values).
+        Solver random_features searches in the same data pass; solver exact
+        (``ExactKernelRidgeCV``) forms one Gram matrix and one eigendecomposition per gamma and
+        scores by closed-form leave-one-out where random_features uses K-fold CV (see
+        ``alpha``). Solvers nystroem and auto take one gamma.
     length_scale : float, tuple of float or None, default=None
         Bandwidth, > 0; a tuple gives one scale per feature (ARD).
     nu : {0.5, 1.5, 2.5}, default=1.5
@@ -228,11 +233,24 @@ class ModelConfig:
         Orthogonal random features exist for ``kernel="rbf"`` only.
     form : {"cos", "cossin"}, default="cos"
         ``cos(Wx + b)`` features or paired cos/sin features with D/2 frequencies.
-    alpha : float, tuple of float, "gcv" or "cv", default="gcv"
+    alpha : float, tuple of float, "gcv", "cv" or "loo", default="gcv"
         Ridge penalty (> 0, finite), a grid of them scored by GCV, "gcv" for the default grid
-        scored by GCV, or "cv" for the default grid scored by K-fold CV.
+        scored by GCV, or "cv" for the default grid scored by cross-validation: K-fold
+        (``cv: K``) with solver random_features; closed-form leave-one-out with solver exact,
+        whose equivalent it is (the exact path has no per-fold sums to subtract; LOO is exact,
+        as n refits would give). "loo" (solver exact only) is the same as "cv" there. With
+        solver exact, "cv"/"loo" or a gamma list or "cv" select ``ExactKernelRidgeCV``
+        (n <= 6000: one O(n³) eigendecomposition per gamma); a gamma list with alpha a number,
+        a list or "gcv" is scored by GCV. The mapping::
+
+            solver           alpha: gcv | list        alpha: cv             alpha: loo
+            random_features  GCV (one pass)           K-fold (cv: K)        error
+            exact            GCV (one gamma: CG;      closed-form LOO       closed-form LOO
+                             gamma list/cv: eigh)     (cv: K is an error)
+            nystroem, auto   GCV                      error                 error
     cv : int, default=5
-        Folds for K-fold cross-validation (>= 2), used when alpha or gamma is "cv".
+        Folds for K-fold cross-validation (>= 2), used when alpha or gamma is "cv" with solver
+        random_features (setting it for an exact search is an error: it has no folds).
     standardize : bool, default=False
         Standardize features to mean 0 / sd 1 (a light pre-pass over X; stored in the model).
     fit_intercept : bool, default=True
@@ -272,7 +290,7 @@ class ModelConfig:
     n_components: int = 1024
     sampler: Sampler = "iid"
     form: Form = "cos"
-    alpha: float | tuple[float, ...] | Literal["gcv", "cv"] = "gcv"
+    alpha: float | tuple[float, ...] | Literal["gcv", "cv", "loo"] = "gcv"
     cv: int = 5
     standardize: bool = False
     fit_intercept: bool = True
@@ -1149,9 +1167,6 @@ def _parse_job(ctx: _Context) -> JobConfig:
         source=ctx.source,
         base_dir=ctx.base_dir,
     )
-    if job.bootstrap is not None and job.model.solver != "random_features" and not ctx.problems:
-        ctx.report("bootstrap", f"bootstrap bands need model.solver random_features (the resampled "
-                   f"fits reuse its feature map), found {job.model.solver!r}")
     if not ctx.problems:
         _check_overlaps(job, ctx)
     ctx.raise_if_any()
@@ -1234,7 +1249,8 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         sampler=sec.value("sampler", _choice(get_args(Sampler)), "iid"),
         form=sec.value("form", _choice(get_args(Form)), "cos"),
         alpha=sec.value("alpha", _positive_or_list(
-            "a number > 0, a non-empty list of numbers > 0, 'gcv' or 'cv'", word=("gcv", "cv")), "gcv"),
+            "a number > 0, a non-empty list of numbers > 0, 'loo', 'gcv' or 'cv'", word=("gcv", "cv", "loo")),
+            "gcv"),
         cv=sec.value("cv", _integer(gt=1), 5),
         standardize=sec.value("standardize", _boolean, False),
         fit_intercept=sec.value("fit_intercept", _boolean, True),
@@ -1288,10 +1304,23 @@ def _check_solver(sec: _Section, model: ModelConfig) -> None:
         sec.report("kernel", "kernel 'fourier' is the fixed 1-D basis of the random-feature solver; "
                    "use solver random_features")
     searched = isinstance(model.gamma, tuple) or "cv" in (model.gamma, model.alpha)
-    if model.solver != "random_features" and searched:
-        sec.report("solver", f"the (gamma, alpha) search of lists or 'cv' exists for solver "
-                   f"random_features only, found solver {model.solver!r}; give one gamma and an "
-                   "alpha, a list of alphas or 'gcv'")
+    if model.alpha == "loo" and model.solver != "exact":
+        sec.report("alpha", f"alpha 'loo' (closed-form leave-one-out) exists for solver exact only, "
+                   f"found solver {model.solver!r}; with random_features use alpha 'cv' (K-fold, "
+                   "cv: K) or 'gcv'")
+    elif model.solver not in ("random_features", "exact") and searched:
+        sec.report("solver", f"the (gamma, alpha) search of lists or 'cv' exists for solvers "
+                   f"random_features and exact only, found solver {model.solver!r}; give one gamma "
+                   "and an alpha, a list of alphas or 'gcv'")
+    if model.solver == "exact" and (searched or model.alpha == "loo"):
+        if sec.is_set("cv"):
+            sec.report("cv", "solver exact has no K-fold CV: its (gamma, alpha) search scores by "
+                       "closed-form leave-one-out (alpha 'cv' or 'loo') or GCV; remove cv")
+        gamma_searched = isinstance(model.gamma, tuple) or model.gamma == "cv"
+        if gamma_searched and model.kernel not in EXACT_GAMMA_KERNELS:
+            sec.report("gamma", f"kernel {model.kernel!r} has no gamma to search; gamma lists and "
+                       f"'cv' exist for kernels {', '.join(EXACT_GAMMA_KERNELS)} (use alpha 'loo' "
+                       "to search alpha alone)")
 
 
 def _byte_size(value: Any) -> int | str:

@@ -51,7 +51,8 @@ def path_table(est) -> dict[str, np.ndarray]:
     """α-path diagnostics of a fitted estimator: gamma, alpha, score (lower is better), df, kind."""
     if hasattr(est, "cv_results_"):
         r = est.cv_results_
-        kind = "GCV" if est.cv == "gcv" else f"{est.cv}-fold CV MSE"
+        cv = getattr(est, "criterion", None) or est.cv  # ExactKernelRidgeCV: "loo" or "gcv"
+        kind = {"gcv": "GCV", "loo": "LOO MSE (closed form)"}.get(cv, f"{cv}-fold CV MSE")
         return {"gamma": np.asarray(r["param_gamma"]), "alpha": np.asarray(r["param_alpha"]),
                 "score": -np.asarray(r["mean_test_score"]), "df": np.asarray(r["df"]), "kind": kind}
     fmap = getattr(est, "feature_map_", None)  # the exact solver has no feature map
@@ -114,8 +115,10 @@ def write_report(output: str, metrics: dict[str, Any], figures: dict[str, str]) 
     m = metrics
     lines = [f"# bigkernel job `{m['job']}`", "",
              f"- data: {m['data']['n_samples']:,} rows × {m['data']['n_features']} features from `{m['data']['source']}`",
-             f"- model: {m['model']['kernel']} random features, D={m['model']['n_components']}, "
-             f"α={m['model']['alpha']:.3g}, df={m['model']['df']:.1f}"]  # fmt: skip
+             f"- model: {m['model']['kernel']} "
+             + (f"exact kernel ridge, n={m['model']['n_samples_fit']:,}, " if "n_samples_fit" in m["model"]
+                else f"{str(m['model']['solver']).replace('_', ' ')}, D={m['model']['n_components']}, ")
+             + f"α={m['model']['alpha']:.3g}, df={m['model']['df']:.1f}"]  # fmt: skip
     if m.get("search"):
         lines.append(f"- search: best {m['search']['best_params']} of {m['search']['n_candidates']} candidates")
     lines += ["", "| set | n | RMSE | R² |", "|---|---|---|---|"]

@@ -37,6 +37,8 @@ def build_estimator(cfg: JobConfig):
     m = cfg.model
     alpha = list(m.alpha) if isinstance(m.alpha, tuple) else m.alpha
     ls = list(m.length_scale) if isinstance(m.length_scale, tuple) else m.length_scale
+    if m.solver == "exact" and (isinstance(m.gamma, tuple) or "cv" in (m.gamma, m.alpha) or m.alpha == "loo"):
+        return _build_exact_search(m, alpha, ls)
     if m.solver != "random_features":
         return _build_kernel_solver(m, alpha, ls)
     if isinstance(m.gamma, tuple) or m.gamma == "cv" or m.alpha == "cv":
@@ -89,6 +91,34 @@ def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
         cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, n_components=m.n_components,
         sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state,
         dtype=m.dtype, standardize=m.standardize,
+    )  # fmt: skip
+
+
+def _build_exact_search(m, alpha, ls):
+    """ExactKernelRidgeCV: closed-form LOO when "cv" or "loo" is asked for, else GCV."""
+    from bigkernel.models.exact_cv import (
+        GAMMA_KERNELS,
+        LENGTH_SCALE_KERNELS,
+        ExactKernelRidgeCV,
+    )
+
+    gammas = length_scales = kernel_params = None
+    if isinstance(m.gamma, tuple):
+        gammas = list(m.gamma)
+    elif m.gamma not in (None, "cv") and m.kernel in GAMMA_KERNELS:
+        gammas = [m.gamma]  # one gamma (ignored, as scikit-learn does, by kernels without one)
+    elif m.gamma is None and ls is not None:
+        if isinstance(ls, list) or m.kernel not in LENGTH_SCALE_KERNELS:
+            kernel_params = {"length_scale": ls}  # ARD scales or periodic: fixed, alpha searched
+        else:
+            length_scales = [ls]
+    alphas = alpha if isinstance(alpha, list) else None if isinstance(alpha, str) else [alpha]
+    return ExactKernelRidgeCV(
+        m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
+        criterion="loo" if "cv" in (m.gamma, m.alpha) or m.alpha == "loo" else "gcv",
+        degree=m.degree, coef0=m.coef0, nu=m.nu, kernel_params=kernel_params,
+        fit_intercept=m.fit_intercept, standardize=m.standardize, memory_budget=m.memory_budget,
+        random_state=m.random_state,
     )  # fmt: skip
 
 
@@ -335,10 +365,12 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
            "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None}
     if hasattr(est, "solver_reason_"):
         out["solver_reason"] = est.solver_reason_
-    if hasattr(inner, "solver_info_"):  # exact: CG figures, df's standard error, the Gram cache
+    if hasattr(inner, "n_iter_"):  # exact: CG figures, df's standard error, the Gram cache
         out.update(n_samples_fit=inner.n_samples_fit_, df_stderr=inner.df_stderr_,
                    n_iter=np.asarray(inner.n_iter_).tolist(), residual=np.asarray(inner.residual_).tolist(),
                    solver_info=inner.solver_info_)
+    elif hasattr(inner, "criterion"):  # exact search (ExactKernelRidgeCV): closed form, no CG
+        out.update(n_samples_fit=inner.n_samples_fit_, dtype="float64", solver_info=inner.solver_info_)
     return out
 
 
@@ -346,7 +378,8 @@ def _search_summary(est) -> dict[str, Any] | None:
     """Best point and grid size of a (γ, α) search, or None for a plain fit."""
     if not hasattr(est, "cv_results_"):
         return None
-    return {"cv": est.cv, "best_params": est.best_params_, "best_score": est.best_score_,
+    return {"cv": getattr(est, "criterion", None) or est.cv, "best_params": est.best_params_,
+            "best_score": est.best_score_,
             "n_candidates": len(est.cv_results_["params"])}
 
 
@@ -375,6 +408,11 @@ def _want_plots(cfg: JobConfig) -> bool:
     return bool(cfg.plots)
 
 
+def _search_kind(cv: Any) -> str:
+    """How a search scored: "GCV", "leave-one-out (closed form)" or "K-fold CV"."""
+    return {"gcv": "GCV", "loo": "leave-one-out (closed form)"}.get(cv, f"{cv}-fold CV")
+
+
 def _jsonable_results(results: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in results.items()}
 
@@ -387,14 +425,15 @@ def summary_text(m: dict[str, Any]) -> str:
         f"data:  {d['n_samples']:,} rows × {d['n_features']} features from {d['source']} "
         f"({d['n_chunks']} chunks)",
         f"model: {mo['solver']} {mo['kernel']}, "
-        + (f"exact on n={mo['n_samples_fit']:,}, CG iterations {mo['n_iter']}, " if "n_iter" in mo
-           else f"D={mo['n_components']}, ")
+        + (f"exact on n={mo['n_samples_fit']:,}, "
+           + (f"CG iterations {mo['n_iter']}, " if "n_iter" in mo else "closed form (eigh per gamma), ")
+           if "n_samples_fit" in mo else f"D={mo['n_components']}, ")
         + f"alpha={mo['alpha']:.3g}, df={mo['df']:.1f}, {mo['dtype']} "
-        + ("Gram" if "n_iter" in mo else "features"),
+        + ("Gram" if "n_samples_fit" in mo else "features"),
     ]
     if m.get("search"):
         lines.append(f"search: best {m['search']['best_params']} of {m['search']['n_candidates']} "
-                     f"candidates ({'GCV' if m['search']['cv'] == 'gcv' else str(m['search']['cv']) + '-fold CV'})")
+                     f"candidates ({_search_kind(m['search']['cv'])})")
     for name, s in m["scores"].items():
         lines.append(f"{name:8s} n={s['n_samples']:,}  RMSE={s['rmse']:.4f}  R²={s['r2']:.4f}")
     lines.append("time:  " + ", ".join(f"{k} {v:.2f}s" for k, v in m["timings_s"].items()))

@@ -8,7 +8,41 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_array, check_consistent_length, validate_data
 
 from bigkernel.data.sources import Dataset, as_dataset
-from bigkernel.errors import DataError
+from bigkernel.errors import DataError, ParameterError
+
+
+class RowWeights:
+    """Picklable row weights ``weights(start, stop) -> (1, stop - start)`` from one array (the
+    ``weights`` of the solvers' ``fit_dataset``)."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = np.asarray(values, dtype=np.float64)
+
+    def __call__(self, start: int, stop: int) -> np.ndarray:
+        return self.values[np.newaxis, start:stop]
+
+    def __dask_tokenize__(self):
+        from dask.base import tokenize
+
+        return ("bigkernel.RowWeights", tokenize(self.values))
+
+
+def check_sample_weight(sample_weight, n: int) -> np.ndarray:
+    """Row weights as float64 (n,): finite, >= 0, not all zero (dask input is computed)."""
+    from sklearn.utils.validation import _check_sample_weight
+
+    if isinstance(sample_weight, da.Array):
+        from bigkernel.models._compute import compute
+
+        (sample_weight,) = compute(sample_weight, label="sample weights")
+    try:
+        sw = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
+                                  ensure_non_negative=True)
+    except ValueError as exc:
+        raise ParameterError(
+            f"sample_weight must be finite weights >= 0, one per row (shape ({n},)); {exc}"
+        ) from None
+    return sw
 
 
 class _EstimatorBase(RegressorMixin, BaseEstimator):
@@ -22,20 +56,27 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         return tags
 
     # ----------------------------------------------------------------- data
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit from numpy or dask arrays (see the class docstring for what each solver does).
 
         Parameters
         ----------
         X : array-like or dask array of shape (n_samples, n_features)
         y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like or dask array of shape (n_samples,), optional
+            Row weights ``c >= 0``: the objective becomes ``Σ cᵢ (yᵢ − f(xᵢ))² + α‖f‖²``, so
+            integer weights give the fit on the data with row ``i`` repeated ``cᵢ`` times
+            (bootstrap counts). Held in memory (8 bytes per row; a dask array is read once).
 
         Returns
         -------
         self
         """
         self._check_params()
-        return self.fit_dataset(self._fit_input(X, y))
+        ds = self._fit_input(X, y)
+        if sample_weight is None:
+            return self.fit_dataset(ds)
+        return self.fit_dataset(ds, weights=RowWeights(check_sample_weight(sample_weight, ds.X.shape[0])))
 
     def _fit_input(self, X, y) -> Dataset:
         """Validated training data (metadata only; values are checked in the pass)."""

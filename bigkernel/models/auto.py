@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.models._base import _EstimatorBase
+from bigkernel.models._base import RowWeights, _EstimatorBase, check_sample_weight
 from bigkernel.models._compute import local_threads
 from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
@@ -213,13 +213,15 @@ class KernelRidge(_EstimatorBase):
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
         return choose_solver(n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets)
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Choose the solver from the data's shape and the budget, then fit with it.
 
         Parameters
         ----------
         X : array-like or dask array of shape (n_samples, n_features)
         y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights (see :meth:`ExactKernelRidge.fit`); every solver takes them.
 
         Returns
         -------
@@ -228,7 +230,9 @@ class KernelRidge(_EstimatorBase):
         if y is None:
             raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         ds, _ = self._as_dataset(X, y, reset=True)
-        return self.fit_dataset(ds)
+        if sample_weight is None:
+            return self.fit_dataset(ds)
+        return self.fit_dataset(ds, RowWeights(check_sample_weight(sample_weight, ds.X.shape[0])))
 
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated dataset (for orchestrators); see the solvers' ``fit_dataset``."""

@@ -25,18 +25,20 @@ How it runs
 
 What is resampled
 -----------------
-Only the data. The random feature map is drawn once, from the estimator's ``random_state``
-(or, when that is not an integer, from the bootstrap seed) and kept fixed across replicates:
-the band describes the variability of the fit *given* the features, which is what the fitted
-model (drawn with the same seed) has. With a list of α or ``alpha="gcv"`` every replicate
+Only the data. What the fit draws or estimates besides the coefficients — the random feature
+map, the Nyström landmarks, the standardization, the kernel — is fixed once, from the fitted
+estimator when it is fitted, else drawn as its ``fit`` would (seeded by its integer
+``random_state``, or from the bootstrap seed) and kept across replicates: the band describes
+the variability of the fit *given* those. With a list of α or ``alpha="gcv"`` every replicate
 repeats the α selection; pass one α for the classic fixed-smoother band.
 
-Plugging in another estimator
------------------------------
-:func:`bootstrap` asks the estimator for a :class:`ReplicatePlan`: an estimator with a method
-``_bootstrap_plan(ds, X_eval, seed_entropy) -> ReplicatePlan`` provides its own (the exact
-solver can, with a weighted system); :class:`~bigkernel.models.random_features.RandomFeatureRidge`
-is handled here. Anything else raises ``NotImplementedError``.
+Solvers
+-------
+Every solver has a plan (:mod:`bigkernel.models.bootstrap_plans`): random features and Nyström
+share one weighted pass per batch; the exact solver runs one weighted dual solve per replicate
+(equal to the fit on the data with each row repeated ``count`` times); ``KernelRidge`` uses its
+solver's. An estimator with a method ``_bootstrap_plan(ds, X_eval, seed_entropy) ->
+ReplicatePlan`` provides its own.
 """
 
 from __future__ import annotations
@@ -46,32 +48,26 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
-from sklearn.base import clone
 
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError, IncompleteStoreError, ParameterError
-from bigkernel.graph.stream import predict_block
 from bigkernel.models._compute import active_client, compute, local_threads
+from bigkernel.models.bootstrap_plans import ReplicatePlan, make_plan
 from bigkernel.models.bootstrap_store import (
     BootstrapStore,
     array_digest,
     open_or_create_store,
     open_store,
 )
-from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
-from bigkernel.numerics.features import FeatureMap
-from bigkernel.numerics.primal import solve_primal
 from bigkernel.numerics.resample import BLOCK_ROWS, METHODS, SCHEME, BootstrapWeights
-from bigkernel.numerics.sums import SufficientStats
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -97,9 +93,6 @@ DEFAULT_BATCH_SIZE = 8
 #: done (``window`` = this × worker threads), which bounds the memory of the one graph
 #: whatever B is.
 BATCHES_IN_FLIGHT_PER_WORKER = 2
-
-#: Bytes of reduced statistics one batch may hold per partial sum (m · D² float64 each).
-BATCH_STATS_BYTES = 256 * 2**20
 
 #: Dask input up to this size (X + y bytes) is read once and shared by every batch (the scheduler
 #: may then hold all of it in memory); larger input is re-read by each batch.
@@ -171,173 +164,8 @@ class BootstrapResult:
 
 
 # --------------------------------------------------------------------------------------------
-# Plans: how an estimator type turns a batch of replicate weights into tasks
-# --------------------------------------------------------------------------------------------
-@runtime_checkable
-class ReplicatePlan(Protocol):
-    """What :func:`bootstrap` needs from an estimator type.
-
-    Attributes
-    ----------
-    fingerprint : dict
-        JSON-able identity of everything that changes a replicate's values besides the data, the
-        seed and the resampling (estimator class and parameters, feature map digest, precision,
-        block sizes...). Recorded in the store and compared on resume.
-    n_coef : int
-        Coefficients per target stored per replicate (0 stores none).
-    max_batch_size : int
-        Most replicates one batch may hold (memory bound of the plan).
-    """
-
-    fingerprint: dict[str, Any]
-    n_coef: int
-    max_batch_size: int
-
-    def batch_tasks(
-        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
-        after: Sequence[Delayed] = (),
-    ) -> list[Delayed]:
-        """Delayed tasks, one per replicate of ``weights.replicates``; each one fits its
-        replicate, predicts at the evaluation points and calls
-        :meth:`BootstrapStore.write_replicate` (flag last). The batch's data pass must not
-        start before the ``after`` tasks are done (this bounds the memory of the graph; e.g.
-        make the per-chunk tasks depend on them). Must not compute anything."""
-        ...
-
-
-@dataclass(frozen=True)
-class _RandomFeatureReplicate:
-    """Everything a replicate task needs besides the statistics (one graph key, shared)."""
-
-    fmap: FeatureMap
-    X_eval: np.ndarray
-    alpha: Any
-    fit_intercept: bool
-    dtype: str
-    block_rows: int
-
-    def run(self, stats: SufficientStats, index: int, replicate: int, store: BootstrapStore) -> int:
-        sol = solve_primal(stats.select(index), self.alpha, self.fit_intercept)
-        pred = predict_block(self.fmap, self.X_eval, sol.coef, sol.intercept, dtype=self.dtype,
-                             block_rows=self.block_rows)
-        # coefficient rows 0..D-1 are β, row D the intercept
-        store.write_replicate(replicate, pred, np.vstack([sol.coef, sol.intercept[np.newaxis]]))
-        return replicate
-
-
-def _replicate_task(model: _RandomFeatureReplicate, stats: SufficientStats, index: int,
-                    replicate: int, store: BootstrapStore) -> int:
-    return model.run(stats, index, replicate, store)
-
-
-class _RandomFeaturePlan:
-    """Replicate plan of :class:`RandomFeatureRidge`: weighted one-pass sums, primal solve."""
-
-    def __init__(self, estimator: RandomFeatureRidge, n_features: int, X_eval: np.ndarray,
-                 seed_entropy: int) -> None:
-        est = clone(estimator)
-        seed = est.random_state
-        if not isinstance(seed, Integral) or isinstance(seed, bool):
-            # No integer seed: derive the feature map's from the bootstrap seed, so that the run
-            # (and its resume) is reproducible from the bootstrap seed alone.
-            seed = _derived_seed(seed_entropy)
-        est.set_params(random_state=int(seed))
-        est._check_params()
-        self.estimator = est
-        self.fmap = est._make_feature_map(n_features)
-        dtype = str(np.dtype(est.dtype))
-        D = self.fmap.n_components
-        rows = feature_block_rows(D, dtype)
-        self.n_coef = D + 1
-        self.max_batch_size = max(1, BATCH_STATS_BYTES // (8 * D * D))
-        self._model = dask.delayed(
-            _RandomFeatureReplicate(self.fmap, X_eval, est.alpha, bool(est.fit_intercept), dtype,
-                                    rows),
-            pure=True,
-        )
-        params = est.get_params(deep=False)
-        params.pop("chunk_rows", None)  # the chunking is recorded with the data
-        self.fingerprint = {
-            "class": f"{type(est).__module__}.{type(est).__qualname__}",
-            "params": _jsonable(params),
-            "feature_map": _feature_map_digest(self.fmap),
-            "feature_dtype": dtype,
-            "feature_block_rows": rows,
-            "coef_layout": "rows 0..D-1 coef, row D intercept",
-        }
-
-    def batch_tasks(self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
-                    after: Sequence[Delayed] = ()) -> list[Delayed]:
-        # the chunk tasks receive their weights from a gate task that waits for `after`
-        gated = dask.delayed(_gate, pure=True)(weights, *after) if after else weights
-        stats = self.estimator.stats_graph(ds, self.fmap, weights=gated)
-        token = dask.base.tokenize(store.path, stats.key)
-        return [
-            dask.delayed(_replicate_task, pure=True)(
-                self._model, stats, i, r, store, dask_key_name=f"bootstrap-replicate-{r}-{token}"
-            )
-            for i, r in enumerate(weights.replicates)
-        ]
-
-
-def _make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int) -> ReplicatePlan:
-    hook = getattr(estimator, "_bootstrap_plan", None)
-    if callable(hook):
-        plan = hook(ds, X_eval, seed_entropy)
-        if not isinstance(plan, ReplicatePlan):
-            raise TypeError(
-                f"{type(estimator).__name__}._bootstrap_plan returned {type(plan).__name__}, "
-                "which does not implement ReplicatePlan (fingerprint, n_coef, max_batch_size, "
-                "batch_tasks)."
-            )
-        return plan
-    if isinstance(estimator, RandomFeatureRidge):
-        return _RandomFeaturePlan(estimator, ds.X.shape[1], X_eval, seed_entropy)
-    raise NotImplementedError(
-        f"bootstrap() does not support {type(estimator).__name__}: it supports RandomFeatureRidge "
-        "and estimators that define _bootstrap_plan(ds, X_eval, seed_entropy) returning a "
-        "bigkernel.models.bootstrap.ReplicatePlan."
-    )
-
-
-# --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-def _derived_seed(seed_entropy: int) -> int:
-    """Feature-map seed derived from the bootstrap seed (disjoint from replicate seeds)."""
-    ss = np.random.SeedSequence(seed_entropy, spawn_key=(2**32,))
-    return int(ss.generate_state(1, np.uint32)[0] & 0x7FFFFFFF)
-
-
-def _jsonable(value: Any) -> Any:
-    """Estimator parameters as JSON values (arrays → lists, numpy scalars → Python)."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, Integral):
-        return int(value)
-    if isinstance(value, Real):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.dtype):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, type):
-        return value.__name__
-    return repr(value)
-
-
-def _feature_map_digest(fmap: FeatureMap) -> str:
-    h = hashlib.sha256()
-    h.update(repr(sorted(_jsonable(fmap.to_metadata()).items())).encode())
-    h.update(array_digest(fmap.weights).encode())
-    h.update(array_digest(np.zeros(0) if fmap.offsets is None else fmap.offsets).encode())
-    return "sha256:" + h.hexdigest()
-
-
 def _chunks_digest(chunks: tuple[int, ...]) -> str:
     return "sha256:" + hashlib.sha256(repr(tuple(int(c) for c in chunks)).encode()).hexdigest()
 
@@ -480,11 +308,6 @@ def _batch_dataset(ds: Dataset, batch: int, clone_data: bool) -> Dataset:
     return Dataset(X, y, ds.source)
 
 
-def _gate(weights: BootstrapWeights, *done: Any) -> BootstrapWeights:
-    """The weights, handed over only once the ``done`` tasks (an earlier batch) have run."""
-    return weights
-
-
 def _result(store: BootstrapStore, confidence_level: float, n_computed: int) -> BootstrapResult:
     fp = store.fingerprint
     single = int(fp.get("data", {}).get("y_ndim", 2)) == 1
@@ -522,9 +345,10 @@ def bootstrap(
 
     Parameters
     ----------
-    estimator : RandomFeatureRidge or an estimator with ``_bootstrap_plan``
-        Unfitted (or fitted: it is cloned, never modified). Its feature map is drawn once and
-        kept fixed across replicates; only the data are resampled.
+    estimator : RandomFeatureRidge, NystroemRidge, ExactKernelRidge, KernelRidge, a fitted RandomFeatureRidgeCV, or an estimator with ``_bootstrap_plan``
+        Never modified. Fitted: its feature map / landmarks / scaling are reused; unfitted:
+        they are drawn once, as its ``fit`` would. Only the data are resampled (see the module
+        docstring).
     X : array-like or dask array of shape (n_samples, n_features)
     y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
     X_eval : array-like of shape (n_eval, n_features)
@@ -585,7 +409,8 @@ def bootstrap(
     else:
         path = os.fspath(store)
     entropy = _resolve_seed(random_state, path if store is not None else None)
-    plan = _make_plan(estimator, ds, E, entropy)
+    workers = _workers(client)
+    plan = make_plan(estimator, ds, E, entropy, workers)
 
     fingerprint = {
         "kind": STORE_KIND,
@@ -598,7 +423,6 @@ def bootstrap(
     bs = open_or_create_store(path, fingerprint, B, E.shape[0], k, plan.n_coef, eval_points=E)
     missing = bs.missing()
     if missing:
-        workers = _workers(client)
         m = batch_size or default_batch_size(len(missing), workers, plan.max_batch_size)
         batches = [tuple(missing[i : i + m]) for i in range(0, len(missing), m)]
         clone_data = (not in_memory and ds.X.numblocks[0] > 1

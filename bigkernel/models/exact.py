@@ -115,7 +115,43 @@ def _seed(random_state) -> int:
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
-class ExactKernelRidge(_EstimatorBase):
+class _DualPredictor:
+    """Prediction of the dual solvers: ``k(X, X_fit) a + b`` block by block, from the fitted
+    ``_expansion`` (a :class:`KernelExpansion`), ``dual_coef_`` and the optional scaling."""
+
+    # ----------------------------------------------------------------- predict
+    def _model(self):
+        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included)."""
+        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
+            return _Standardized(self._expansion, self.scaler_mean_, self.scaler_scale_)
+        return self._expansion
+
+    def predict(self, X):
+        """Predict ``k(X, X_fit) a + b``, block by block (at the chosen parameters).
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, or lazy dask array for dask input, of shape (n_samples,) or
+        (n_samples, n_targets)
+        """
+        check_is_fitted(self, "dual_coef_")
+        single = self.dual_coef_.ndim == 1
+        model = self._model()
+        if isinstance(X, da.Array):
+            ds, _ = self._as_dataset(X, reset=False)
+            out = predict_expansion_graph(ds.X, model, model.n_outputs)
+        else:
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            out = model(X)
+        return out[:, 0] if single else out
+
+
+
+class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     """Exact kernel ridge regression, blocked and preconditioned, for n up to ~10⁵.
 
     Solves ``(K + αI) a = y`` (or its centred form with an intercept) by conjugate gradients:
@@ -266,41 +302,77 @@ class ExactKernelRidge(_EstimatorBase):
         return build_kernel(self, n_features)
 
     # ----------------------------------------------------------------- data
-    def _training_arrays(self, ds: Dataset, weights=None) -> tuple[np.ndarray, np.ndarray]:
-        """X (n, d) and Y (n, k) in memory (one compute for dask input), training rows only."""
+    def _training_arrays(self, ds: Dataset, weights=None):
+        """X (n, d), Y (n, k) and row weights (or None) in memory (one compute for dask input).
+
+        Rows a partition leaves out, or of weight 0, are dropped; weights that are all 0 or 1
+        become None (the plain fit on the kept rows).
+        """
         X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
         if isinstance(X, da.Array) or isinstance(Y, da.Array):
             X, Y = compute(X, Y, label="load training data")
         X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
         check_finite(X, Y, 0)
-        if weights is not None:
-            keep = _training_rows(weights, X.shape[0])
-            X, Y = X[keep], Y[keep]
+        sw = None if weights is None else _row_weights(weights, X.shape[0])
+        if sw is not None:
+            keep = sw > 0
+            X, Y, sw = X[keep], Y[keep], sw[keep]
             if X.shape[0] == 0:
                 raise DataError("no rows to fit: the training set is empty (or all weights are zero)")
-        return X, Y
+            if np.all(sw == 1.0):
+                sw = None
+        return X, Y, sw
 
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
 
         ``weights`` may be a row partition keeping one group (a holdout split's training rows)
-        or ``weights(start, stop) -> (1, rows)`` with 0/1 entries.
+        or ``weights(start, stop) -> (1, rows)`` (0/1 entries select rows; others weight them,
+        as ``sample_weight``).
         """
         self._check_params()
         t0 = time.perf_counter()
-        X, Y = self._training_arrays(ds, weights)
-        self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0)
+        X, Y, sw = self._training_arrays(ds, weights)
+        self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
         return self
 
-    def _fit_arrays(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float) -> None:
-        n, d = X.shape
+    def _fit_arrays(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float,
+                    sample_weight: np.ndarray | None = None) -> None:
+        d = X.shape[1]
         self.n_features_in_ = d
         if self.standardize:
-            mean, std = X.mean(axis=0), X.std(axis=0)
-            self.scaler_mean_, self.scaler_scale_ = mean, np.where(std > 0, std, 1.0)
+            self.scaler_mean_, self.scaler_scale_ = _weighted_scaler(X, sample_weight)
             X = (X - self.scaler_mean_) / self.scaler_scale_
         kernel = self._make_kernel(d)
         budget = resolve_memory_budget(self.memory_budget)
+        ops: list[GramOperator] = []
+
+        def operator(n_rhs: int, reserve: int) -> GramOperator:
+            ops.append(GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs,
+                                    reserve_bytes=reserve))
+            return ops[0]
+
+        try:
+            sol, rank, t_prec = self._solve(kernel, X, Y, operator, budget, sample_weight)
+        finally:
+            for op in ops:
+                op.close()
+        self._set_fitted(sol, ops[0], kernel, single, {
+            "preconditioner": self.preconditioner, "rank": rank,
+            "preconditioner_seconds": round(t_prec, 3), "memory_budget": budget,
+            "fit_seconds": round(time.perf_counter() - t0, 3),
+        })  # fmt: skip
+
+    def _solve(self, kernel: Kernel, X: np.ndarray, Y: np.ndarray, operator, budget: int,
+               sample_weight: np.ndarray | None = None):
+        """The dual solution on ``(X, Y)``, every α in one CG run: ``(DualSolution, rank, seconds
+        spent on the preconditioner)``.
+
+        ``operator(n_rhs, reserve_bytes)`` returns the Gram operator (``matvec``, ``columns``,
+        ``diag``): distributed for a fit, in-process for a bootstrap replicate; the caller
+        closes it. ``sample_weight`` (all > 0) weights the rows (see :func:`solve_dual`).
+        """
+        n, d = X.shape
         seed = _seed(self.random_state)
         rank = min(n, self.rank or default_exact_rank(n, budget)) if self.preconditioner else 0
         alphas_fixed = None if isinstance(self.alpha, str) else resolve_alphas(self.alpha)[0]
@@ -317,39 +389,35 @@ class ExactKernelRidge(_EstimatorBase):
                 f"df is exact only for n <= {EXACT_DF_MAX_N}"
             )
         m = n_alphas * (Y.shape[1] + probes)
-        reserve = _reserve_bytes(n, d, m, rank)
+        s = None if sample_weight is None else np.sqrt(sample_weight)
         # before the Gram cache exists, so the two never share the budget
-        eig = _centred_eigenvalues(GramTiler(kernel, X), self.fit_intercept) if exact_df else None
-
-        op = GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=m, reserve_bytes=reserve)
-        try:
-            t = time.perf_counter()
-            factor = None
-            if rank and np.any(op.diag() < 0):
-                raise NotPSDError(
-                    f"kernel {kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
-                    "semi-definite and no low-rank preconditioner exists; use a PSD kernel (or "
-                    "preconditioner=None, at the risk of a CG breakdown)"
-                )
-            if rank:
-                if self.preconditioner == "rpcholesky":
-                    factor = rpcholesky_factor(op.columns, op.diag(), rank, random_state=seed).L
-                else:
-                    factor = nystrom_factor(op.columns, n, rank, random_state=seed).L
-            t_prec = time.perf_counter() - t
-            alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(op.diag().mean())
-            sol = solve_dual(
-                op.matvec, Y, alphas, fit_intercept=self.fit_intercept, factor=factor,
-                eigenvalues=eig, n_probes=probes, tol=self.tol, max_iter=self.max_iter,
-                random_state=np.random.default_rng([seed, 1]),
-            )  # fmt: skip
-        finally:
-            op.close()
-        self._set_fitted(sol, op, kernel, single, {
-            "preconditioner": self.preconditioner, "rank": 0 if factor is None else int(factor.shape[1]),
-            "preconditioner_seconds": round(t_prec, 3), "memory_budget": budget,
-            "fit_seconds": round(time.perf_counter() - t0, 3),
-        })  # fmt: skip
+        eig = _centred_eigenvalues(GramTiler(kernel, X), self.fit_intercept, s) if exact_df else None
+        op = operator(m, _reserve_bytes(n, d, m, rank))
+        t = time.perf_counter()
+        factor = None
+        if rank and np.any(op.diag() < 0):
+            raise NotPSDError(
+                f"kernel {kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
+                "semi-definite and no low-rank preconditioner exists; use a PSD kernel (or "
+                "preconditioner=None, at the risk of a CG breakdown)"
+            )
+        if rank:
+            # the preconditioner approximates the weighted Gram matrix diag(s) K diag(s)
+            columns, diag = op.columns, op.diag()
+            if s is not None:
+                columns, diag = (lambda idx: s[:, None] * op.columns(idx) * s[idx]), diag * s * s
+            if self.preconditioner == "rpcholesky":
+                factor = rpcholesky_factor(columns, diag, rank, random_state=seed).L
+            else:
+                factor = nystrom_factor(columns, n, rank, random_state=seed).L
+        t_prec = time.perf_counter() - t
+        alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(op.diag().mean())
+        sol = solve_dual(
+            op.matvec, Y, alphas, fit_intercept=self.fit_intercept, factor=factor,
+            eigenvalues=eig, n_probes=probes, tol=self.tol, max_iter=self.max_iter,
+            random_state=np.random.default_rng([seed, 1]), sample_weight=sample_weight,
+        )  # fmt: skip
+        return sol, (0 if factor is None else int(factor.shape[1])), t_prec
 
     def _set_fitted(self, sol, op: GramOperator, kernel: Kernel, single: bool, extra: dict) -> None:
         self.kernel_ = kernel
@@ -374,36 +442,6 @@ class ExactKernelRidge(_EstimatorBase):
             f"{op.n:,}", self.alpha_, self.df_, self.df_stderr_, int(np.max(sol.n_iter)),
             float(np.max(sol.residual)), extra["fit_seconds"],
         )  # fmt: skip
-
-    # ----------------------------------------------------------------- predict
-    def _model(self):
-        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included)."""
-        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
-            return _Standardized(self._expansion, self.scaler_mean_, self.scaler_scale_)
-        return self._expansion
-
-    def predict(self, X):
-        """Predict ``k(X, X_fit) a + b``, block by block.
-
-        Parameters
-        ----------
-        X : array-like or dask array of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray, or lazy dask array for dask input, of shape (n_samples,) or
-        (n_samples, n_targets)
-        """
-        check_is_fitted(self, "dual_coef_")
-        single = self.dual_coef_.ndim == 1
-        model = self._model()
-        if isinstance(X, da.Array):
-            ds, _ = self._as_dataset(X, reset=False)
-            out = predict_expansion_graph(ds.X, model, model.n_outputs)
-        else:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-            out = model(X)
-        return out[:, 0] if single else out
 
     # ----------------------------------------------------------------- persistence
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
@@ -464,19 +502,20 @@ class _Standardized:
         return self.model((np.asarray(Z, dtype=np.float64) - self.mean) / self.scale)
 
 
-def _training_rows(weights, n: int) -> np.ndarray:
-    """Boolean mask of the rows a weight specification keeps (one group or 0/1 weights)."""
+def _row_weights(weights, n: int) -> np.ndarray:
+    """Row weights (n,) of a weight specification: one group of a partition (0/1), or
+    ``weights(0, n)`` of shape (1, n)."""
     if hasattr(weights, "groups"):
         if len(weights.keep) != 1:
             raise ParameterError("the exact solver fits one row set; a partition must keep one group")
-        return np.asarray(weights.groups(0, n)) == weights.keep[0]
+        return (np.asarray(weights.groups(0, n)) == weights.keep[0]).astype(np.float64)
     W = np.asarray(weights(0, n), dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != 1 or not np.all((W == 0) | (W == 1)):
+    if W.ndim != 2 or W.shape != (1, n):
         raise ParameterError(
-            "the exact solver takes 0/1 row weights (one set) only; weighted or replicated fits "
-            "(bootstrap counts) are not supported by solver='exact'"
+            f"the exact solver fits one set of row weights, of shape (1, {n}); found {W.shape} "
+            "(several replicates at once go through bigkernel.bootstrap)"
         )
-    return W[0] == 1
+    return W[0]
 
 
 def _reserve_bytes(n: int, d: int, m: int, rank: int) -> int:
@@ -493,14 +532,33 @@ def _reserve_bytes(n: int, d: int, m: int, rank: int) -> int:
     return cg + prec + points
 
 
-def _centred_eigenvalues(tiler: GramTiler, fit_intercept: bool) -> np.ndarray:
-    """Eigenvalues of ``HKH`` (of ``K`` without intercept), for the exact df (small n)."""
+def _centred_eigenvalues(tiler: GramTiler, fit_intercept: bool, s: np.ndarray | None = None) -> np.ndarray:
+    """Eigenvalues of ``HKH`` (of ``K`` without intercept), for the exact df (small n).
+
+    With square-root weights ``s``: of ``H_s K̃ H_s``, ``K̃ = diag(s) K diag(s)``,
+    ``H_s = I − s sᵀ/sᵀs`` (see :mod:`bigkernel.numerics.dual`).
+    """
     K = tiler.dense()
+    if s is not None:
+        K *= s[:, None]
+        K *= s[None, :]
     if fit_intercept:
-        K -= K.mean(axis=0)
-        K -= K.mean(axis=1)[:, None]
+        if s is None:
+            K -= K.mean(axis=0)
+            K -= K.mean(axis=1)[:, None]
+        else:
+            u = s / np.linalg.norm(s)
+            K -= np.outer(u, u @ K)
+            K -= np.outer(K @ u, u)
         K = 0.5 * (K + K.T)
     return np.linalg.eigvalsh(K)
+
+
+def _weighted_scaler(X: np.ndarray, sample_weight: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and standard deviations (weighted; constant columns keep scale 1)."""
+    mean = np.average(X, axis=0, weights=sample_weight)
+    std = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=sample_weight))
+    return mean, np.where(std > 0, std, 1.0)
 
 
 def __getattr__(name: str):

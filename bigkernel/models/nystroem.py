@@ -125,7 +125,7 @@ class NystroemRidge(_RandomFeatureBase):
         landmarks and the statistics to the kept rows.
         """
         self._check_params()
-        self._fit_scaler(ds)
+        self._fit_scaler(ds, weights)
         fmap = self._make_map(ds, weights)
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
         return self._set_fitted(solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype)), fmap, ds.y.ndim, stats)

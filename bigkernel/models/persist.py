@@ -37,6 +37,9 @@ def _registry() -> dict[str, type]:
         reg.update(getattr(exact, "PERSISTABLE", {}))
     except ImportError:
         pass
+    from bigkernel.models import exact_cv
+
+    reg.update(exact_cv.PERSISTABLE)
     return reg
 
 

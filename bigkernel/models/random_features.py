@@ -14,7 +14,7 @@ from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_block, predict_graph, stats_graph
-from bigkernel.models._base import _EstimatorBase
+from bigkernel.models._base import RowWeights, _EstimatorBase
 from bigkernel.models._compute import compute
 from bigkernel.numerics.features import (
     FORMS,
@@ -74,16 +74,26 @@ class _RandomFeatureBase(_EstimatorBase):
         scaler = getattr(self, "_scaler", None)
         return fmap if scaler is None else fmap.standardized(*scaler)
 
-    def _fit_scaler(self, ds: Dataset) -> None:
+    def _fit_scaler(self, ds: Dataset, weights=None) -> None:
         """With ``standardize=True``, the column means and standard deviations of X.
 
         A light pre-pass that reads X only (d columns, no features): the feature map needs the
-        scaling before its first feature is computed. Constant columns keep scale 1.
+        scaling before its first feature is computed. Weighted by ``sample_weight`` (row
+        weights of one array); otherwise over all rows. Constant columns keep scale 1.
         """
         self._scaler = None
         if not getattr(self, "standardize", False):
             return
-        mean, std = compute(ds.X.mean(axis=0), ds.X.std(axis=0), label="standardize")
+        X = ds.X
+        if isinstance(weights, RowWeights):
+            w = da.from_array(weights.values, chunks=(X.chunks[0],))
+            total = w.sum()
+            mean_l = (X * w[:, None]).sum(axis=0) / total
+            mean, sq = compute(mean_l, ((X - mean_l) ** 2 * w[:, None]).sum(axis=0) / total,
+                               label="standardize")
+            std = np.sqrt(sq)
+        else:
+            mean, std = compute(X.mean(axis=0), X.std(axis=0), label="standardize")
         std = np.where(np.isfinite(std) & (std > 0), std, 1.0)
         self._scaler = (np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64))
         self.scaler_mean_, self.scaler_scale_ = self._scaler
@@ -274,10 +284,11 @@ class RandomFeatureRidge(_RandomFeatureBase):
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
 
-        ``weights(start, stop) -> (1, rows)`` optionally weights rows (e.g. a training mask).
+        ``weights(start, stop) -> (1, rows)`` optionally weights rows (a training mask, or
+        ``sample_weight``); a row partition keeps its groups.
         """
         self._check_params()
-        self._fit_scaler(ds)
+        self._fit_scaler(ds, weights)
         fmap = self._make_feature_map(ds.X.shape[1])
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
         return self._fit_from_stats(stats, fmap, y_ndim=ds.y.ndim)

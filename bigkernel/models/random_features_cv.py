@@ -122,6 +122,21 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
             return [float(v) for v in np.atleast_1d(self.gammas)]
         return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
 
+    def fit(self, X, y):
+        """Search (γ, α) in one pass and refit at the best point (see the class docstring).
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        # no sample_weight: the folds are row partitions of the unweighted data
+        return super().fit(X, y)
+
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated dataset; ``weights`` may be a row partition (e.g. a holdout split)
         whose group 0 alone takes part: other rows are in neither training nor validation."""

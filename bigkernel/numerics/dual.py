@@ -24,6 +24,13 @@ Degrees of freedom ``df(α) = [1] + tr K̄(K̄ + αI)⁻¹`` (the 1 for the inte
 
 GCV(α) = n·RSS(α)/(n − df(α))² with ``RSS(α) = α²‖a(α)‖²`` (from ``(K̄ + αI)a = Hy``), so a
 list of α is scored without extra passes; the α with the smallest GCV (mean over targets) wins.
+
+Sample weights ``c ≥ 0`` (objective ``Σ cᵢ (yᵢ − f(xᵢ))² + α‖f‖²``; integer ``c`` is the fit on
+the data with row ``i`` repeated ``cᵢ`` times, e.g. bootstrap counts): with ``s = √c`` the
+problem is the unweighted one for ``K̃ = diag(s) K diag(s)``, targets ``s ⊙ y`` and the
+intercept's regressor ``s`` instead of ``1`` — so centring becomes the projection
+``H_s = I − s sᵀ/Σc`` and ``a = s ⊙ u`` for the solution ``u`` of the transformed system.
+``n`` becomes ``Σc`` in GCV (that of the repeated data), and ``RSS = α²‖u‖²`` still holds.
 """
 
 from __future__ import annotations
@@ -89,8 +96,23 @@ class DualSolution:
     info: dict = field(default_factory=dict)
 
 
-def _centre(V: np.ndarray) -> np.ndarray:
-    return V - V.mean(axis=0)
+def _centre(V: np.ndarray, s: np.ndarray | None = None) -> np.ndarray:
+    """``H V`` with ``H = I − 11ᵀ/n``, or ``H_s V = V − s (sᵀV)/(sᵀs)`` for weights ``s = √c``."""
+    if s is None:
+        return V - V.mean(axis=0)
+    return V - np.outer(s, (s @ V) / (s @ s))
+
+
+def _check_sample_weight(sample_weight, n: int) -> np.ndarray | None:
+    if sample_weight is None:
+        return None
+    c = np.asarray(sample_weight, dtype=np.float64)
+    if c.shape != (n,) or not np.all(np.isfinite(c)) or np.any(c < 0) or not c.sum() > 0:
+        raise ParameterError(
+            f"sample_weight must be finite, >= 0, not all 0, of shape ({n},); found shape "
+            f"{c.shape}" + (f", min {c.min():.3g}, sum {c.sum():.3g}" if c.size else "")
+        )
+    return np.sqrt(c)
 
 
 def solve_dual(
@@ -105,6 +127,7 @@ def solve_dual(
     tol: float = 1e-6,
     max_iter: int | None = None,
     random_state: int | np.random.Generator | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> DualSolution:
     """Solve kernel ridge for every target and α in one preconditioned CG run.
 
@@ -117,9 +140,11 @@ def solve_dual(
         Penalties (> 0); several are scored by GCV.
     fit_intercept : bool, default=True
     factor : ndarray of shape (n, r), optional
-        Low-rank ``L`` with ``K ≈ LLᵀ`` for the preconditioner; none: plain CG.
+        Low-rank ``L`` with ``K ≈ LLᵀ`` (with ``sample_weight``: ``K̃ = diag(s) K diag(s) ≈ LLᵀ``)
+        for the preconditioner; none: plain CG.
     eigenvalues : ndarray, optional
-        Eigenvalues of ``K̄`` (of ``K`` without intercept) for the exact df.
+        Eigenvalues of ``K̄`` (of ``K`` without intercept; with ``sample_weight``, of
+        ``H_s K̃ H_s``, resp. ``K̃``) for the exact df.
     n_probes : int, default=0
         Hutchinson probes when ``eigenvalues`` is not given (0: df not computed).
     tol : float, default=1e-6
@@ -127,6 +152,9 @@ def solve_dual(
     max_iter : int, optional
     random_state : int, Generator or None
         Seeds the probes.
+    sample_weight : ndarray of shape (n,), optional
+        Row weights ``c ≥ 0`` (see the module docstring); the returned ``coef`` and
+        ``intercept`` are those of ``f`` on the original scale.
 
     Returns
     -------
@@ -141,15 +169,23 @@ def solve_dual(
             "choosing among several alphas needs df(alpha): give n_probes >= 2 (Hutchinson) or "
             "eigenvalues (exact)"
         )
-    ybar = Y.mean(axis=0) if fit_intercept else np.zeros(k)
-    Yc = Y - ybar
+    s = _check_sample_weight(sample_weight, n)
+    n_eff = n if s is None else float(s @ s)  # rows of the (repeated) data set
+    if fit_intercept:
+        ybar = Y.mean(axis=0) if s is None else (s * s) @ Y / n_eff
+    else:
+        ybar = np.zeros(k)
+    Yc = Y - ybar if s is None else s[:, None] * (Y - ybar)  # = H_s (s ⊙ Y)
+
+    def kmat(V: np.ndarray) -> np.ndarray:  # K̃ V
+        return matvec(V) if s is None else s[:, None] * matvec(s[:, None] * V)
 
     def op(V: np.ndarray) -> np.ndarray:
-        return _centre(matvec(_centre(V))) if fit_intercept else matvec(V)
+        return _centre(kmat(_centre(V, s)), s) if fit_intercept else kmat(V)
 
     prec = None
     if factor is not None:
-        L = _centre(factor) if fit_intercept else factor
+        L = _centre(factor, s) if fit_intercept else factor
         prec = LowRankPreconditioner(L, float(alphas.min()))
     P = n_probes if eigenvalues is None else 0
     Z = np.empty((n, 0))
@@ -157,7 +193,7 @@ def solve_dual(
         rng = np.random.default_rng(random_state)
         Z = rng.choice(np.array([-1.0, 1.0]), size=(n, P))
         if fit_intercept:
-            Z = _centre(Z)
+            Z = _centre(Z, s)
     # columns: [targets at α_1, …, targets at α_A, probes at α_1, …, probes at α_A]
     B = np.hstack([np.tile(Yc, (1, A)), np.tile(Z, (1, A))])
     shift = np.concatenate([np.repeat(alphas, k), np.repeat(alphas, P)])
@@ -167,20 +203,25 @@ def solve_dual(
     coefs = np.stack([X[:, j * k : (j + 1) * k] for j in range(A)])  # (A, n, k)
     rss = alphas[:, None] ** 2 * (coefs**2).sum(axis=1)  # (A, k)
 
-    df, df_se, method = _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, X[:, A * k :], n)
-    resid_df = n - df
+    df, df_se, method = _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, X[:, A * k :], n_eff)
+    resid_df = n_eff - df
     with np.errstate(invalid="ignore", divide="ignore"):
-        gcv = np.where(resid_df[:, None] > 0, n * rss / resid_df[:, None] ** 2, np.inf)
+        gcv = np.where(resid_df[:, None] > 0, n_eff * rss / resid_df[:, None] ** 2, np.inf)
     best = int(np.nanargmin(gcv.mean(axis=1))) if A > 1 else 0
     alpha = float(alphas[best])
 
-    a = _centre(coefs[best]) if fit_intercept else coefs[best]
-    Ka = matvec(a)
-    intercept = ybar - Ka.mean(axis=0) if fit_intercept else np.zeros(k)
-    fitted = _centre(Ka) if fit_intercept else Ka
-    r = Yc - fitted - alpha * a
+    u = _centre(coefs[best], s) if fit_intercept else coefs[best]
+    Ku = kmat(u)  # K̃ u = s ⊙ K a
+    fitted = _centre(Ku, s) if fit_intercept else Ku
+    r = Yc - fitted - alpha * u
     ynorm = np.linalg.norm(Yc, axis=0)
     residual = np.linalg.norm(r, axis=0) / np.where(ynorm > 0, ynorm, 1.0)
+    if s is None:
+        a, Ka_mean = u, Ku.mean(axis=0)
+    else:
+        # a = s ⊙ u; rows with c = 0 have u = 0. The weighted mean of K a is sᵀ(K̃u)/Σc.
+        a, Ka_mean = s[:, None] * u, (s @ Ku) / n_eff
+    intercept = ybar - Ka_mean if fit_intercept else np.zeros(k)
     n_iter = np.atleast_1d(res.n_iter)[best * k : (best + 1) * k]
     converged = bool(np.all(np.atleast_1d(res.converged)[: A * k]))
     info = {

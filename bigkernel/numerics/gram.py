@@ -40,6 +40,7 @@ __all__ = [
     "GramPlan",
     "GramTiler",
     "KernelExpansion",
+    "LocalGram",
     "gram_upper_bytes",
     "plan_gram",
     "tile_bytes",
@@ -303,6 +304,81 @@ def tile_matvec(
             acc += P.T @ V[r0 + lo : r0 + hi]
     if acc is not None:
         out[cols] += acc
+
+
+class LocalGram:
+    """``V ↦ K V`` computed in this process (no dask): for work inside one task.
+
+    Upper tiles of side :data:`TILE_MAX` are cached in float64, in order, while they fit
+    ``memory_budget``; the others are recomputed on every matvec. Both go through
+    :meth:`GramTiler.tile` and :func:`tile_matvec`, so the result does not depend on the budget
+    (bitwise): a bootstrap replicate gives the same values on any worker.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : array-like of shape (n, d)
+    memory_budget : int
+        Bytes for cached tiles.
+    """
+
+    def __init__(self, kernel: Kernel, X: ArrayLike, memory_budget: int) -> None:
+        self.tiler = GramTiler(kernel, X)
+        self.edges = tile_edges(self.tiler.n, TILE_MAX)
+        self.tiles = upper_tiles(len(self.edges) - 1)
+        self._cache: dict[tuple[int, int], np.ndarray] = {}
+        used = 0
+        for i, j in self.tiles:
+            size = 8 * int(self.edges[i + 1] - self.edges[i]) * int(self.edges[j + 1] - self.edges[j])
+            if used + size > memory_budget:
+                break
+            self._cache[i, j] = self.tiler.tile(self._slice(i), self._slice(j), np.float64)
+            used += size
+        self.cache_bytes = used
+        self.n_matvec = 0
+
+    def _slice(self, i: int) -> slice:
+        return slice(int(self.edges[i]), int(self.edges[i + 1]))
+
+    @property
+    def n(self) -> int:
+        return self.tiler.n
+
+    def matvec(self, V: np.ndarray) -> np.ndarray:
+        """``K V`` in float64 for ``V`` of shape (n, k)."""
+        V = np.asarray(V, dtype=np.float64)
+        out = np.zeros_like(V)
+        workspace: dict = {}
+        for i, j in self.tiles:
+            rows, cols = self._slice(i), self._slice(j)
+            T = self._cache.get((i, j))
+            if T is None:
+                T = self.tiler.tile(rows, cols, np.float64, workspace)
+            tile_matvec(T, V, out, rows, cols)
+        self.n_matvec += 1
+        return out
+
+    __call__ = matvec
+
+    def columns(self, idx: ArrayLike) -> np.ndarray:
+        """``K[:, idx]`` in float64."""
+        return self.tiler.columns(idx)
+
+    def diag(self) -> np.ndarray:
+        """The diagonal of ``K``."""
+        return self.tiler.diag()
+
+    def info(self) -> dict:
+        """JSON-able description of the cache and the matvecs run."""
+        cached = sum(8 * (self.edges[i + 1] - self.edges[i]) * (self.edges[j + 1] - self.edges[j])
+                     for i, j in self._cache)
+        return {"tile_size": int(np.diff(self.edges).max()), "n_tiles": len(self.tiles),
+                "cached_tiles": len(self._cache), "cache_bytes": int(cached),
+                "n_matvec": self.n_matvec}
+
+    def close(self) -> None:
+        """Drop the cached tiles."""
+        self._cache = {}
 
 
 def tile_bytes(edges: Sequence[int], tiles: Sequence[tuple[int, int]], itemsize: int) -> int:

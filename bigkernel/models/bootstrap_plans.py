@@ -1,0 +1,457 @@
+"""How each solver turns a batch of bootstrap weights into replicate tasks (layer 3).
+
+:func:`bigkernel.bootstrap` asks :func:`make_plan` for a :class:`ReplicatePlan`; the plan fixes
+everything that is not resampled — the feature map (random features), the landmarks
+(Nyström), the kernel (exact solver) and the standardization — once, before any replicate, and
+builds per batch the delayed tasks that fit, predict at ``X_eval`` and write each replicate.
+
+Fitted or not
+-------------
+* An **unfitted** estimator: the plan draws what its ``fit`` would draw — the random feature
+  map from ``random_state``, the Nyström landmarks from the data, the scaling from the data —
+  with the seed derived from the bootstrap seed when ``random_state`` is not an integer.
+* A **fitted** estimator: the plan reuses the fitted map, landmarks, kernel and scaling, so the
+  band is that of the fitted model. A fitted :class:`~bigkernel.RandomFeatureRidgeCV` is
+  bootstrapped at its chosen (γ, α), held fixed (the search is not repeated per replicate);
+  an unfitted one is refused; so is :class:`~bigkernel.ExactKernelRidgeCV` (bootstrapped as an
+  ``ExactKernelRidge`` with its fitted kernel and ``alpha_``).
+
+In both cases ``alpha`` follows the estimator's parameter: one value is the classic
+fixed-smoother band, a list or ``"gcv"`` repeats the GCV choice in every replicate.
+
+Solvers
+-------
+* Random features and Nyström: a batch shares one pass over the data — each chunk's features
+  are computed once and weighted by every replicate's counts — then one small primal solve per
+  replicate (:class:`_FeaturePlan`).
+* Exact: the training data are held in memory once (the exact solver's premise); a replicate
+  is one task: its rows with count > 0 and the weighted dual system
+  ``(diag(s) K diag(s) + αI) u = s ⊙ y`` (``s = √counts``, see
+  :mod:`bigkernel.numerics.dual`), which equals the fit on the data with each row repeated
+  ``count`` times; the Gram tiles are cached in the task within its share of the memory
+  budget (:class:`~bigkernel.numerics.gram.LocalGram`: the values do not depend on it).
+* :class:`~bigkernel.KernelRidge`: the plan of the solver it chose (fitted) or would choose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any, Protocol, runtime_checkable
+
+import dask
+import numpy as np
+from dask.delayed import Delayed
+from sklearn.base import clone
+
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import DataError, ParameterError
+from bigkernel.graph.stream import predict_block
+from bigkernel.models.auto import KernelRidge
+from bigkernel.models.bootstrap_store import BootstrapStore, array_digest
+from bigkernel.models.exact import (
+    ExactKernelRidge,
+    _weighted_scaler,
+    resolve_memory_budget,
+)
+from bigkernel.models.exact_cv import ExactKernelRidgeCV
+from bigkernel.models.nystroem import NystroemRidge
+from bigkernel.models.random_features import (
+    _RandomFeatureBase,
+    feature_block_rows,
+)
+from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+from bigkernel.numerics.gram import KernelExpansion, LocalGram
+from bigkernel.numerics.primal import solve_primal
+from bigkernel.numerics.resample import BootstrapWeights
+from bigkernel.numerics.sums import SufficientStats, sums_precision
+
+__all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan"]
+
+#: Bytes of reduced statistics one batch may hold per partial sum (m · D² float64 each).
+BATCH_STATS_BYTES = 256 * 2**20
+
+#: Replicates of the exact solver per batch (a batch shares one weights task only).
+EXACT_MAX_BATCH = 64
+
+
+@runtime_checkable
+class ReplicatePlan(Protocol):
+    """What :func:`bigkernel.bootstrap` needs from an estimator type.
+
+    Attributes
+    ----------
+    fingerprint : dict
+        JSON-able identity of everything that changes a replicate's values besides the data, the
+        seed and the resampling (estimator class and parameters, feature map digest, precision,
+        block sizes...). Recorded in the store and compared on resume.
+    n_coef : int
+        Coefficients per target stored per replicate (0 stores none).
+    max_batch_size : int
+        Most replicates one batch may hold (memory bound of the plan).
+    """
+
+    fingerprint: dict[str, Any]
+    n_coef: int
+    max_batch_size: int
+
+    def batch_tasks(
+        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
+        after: Sequence[Delayed] = (),
+    ) -> list[Delayed]:
+        """Delayed tasks, one per replicate of ``weights.replicates``; each one fits its
+        replicate, predicts at the evaluation points and calls
+        :meth:`BootstrapStore.write_replicate` (flag last). The batch's data pass must not
+        start before the ``after`` tasks are done (this bounds the memory of the graph; e.g.
+        make the per-chunk tasks depend on them). Must not compute anything."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+def derived_seed(seed_entropy: int) -> int:
+    """Feature-map (landmark, preconditioner) seed derived from the bootstrap seed (disjoint
+    from the replicate seeds)."""
+    ss = np.random.SeedSequence(seed_entropy, spawn_key=(2**32,))
+    return int(ss.generate_state(1, np.uint32)[0] & 0x7FFFFFFF)
+
+
+def jsonable(value: Any) -> Any:
+    """Estimator parameters as JSON values (arrays → lists, numpy scalars → Python)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, Integral):
+        return int(value)
+    if isinstance(value, Real):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, np.dtype):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, type):
+        return value.__name__
+    if hasattr(value, "to_dict"):  # a Kernel object
+        return jsonable(value.to_dict())
+    return repr(value)
+
+
+def feature_map_digest(fmap: Any) -> str:
+    """Digest of a feature map (random Fourier or Nyström): metadata and every array."""
+    h = hashlib.sha256()
+    h.update(repr(sorted(jsonable(fmap.to_metadata()).items())).encode())
+    if hasattr(fmap, "arrays"):
+        arrays = fmap.arrays()
+    else:
+        arrays = {"weights": fmap.weights, "offsets": np.zeros(0) if fmap.offsets is None else fmap.offsets}
+    for name in sorted(arrays):
+        h.update(name.encode())
+        h.update(array_digest(np.asarray(arrays[name])).encode())
+    return "sha256:" + h.hexdigest()
+
+
+def gate(weights: BootstrapWeights, *done: Any) -> BootstrapWeights:
+    """The weights, handed over only once the ``done`` tasks (an earlier batch) have run."""
+    return weights
+
+
+def _gated(weights: BootstrapWeights, after: Sequence[Delayed]) -> Any:
+    return dask.delayed(gate, pure=True)(weights, *after) if after else weights
+
+
+def _class_name(est: Any) -> str:
+    return f"{type(est).__module__}.{type(est).__qualname__}"
+
+
+def _is_fitted(est: Any) -> bool:
+    return any(hasattr(est, a) for a in ("coef_", "dual_coef_", "estimator_"))
+
+
+def _with_seed(est: Any, seed_entropy: int) -> Any:
+    """An unfitted clone with an integer ``random_state`` (derived when it is not one)."""
+    est = clone(est)
+    seed = est.random_state
+    if not isinstance(seed, Integral) or isinstance(seed, bool):
+        # no integer seed: derive it from the bootstrap seed, so the run (and its resume) is
+        # reproducible from the bootstrap seed alone
+        est.set_params(random_state=derived_seed(seed_entropy))
+    est._check_params()
+    return est
+
+
+def _params(est: Any, **override: Any) -> dict[str, Any]:
+    params = est.get_params(deep=False)
+    params.pop("chunk_rows", None)  # the chunking is recorded with the data
+    params.update(override)
+    return jsonable(params)
+
+
+def _check_n_features(est: Any, d: int) -> None:
+    if est.n_features_in_ != d:
+        raise DataError(
+            f"the fitted {type(est).__name__} expects {est.n_features_in_} features; X has {d}."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Random features and Nyström: a batch shares one weighted pass
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _FeatureReplicate:
+    """Everything a replicate task needs besides the statistics (one graph key, shared)."""
+
+    fmap: Any
+    X_eval: np.ndarray
+    alpha: Any
+    fit_intercept: bool
+    dtype: str
+    block_rows: int
+
+    def run(self, stats: SufficientStats, index: int, replicate: int, store: BootstrapStore) -> int:
+        # the same solve (and GCV rounding guard) as the estimator's fit
+        sol = solve_primal(stats.select(index), self.alpha, self.fit_intercept, sums_precision(self.dtype))
+        pred = predict_block(self.fmap, self.X_eval, sol.coef, sol.intercept, dtype=self.dtype,
+                             block_rows=self.block_rows)
+        # coefficient rows 0..D-1 are β, row D the intercept
+        store.write_replicate(replicate, pred, np.vstack([sol.coef, sol.intercept[np.newaxis]]))
+        return replicate
+
+
+def _run_replicate(model: Any, data: Any, index: int, replicate: int, store: BootstrapStore) -> int:
+    return model.run(data, index, replicate, store)
+
+
+class _FeaturePlan:
+    """Replicate plan of the streamed primal solvers: weighted one-pass sums, primal solve."""
+
+    def __init__(self, est: _RandomFeatureBase, fmap: Any, alpha: Any, X_eval: np.ndarray,
+                 fingerprint: dict[str, Any]) -> None:
+        self.estimator, self.fmap = est, fmap
+        dtype = str(np.dtype(est.dtype))
+        D = fmap.n_components
+        rows = feature_block_rows(est.n_components, dtype)
+        self.n_coef = D + 1
+        self.max_batch_size = max(1, BATCH_STATS_BYTES // (8 * D * D))
+        self._model = dask.delayed(
+            _FeatureReplicate(fmap, X_eval, alpha, bool(est.fit_intercept), dtype, rows), pure=True
+        )
+        self.fingerprint = {
+            **fingerprint, "feature_map": feature_map_digest(fmap), "feature_dtype": dtype,
+            "feature_block_rows": rows, "coef_layout": "rows 0..D-1 coef, row D intercept",
+        }  # fmt: skip
+
+    def batch_tasks(self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
+                    after: Sequence[Delayed] = ()) -> list[Delayed]:
+        stats = self.estimator.stats_graph(ds, self.fmap, weights=_gated(weights, after))
+        token = dask.base.tokenize(store.path, stats.key)
+        return [
+            dask.delayed(_run_replicate, pure=True)(
+                self._model, stats, i, r, store, dask_key_name=f"bootstrap-replicate-{r}-{token}"
+            )
+            for i, r in enumerate(weights.replicates)
+        ]
+
+
+def _feature_plan(est: _RandomFeatureBase, ds: Dataset, X_eval: np.ndarray, seed_entropy: int) -> _FeaturePlan:
+    d = ds.X.shape[1]
+    if isinstance(est, RandomFeatureRidgeCV):
+        if not _is_fitted(est):
+            raise ParameterError(
+                "bootstrap() needs a fitted RandomFeatureRidgeCV (its replicates use the chosen "
+                "gamma_ and alpha_; the search is not repeated per replicate): call fit first, or "
+                "bootstrap a RandomFeatureRidge with the gamma and alpha you want."
+            )
+        _check_n_features(est, d)
+        alpha = float(est.alpha_)
+        params = _params(est, gamma_=float(est.gamma_), alpha_=alpha)
+        return _FeaturePlan(est, est.feature_map_, alpha, X_eval,
+                            {"class": _class_name(est), "params": params, "fitted": True})
+    if _is_fitted(est):
+        _check_n_features(est, d)
+        return _FeaturePlan(est, est.feature_map_, est.alpha, X_eval,
+                            {"class": _class_name(est), "params": _params(est), "fitted": True})
+    est = _with_seed(est, seed_entropy)
+    est._fit_scaler(ds)  # standardize: the scaling is fixed from all rows, like the map
+    if isinstance(est, NystroemRidge):
+        fmap = est._make_map(ds, None)  # landmarks from the data, once
+    else:
+        fmap = est._make_feature_map(d)
+    return _FeaturePlan(est, fmap, est.alpha, X_eval,
+                        {"class": _class_name(est), "params": _params(est), "fitted": False})
+
+
+# --------------------------------------------------------------------------------------------
+# Exact: one weighted dual solve per replicate task
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _ExactReplicate:
+    """A replicate of the exact solver: rows with count > 0, weighted CG, predictions."""
+
+    estimator: ExactKernelRidge  # unfitted, integer seed, standardize=False (X is scaled)
+    kernel: Any
+    X_eval: np.ndarray  # scaled like X
+    solve_budget: int  # decides rank and exact df, as in a fit with this budget
+    cache_budget: int  # Gram tiles cached per task (speed only, never the values)
+
+    def run(self, data: tuple[np.ndarray, np.ndarray, np.ndarray], index: int, replicate: int,
+            store: BootstrapStore) -> int:
+        X, Y, counts = data
+        c = counts[index]
+        keep = c > 0
+        Xk, Yk, ck = X[keep], Y[keep], c[keep]
+        ops: list[LocalGram] = []
+
+        def operator(n_rhs: int, reserve: int) -> LocalGram:
+            ops.append(LocalGram(self.kernel, Xk, max(0, self.cache_budget - reserve)))
+            return ops[0]
+
+        try:
+            sol, _, _ = self.estimator._solve(self.kernel, Xk, Yk, operator, self.solve_budget,
+                                              None if np.all(ck == 1.0) else ck)
+        finally:
+            for op in ops:
+                op.close()
+        pred = KernelExpansion(ops[0].tiler, sol.coef, sol.intercept)(self.X_eval)
+        coef = np.zeros((X.shape[0] + 1, Y.shape[1]))
+        coef[:-1][keep] = sol.coef  # dual coefficients per training row (0: not drawn)
+        coef[-1] = sol.intercept
+        store.write_replicate(replicate, pred, coef)
+        return replicate
+
+
+def task_cache_budget(budget: int, workers: int) -> int:
+    """Bytes of Gram tiles one exact replicate task may cache: its share of the budget."""
+    return budget // max(1, workers)
+
+
+def _with_counts(data: tuple[np.ndarray, np.ndarray], weights: BootstrapWeights) -> tuple:
+    X, Y = data
+    return X, Y, weights(0, X.shape[0])
+
+
+class _ExactPlan:
+    """Replicate plan of :class:`~bigkernel.ExactKernelRidge` (see the module docstring)."""
+
+    def __init__(self, est: ExactKernelRidge, ds: Dataset, X_eval: np.ndarray, seed_entropy: int,
+                 workers: int) -> None:
+        fitted = _is_fitted(est)
+        d = ds.X.shape[1]
+        if fitted:
+            _check_n_features(est, d)
+        work = _with_seed(est, seed_entropy)
+        X, Y, _ = work._training_arrays(ds)
+        scaler = None
+        if est.standardize:
+            scaler = (est.scaler_mean_, est.scaler_scale_) if fitted else _weighted_scaler(X, None)
+            X = (X - scaler[0]) / scaler[1]
+            X_eval = (X_eval - scaler[0]) / scaler[1]
+        work.set_params(standardize=False)
+        kernel = est.kernel_ if fitted else work._make_kernel(d)
+        budget = resolve_memory_budget(work.memory_budget)
+        n = X.shape[0]
+        self.n_coef = n + 1
+        self.max_batch_size = EXACT_MAX_BATCH
+        self._data = dask.delayed((X, Y), pure=True)
+        self._model = dask.delayed(
+            _ExactReplicate(work, kernel, np.ascontiguousarray(X_eval), budget,
+                            task_cache_budget(budget, workers)), pure=True,
+        )  # fmt: skip
+        self.fingerprint = {
+            "class": _class_name(est), "params": _params(est), "fitted": fitted,
+            "kernel": jsonable(kernel.to_dict()),
+            "scaler": None if scaler is None else array_digest(np.concatenate(scaler)),
+            "seed": int(work.random_state),
+            "coef_layout": f"rows 0..{n - 1} dual coef per training row, row {n} intercept",
+        }  # fmt: skip
+
+    def batch_tasks(self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
+                    after: Sequence[Delayed] = ()) -> list[Delayed]:
+        data = dask.delayed(_with_counts, pure=True)(self._data, _gated(weights, after))
+        token = dask.base.tokenize(store.path, data.key)
+        return [
+            dask.delayed(_run_replicate, pure=True)(
+                self._model, data, i, r, store, dask_key_name=f"bootstrap-replicate-{r}-{token}"
+            )
+            for i, r in enumerate(weights.replicates)
+        ]
+
+
+def _exact_at_choice(cv: ExactKernelRidgeCV) -> ExactKernelRidge:
+    """A fitted ExactKernelRidgeCV as an ExactKernelRidge at its chosen (γ, α): its fitted
+    kernel and scaling, which :class:`_ExactPlan` reuses."""
+    if not _is_fitted(cv):
+        raise ParameterError(
+            "bootstrap() needs a fitted ExactKernelRidgeCV (its replicates use the chosen kernel_ "
+            "and alpha_; the search is not repeated per replicate): call fit first, or bootstrap "
+            "an ExactKernelRidge with the gamma and alpha you want."
+        )
+    est = ExactKernelRidge(cv.kernel_, alpha=float(cv.alpha_), fit_intercept=cv.fit_intercept,
+                           memory_budget=cv.memory_budget, standardize=cv.standardize,
+                           random_state=cv.random_state)
+    est.kernel_, est.n_features_in_, est.dual_coef_ = cv.kernel_, cv.n_features_in_, cv.dual_coef_
+    if cv.standardize:
+        est.scaler_mean_, est.scaler_scale_ = cv.scaler_mean_, cv.scaler_scale_
+    return est
+
+
+# --------------------------------------------------------------------------------------------
+# Dispatch
+# --------------------------------------------------------------------------------------------
+def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int,
+              workers: int = 1) -> ReplicatePlan:
+    """The replicate plan of ``estimator`` (fitted or not) for data ``ds``.
+
+    Parameters
+    ----------
+    estimator : RandomFeatureRidge, RandomFeatureRidgeCV (fitted), NystroemRidge,
+        ExactKernelRidge, ExactKernelRidgeCV (fitted), KernelRidge, or any object with
+        ``_bootstrap_plan(ds, X_eval, seed_entropy) -> ReplicatePlan``
+    ds : Dataset
+    X_eval : ndarray of shape (n_eval, n_features)
+    seed_entropy : int
+        The bootstrap seed (derives the estimator's seed when it has no integer one).
+    workers : int, default=1
+        Worker threads running replicates at once (splits the exact solver's memory budget).
+
+    Returns
+    -------
+    ReplicatePlan
+    """
+    hook = getattr(estimator, "_bootstrap_plan", None)
+    if callable(hook):
+        plan = hook(ds, X_eval, seed_entropy)
+        if not isinstance(plan, ReplicatePlan):
+            raise TypeError(
+                f"{type(estimator).__name__}._bootstrap_plan returned {type(plan).__name__}, "
+                "which does not implement ReplicatePlan (fingerprint, n_coef, max_batch_size, "
+                "batch_tasks)."
+            )
+        return plan
+    if isinstance(estimator, KernelRidge):
+        if _is_fitted(estimator):
+            inner = estimator.estimator_
+        else:
+            n, d = ds.X.shape
+            solver, _ = estimator._pick(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))
+            inner = estimator._build(solver)
+        return make_plan(inner, ds, X_eval, seed_entropy, workers)
+    if isinstance(estimator, ExactKernelRidge):
+        return _ExactPlan(estimator, ds, X_eval, seed_entropy, workers)
+    if isinstance(estimator, ExactKernelRidgeCV):
+        return _ExactPlan(_exact_at_choice(estimator), ds, X_eval, seed_entropy, workers)
+    if isinstance(estimator, _RandomFeatureBase):
+        return _feature_plan(estimator, ds, X_eval, seed_entropy)
+    raise NotImplementedError(
+        f"bootstrap() does not support {type(estimator).__name__}: it supports RandomFeatureRidge, "
+        "RandomFeatureRidgeCV (fitted), NystroemRidge, ExactKernelRidge, ExactKernelRidgeCV "
+        "(fitted), KernelRidge and "
+        "estimators that define _bootstrap_plan(ds, X_eval, seed_entropy) returning a "
+        "bigkernel.models.bootstrap_plans.ReplicatePlan."
+    )
+

@@ -1,0 +1,497 @@
+"""ExactKernelRidgeCV: (γ, α) of the exact kernel ridge by closed-form leave-one-out or GCV.
+
+For each γ: one dense Gram matrix and one eigendecomposition of its centred form; the whole α
+path — LOO residuals, GCV, df — then follows in closed form
+(:mod:`bigkernel.numerics.loo`). The chosen point's dual solution comes from the same
+eigendecomposition, so there is no refit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from numbers import Integral, Real
+from types import SimpleNamespace
+
+import dask.array as da
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.utils.validation import check_is_fitted
+
+from bigkernel._checks import check_choice
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import DataError, ParameterError
+from bigkernel.models._base import _EstimatorBase
+from bigkernel.models._compute import compute
+from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
+from bigkernel.numerics.features import gamma_from_length_scale
+from bigkernel.numerics.gram import GramTiler, KernelExpansion
+from bigkernel.numerics.kernels import Kernel
+from bigkernel.numerics.loo import closed_form_scores, spectral_path
+from bigkernel.numerics.sums import check_finite
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_MAX_N", "ExactKernelRidgeCV", "exact_cv_bytes"]
+
+#: default largest n: one O(n³) eigendecomposition per γ. Measured per γ on the project's shared
+#: 2-core AMD EPYC (scipy 1.17 ``eigh``, LAPACK dsyevr; see the class docstring): ~1 s at
+#: n=2000, 6-41 s at 4000, 35-100 s at 6000, 50-115 s at 8000 (depending on the load), so the
+#: default 7-γ search at 6000 takes ~4-12 minutes
+DEFAULT_MAX_N = 6000
+#: default α grid when ``alphas=None``: multiples of the mean eigenvalue of the centred Gram matrix
+DEFAULT_RELATIVE_ALPHAS = np.logspace(-7, 2, 20)
+#: default γ grid when neither ``gammas`` nor ``length_scales`` is given: multiples of 1/d
+DEFAULT_RELATIVE_GAMMAS = np.logspace(-2, 1, 7)
+CRITERIA = ("loo", "gcv")
+#: kernels with a ``gamma`` to search, and those whose length scale converts to one
+GAMMA_KERNELS = ("rbf", "laplacian", "matern", "polynomial", "sigmoid")
+LENGTH_SCALE_KERNELS = ("rbf", "laplacian", "matern")
+_BANDWIDTH_KEYS = ("gamma", "length_scale", "precision")
+_INSTEAD = (
+    "use RandomFeatureRidgeCV (YAML: solver random_features with gamma: [..] or cv; one pass, any "
+    "n), NystroemRidge, or ExactKernelRidge at a fixed gamma (alpha list scored by GCV); or raise max_n"
+)
+
+
+def exact_cv_bytes(n: int, d: int) -> int:
+    """Memory of :class:`ExactKernelRidgeCV` at n points (bytes): the Gram matrix, the
+    eigenvectors and room for kernel temporaries (3 ``n × n`` float64), plus the points."""
+    return 3 * 8 * n * n + 4 * 8 * n * (d + 1)
+
+
+class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
+    """Exact kernel ridge with (γ, α) chosen by closed-form leave-one-out or GCV.
+
+    For each γ the ``n × n`` Gram matrix is formed and its centred form ``HKH`` (``K``
+    without intercept) eigendecomposed once; LOO residuals ``(yᵢ − ŷᵢ)/(1 − h_ii)``, GCV and
+    df(α) then follow for every α in closed form (:mod:`bigkernel.numerics.loo`). LOO here is
+    exact — the same numbers as n refits on n − 1 points — and is the exact path's equivalent
+    of K-fold CV (there are no sums to subtract folds from). The best point's dual solution comes
+    from the same eigendecomposition (no refit); predictions equal :class:`ExactKernelRidge`'s at
+    that (γ, α).
+
+    Only for moderate n: memory ~3·8·n² bytes (the Gram matrix, the eigenvectors, room for
+    kernel temporaries), one O(n³) eigendecomposition per γ. Measured per γ (fit seconds /
+    peak RSS of the process) on the project's shared 2-core AMD EPYC, scipy 1.17 ``eigh``
+    (LAPACK ``dsyevr``):
+
+    ======  =========================================================  ========
+    n       seconds per γ (BLAS threads, load average)                 peak RSS
+    ======  =========================================================  ========
+    2000    1.1-1.4 (one thread, load 1.4-2.7)                         0.33 GB
+    4000    6.4 (two, load 1.4) to 41 (two, load 3.3); 10 (one, ~3)    0.54 GB
+    6000    35 (one, load 3.5); 67-100 (two, load 3.5-4.7)             0.80 GB
+    8000    50-115 (two, load 1.5-4.7)                                 1.27 GB
+    ======  =========================================================  ========
+
+    Up to n = 2000 the eigendecomposition runs on one BLAS thread (see
+    :func:`bigkernel.numerics.loo._eigh`); above, on the BLAS library's threads, which is
+    ~1.7× faster on an idle machine and several times slower (4× at n=4000 above) when other
+    processes hold the cores: wrap the fit in ``threadpoolctl.threadpool_limits(1)`` there.
+    Above ``max_n`` (default 6000) fitting raises :class:`~bigkernel.errors.DataError`; use
+    :class:`RandomFeatureRidgeCV` (one data pass, any n) or :class:`NystroemRidge` there, or
+    raise ``max_n``.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or dict, default="rbf"
+        As in :class:`ExactKernelRidge`. γ is searched for ``"rbf"``, ``"laplacian"``,
+        ``"matern"`` (``ℓ = 1/√(2γ)``), ``"polynomial"`` and ``"sigmoid"``; other kernels,
+        :class:`~bigkernel.numerics.kernels.Kernel` objects and kernels whose ``kernel_params``
+        fix a bandwidth search α only.
+    gammas : sequence of float, default=None
+        Bandwidths to search (exclusive with ``length_scales``); default 7 values log-spaced
+        from 0.01/n_features to 10/n_features (for kernels with a γ).
+    length_scales : sequence of float, default=None
+        Length scales to search (rbf, laplacian, matern), converted to γ as in
+        :class:`RandomFeatureRidgeCV` (``γ = 1/(2ℓ²)``, laplacian ``γ = 1/ℓ``).
+    alphas : sequence of float, default=None
+        Penalties (scikit-learn's scaling); default 20 values log-spaced from 1e-7 to 100 times
+        the mean eigenvalue of each γ's centred Gram matrix.
+    criterion : {"loo", "gcv"}, default="loo"
+        Leave-one-out mean squared error, or generalized cross-validation
+        ``n·RSS/(n − df)²`` (the same GCV as :class:`ExactKernelRidge`'s ``gcv_``).
+    degree, coef0, nu, kernel_params
+        As in :class:`ExactKernelRidge`.
+    fit_intercept : bool, default=True
+        Unpenalized intercept by centring the kernel (``HKH``).
+    standardize : bool, default=False
+        Standardize each feature to mean 0, standard deviation 1 first.
+    max_n : int or None, default=6000
+        Refuse more training points than this (None: only the memory budget limits n).
+    memory_budget : int, str or None, default=None
+        Bytes (or ``"4GB"``); default half the physical memory. Fitting refuses n whose
+        :func:`exact_cv_bytes` exceed it.
+    random_state : int, RandomState instance or None, default=None
+        Accepted for a uniform interface with the other estimators; the closed form draws no
+        random numbers (results are deterministic).
+
+    Attributes
+    ----------
+    cv_results_ : dict of ndarray
+        Like scikit-learn's: ``params``, ``param_gamma`` (NaN when γ is not searched),
+        ``param_alpha``, ``mean_test_score`` (negative LOO MSE, or negative GCV, averaged over
+        targets; ``-inf`` where the point is below its rounding floor), ``std_test_score`` (LOO:
+        the standard deviation over the n left-out points, as a ``LeaveOneOut`` grid search
+        reports; GCV: NaN), ``rank_test_score``, ``mean_test_loo`` and ``mean_test_gcv`` (both
+        criteria, positive), ``df`` (degrees of freedom at that point).
+    best_params_ : dict
+    best_score_ : float
+    best_index_ : int
+    gamma_ : float or None
+        Chosen bandwidth (None when γ is not searched and the kernel has none).
+    alpha_ : float
+    alphas_ : ndarray of shape (n_alphas,)
+        The α grid of the chosen γ.
+    df_ : float
+        Degrees of freedom at the chosen point (intercept included).
+    df_path_ : ndarray of shape (n_alphas,)
+    gcv_, loo_mse_ : ndarray of shape (n_alphas,) or (n_alphas, n_targets)
+        GCV and LOO MSE along ``alphas_`` at the chosen γ (inf where not reliable).
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+    intercept_ : float or ndarray of shape (n_targets,)
+    X_fit_ : ndarray of shape (n_samples, n_features)
+    kernel_ : Kernel
+    solver_info_ : dict
+        Criterion, seconds per γ (Gram matrix, eigendecomposition, scoring), fit seconds, memory.
+    n_features_in_ : int
+    n_samples_fit_ : int
+    """
+
+    def __init__(
+        self,
+        kernel="rbf",
+        *,
+        gammas=None,
+        length_scales=None,
+        alphas=None,
+        criterion="loo",
+        degree=3,
+        coef0=1,
+        nu=1.5,
+        kernel_params=None,
+        fit_intercept=True,
+        standardize=False,
+        max_n=DEFAULT_MAX_N,
+        memory_budget=None,
+        random_state=None,
+    ):
+        self.kernel = kernel
+        self.gammas = gammas
+        self.length_scales = length_scales
+        self.alphas = alphas
+        self.criterion = criterion
+        self.degree = degree
+        self.coef0 = coef0
+        self.nu = nu
+        self.kernel_params = kernel_params
+        self.fit_intercept = fit_intercept
+        self.standardize = standardize
+        self.max_n = max_n
+        self.memory_budget = memory_budget
+        self.random_state = random_state
+
+    # ----------------------------------------------------------------- parameters
+    def _kernel_name(self) -> str | None:
+        return self.kernel.lower() if isinstance(self.kernel, str) else None
+
+    def _fixed_bandwidth(self) -> bool:
+        return bool(set(self.kernel_params or {}) & set(_BANDWIDTH_KEYS))
+
+    def _check_params(self) -> None:
+        check_choice("criterion", self.criterion, CRITERIA)
+        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
+            raise ParameterError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
+        if not isinstance(self.kernel, (str, dict, Kernel)):
+            raise ParameterError(f"kernel must be a name, a Kernel or a dict, got {type(self.kernel).__name__}")
+        if self.gammas is not None and self.length_scales is not None:
+            raise ParameterError("give gammas or length_scales, not both")
+        for name in ("gammas", "length_scales", "alphas"):
+            values = getattr(self, name)
+            if values is not None:
+                arr = np.atleast_1d(np.asarray(values, dtype=object))
+                if arr.ndim != 1 or arr.size == 0 or not all(
+                    isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v) and v > 0 for v in arr
+                ):
+                    raise ParameterError(f"{name} must be a non-empty list of positive numbers, got {values!r}")
+        name = self._kernel_name()
+        if self.gammas is not None and (name not in GAMMA_KERNELS or self._fixed_bandwidth()):
+            fixed = " with a bandwidth in kernel_params" if self._fixed_bandwidth() else ""
+            raise ParameterError(
+                f"gammas: kernel {self.kernel!r}{fixed} has no gamma to search; gammas exist for kernels "
+                f"{', '.join(GAMMA_KERNELS)} (given by name)"
+            )
+        if self.length_scales is not None and (name not in LENGTH_SCALE_KERNELS or self._fixed_bandwidth()):
+            raise ParameterError(
+                f"length_scales: kernel {self.kernel!r} has no length scale to search here; length_scales "
+                f"exist for kernels {', '.join(LENGTH_SCALE_KERNELS)} (given by name)"
+            )
+        if self.max_n is not None and (isinstance(self.max_n, bool) or not isinstance(self.max_n, Integral)
+                                       or self.max_n < 2):
+            raise ParameterError(f"max_n must be an integer >= 2 or None, got {self.max_n!r}")
+        resolve_memory_budget(self.memory_budget)
+
+    def _bandwidths(self, n_features: int) -> list[float | None]:
+        """The γ grid (``[None]``: the kernel's own bandwidth, γ not searched)."""
+        if self.length_scales is not None:
+            return [gamma_from_length_scale(self._kernel_name(), float(v)) for v in np.atleast_1d(self.length_scales)]
+        if self.gammas is not None:
+            return [float(v) for v in np.atleast_1d(self.gammas)]
+        if self._kernel_name() in GAMMA_KERNELS and not self._fixed_bandwidth():
+            return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
+        return [None]
+
+    def _kernel_at(self, gamma: float | None, n_features: int) -> Kernel:
+        spec = SimpleNamespace(kernel=self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
+                               length_scale=None, nu=self.nu, kernel_params=self.kernel_params)
+        return build_kernel(spec, n_features)
+
+    def _check_size(self, n: int, d: int, budget: int) -> None:
+        if self.max_n is not None and n > self.max_n:
+            raise DataError(
+                f"n_samples={n:,} exceeds max_n={self.max_n:,} of ExactKernelRidgeCV: the closed form "
+                f"needs one dense eigendecomposition per gamma (O(n³) time, ~{_gb(exact_cv_bytes(n, d))} "
+                f"memory); {_INSTEAD}"
+            )
+        need = exact_cv_bytes(n, d)
+        if need > budget:
+            raise DataError(
+                f"ExactKernelRidgeCV at n_samples={n:,} needs ~{_gb(need)} (3 dense n × n float64 "
+                f"arrays), more than memory_budget={_gb(budget)}; {_INSTEAD}, or give a larger memory_budget"
+            )
+
+    # ----------------------------------------------------------------- data
+    def _training_arrays(self, ds: Dataset, weights) -> tuple[np.ndarray, np.ndarray]:
+        """X (n, d) and Y (n, k) in memory (one compute for dask input), training rows only."""
+        X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
+        if isinstance(X, da.Array) or isinstance(Y, da.Array):
+            X, Y = compute(X, Y, label="load training data")
+        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        check_finite(X, Y, 0)
+        if weights is not None:
+            keep = _kept(weights, 0, X.shape[0])
+            X, Y = X[keep], Y[keep]
+        return X, Y
+
+    def fit(self, X, y):
+        """Search (γ, α) and fit at the best point, from numpy or dask arrays (loaded to memory).
+
+        No ``sample_weight``: leave-one-out leaves out whole rows, so a weight (a repeated
+        row) has no single meaning here; fit :class:`ExactKernelRidge` with ``sample_weight`` at
+        the chosen ``gamma_`` and ``alpha_`` instead.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        return self.fit_dataset(self._fit_input(X, y))
+
+    def fit_dataset(self, ds: Dataset, weights=None):
+        """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
+
+        ``weights`` may be a row partition keeping one group (a holdout split's training rows)
+        or ``weights(start, stop) -> (1, rows)`` with 0/1 entries.
+        """
+        self._check_params()
+        t0 = time.perf_counter()
+        budget = resolve_memory_budget(self.memory_budget)
+        rows, d = ds.X.shape
+        if self.max_n is not None and rows > self.max_n:  # refuse before loading anything
+            n_kept = rows if weights is None else _count_kept(weights, rows)
+            self._check_size(n_kept, d, budget)
+        X, Y = self._training_arrays(ds, weights)
+        n = X.shape[0]
+        if n < 2:
+            raise DataError(f"leave-one-out and GCV need at least 2 samples, found n_samples={n}")
+        self._check_size(n, d, budget)
+        self.n_features_in_ = d
+        if self.standardize:
+            mean, std = X.mean(axis=0), X.std(axis=0)
+            self.scaler_mean_, self.scaler_scale_ = mean, np.where(std > 0, std, 1.0)
+            X = (X - self.scaler_mean_) / self.scaler_scale_
+        self._search(X, Y, single=ds.y.ndim == 1, t0=t0, budget=budget)
+        return self
+
+    def _search(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, budget: int) -> None:
+        n, d = X.shape
+        gammas = self._bandwidths(d)
+        table: dict[str, list] = {k: [] for k in ("gamma", "alpha", "loo", "gcv", "loo_std", "df")}
+        timings = []
+        best_key, best = None, None
+        for g in gammas:
+            kernel = self._kernel_at(g, d)
+            tiler = GramTiler(kernel, X)
+            t = time.perf_counter()
+            K = tiler.dense()
+            t_gram = time.perf_counter() - t
+            path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True)
+            del K
+            t_eigh = time.perf_counter() - t - t_gram
+            if self.alphas is not None:
+                alphas = np.atleast_1d(np.asarray(self.alphas, dtype=np.float64))
+            else:
+                scale = float(np.maximum(path.eigvals, 0.0).sum()) / n
+                alphas = DEFAULT_RELATIVE_ALPHAS * (scale if scale > 0 else 1.0)
+            sc = closed_form_scores(path, alphas)
+            loo, gcv = sc.loo_mse.mean(axis=1), sc.gcv.mean(axis=1)
+            crit = loo if self.criterion == "loo" else gcv
+            g_report = g if g is not None else _kernel_gamma(kernel)
+            table["gamma"] += [g_report] * alphas.size
+            table["alpha"] += alphas.tolist()
+            table["loo"] += loo.tolist()
+            table["gcv"] += gcv.tolist()
+            table["loo_std"] += (sc.loo_std if self.criterion == "loo" else np.full(alphas.size, np.nan)).tolist()
+            table["df"] += sc.df.tolist()
+            finite = np.isfinite(crit)
+            j = int(np.argmin(np.where(finite, crit, np.inf))) if finite.any() else int(np.argmax(alphas))
+            key = (1, -float(crit[j])) if finite.any() else (0, float(alphas[j]))
+            if best_key is None or key > best_key:  # strict: ties keep the first point
+                a = float(alphas[j])
+                best_key = key
+                best = {"gamma": g, "kernel": kernel, "tiler": tiler, "alpha": a, "alphas": alphas,
+                        "coef": path.coef(a), "intercept": path.intercept(a), "df": sc.df, "gcv": sc.gcv,
+                        "loo": sc.loo_mse}  # fmt: skip
+            timings.append({"gamma": g_report, "gram_seconds": round(t_gram, 3), "eigh_seconds": round(t_eigh, 3),
+                            "score_seconds": round(time.perf_counter() - t - t_gram - t_eigh, 3)})
+            logger.info("closed-form %s at gamma=%s, n=%s: Gram %.2fs, eigh %.2fs; best alpha %.3g (%s %.4g)",
+                        self.criterion.upper(), "-" if g_report is None else f"{g_report:.4g}", f"{n:,}", t_gram,
+                        t_eigh, alphas[j], self.criterion.upper(), crit[j])
+            del path
+        self._set_results(table, searched=gammas != [None])
+        self.gamma_ = best["gamma"] if best["gamma"] is not None else _kernel_gamma(best["kernel"])
+        self.alpha_, self.alphas_ = best["alpha"], best["alphas"]
+        ai = int(np.flatnonzero(best["alphas"] == best["alpha"])[0])
+        self.df_path_, self.df_ = best["df"], float(best["df"][ai])
+        self.gcv_ = best["gcv"][:, 0].copy() if single else best["gcv"]
+        self.loo_mse_ = best["loo"][:, 0].copy() if single else best["loo"]
+        self._set_model(best["tiler"], best["coef"], best["intercept"], single)
+        self.solver_info_ = {
+            "method": "closed-form eigendecomposition", "criterion": self.criterion, "n_gammas": len(gammas),
+            "per_gamma": timings, "memory_bytes": exact_cv_bytes(n, d), "memory_budget": budget,
+            "fit_seconds": round(time.perf_counter() - t0, 3),
+        }  # fmt: skip
+        logger.info("ExactKernelRidgeCV over %d (γ, α) points at n=%s: best %s (%s %.4g), %.2fs",
+                    len(self.cv_results_["params"]), f"{n:,}", self.best_params_, self.criterion.upper(),
+                    -self.best_score_, self.solver_info_["fit_seconds"])
+
+    def _set_results(self, table: dict[str, list], *, searched: bool) -> None:
+        pg, pa = np.asarray(table["gamma"], dtype=np.float64), np.asarray(table["alpha"])
+        loo, gcv = np.asarray(table["loo"]), np.asarray(table["gcv"])
+        mean = -(loo if self.criterion == "loo" else gcv)
+        params = [({"gamma": float(g)} if searched else {}) | {"alpha": float(a)} for g, a in zip(pg, pa)]
+        finite = np.isfinite(mean)
+        if finite.any():
+            best = int(np.argmax(np.where(finite, mean, -np.inf)))
+        else:
+            best = int(np.argmax(pa))
+            logger.warning("no (γ, α) point has a %s score above its rounding floor; using %s",
+                           self.criterion.upper(), params[best])
+        self.cv_results_ = {
+            "params": params, "param_gamma": pg, "param_alpha": pa, "mean_test_score": mean,
+            "std_test_score": np.asarray(table["loo_std"], dtype=np.float64),
+            "rank_test_score": rankdata(-mean, method="min").astype(np.int32),
+            "mean_test_loo": loo, "mean_test_gcv": gcv, "df": np.asarray(table["df"]),
+        }  # fmt: skip
+        self.best_index_ = best
+        self.best_params_ = params[best]
+        self.best_score_ = float(mean[best])
+
+    def _set_model(self, tiler: GramTiler, coef: np.ndarray, intercept: np.ndarray, single: bool) -> None:
+        self.kernel_ = tiler.kernel
+        self.X_fit_ = tiler.X
+        self.n_samples_fit_ = tiler.n
+        self.dual_coef_ = coef[:, 0].copy() if single else coef
+        self.intercept_ = float(intercept[0]) if single else intercept
+        self._expansion = KernelExpansion(tiler, coef, intercept)
+
+    # ----------------------------------------------------------------- persistence
+    _RESULT_ARRAYS = ("param_gamma", "param_alpha", "mean_test_score", "std_test_score", "rank_test_score",
+                      "mean_test_loo", "mean_test_gcv", "df")
+
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        check_is_fitted(self, "dual_coef_")
+        attrs = {
+            "kernel_": self.kernel_.to_dict(), "alpha_": self.alpha_, "gamma_": self.gamma_, "df_": self.df_,
+            "best_params_": self.best_params_, "best_score_": _finite_or_none(self.best_score_),
+            "best_index_": self.best_index_, "gamma_searched": "gamma" in self.best_params_,
+            "solver_info_": self.solver_info_, "n_features_in_": self.n_features_in_,
+            "n_samples_fit_": self.n_samples_fit_, "single_output": self.dual_coef_.ndim == 1,
+        }  # fmt: skip
+        arrays = {
+            "X_fit": self.X_fit_, "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
+            "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
+            "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
+            "loo_mse": np.asarray(self.loo_mse_),
+            **{f"cv_{k}": np.asarray(self.cv_results_[k]) for k in self._RESULT_ARRAYS},
+        }  # fmt: skip
+        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
+            arrays["scaler_mean"], arrays["scaler_scale"] = self.scaler_mean_, self.scaler_scale_
+        return attrs, arrays
+
+    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        X, coef, intercept = arrays["X_fit"], arrays["dual_coef"], arrays["intercept"]
+        if X.ndim != 2 or coef.shape != (X.shape[0], intercept.shape[0]):
+            raise DataError(
+                f"X_fit {X.shape}, dual_coef {coef.shape} and intercept {intercept.shape} do not "
+                "agree: expected (n, d), (n, k) and (k,)"
+            )
+        single = bool(attrs["single_output"])
+        self._set_model(GramTiler(Kernel.from_dict(attrs["kernel_"]), X), coef, intercept, single)
+        self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
+        self.gamma_ = None if attrs["gamma_"] is None else float(attrs["gamma_"])
+        self.df_, self.df_path_ = float(attrs["df_"]), arrays["df_path"]
+        self.gcv_, self.loo_mse_ = arrays["gcv"], arrays["loo_mse"]
+        self.solver_info_ = attrs["solver_info_"]
+        self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
+        results = {k: arrays[f"cv_{k}"] for k in self._RESULT_ARRAYS}
+        searched = bool(attrs["gamma_searched"])
+        results["params"] = [({"gamma": float(g)} if searched else {}) | {"alpha": float(a)}
+                             for g, a in zip(results["param_gamma"], results["param_alpha"])]
+        self.cv_results_ = results
+        self.best_index_ = int(attrs["best_index_"])
+        self.best_params_ = dict(attrs["best_params_"])
+        self.best_score_ = -math.inf if attrs["best_score_"] is None else float(attrs["best_score_"])
+        if "scaler_mean" in arrays:
+            self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
+
+
+PERSISTABLE = {"ExactKernelRidgeCV": ExactKernelRidgeCV}
+
+
+def _kernel_gamma(kernel: Kernel) -> float | None:
+    g = getattr(kernel, "gamma", None)
+    return float(g) if isinstance(g, Real) else None
+
+
+def _finite_or_none(v: float) -> float | None:
+    return float(v) if np.isfinite(v) else None
+
+
+def _gb(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
+
+
+def _kept(weights, start: int, stop: int) -> np.ndarray:
+    """Boolean mask of rows ``start:stop`` a weight specification keeps (one group or 0/1 weights)."""
+    if hasattr(weights, "groups"):
+        return np.isin(np.asarray(weights.groups(start, stop)), list(weights.keep))
+    W = np.asarray(weights(start, stop), dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != 1 or not np.all((W == 0) | (W == 1)):
+        raise ParameterError(
+            "ExactKernelRidgeCV takes a row partition or 0/1 row weights (one set) only; weighted or "
+            "replicated fits (bootstrap counts) are not supported"
+        )
+    return W[0] == 1
+
+
+def _count_kept(weights, n: int, block: int = 1 << 20) -> int:
+    """Rows a weight specification keeps, counted block by block (no data read)."""
+    return sum(int(_kept(weights, lo, min(n, lo + block)).sum()) for lo in range(0, n, block))
