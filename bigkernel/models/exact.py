@@ -151,6 +151,29 @@ class _DualPredictor:
 
 
 
+    # ----------------------------------------------------------------- persistence
+    def _dual_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays every dual model saves: points, dual coefficients, intercept, scaling."""
+        arrays = {
+            "X_fit": self.X_fit_, "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
+            "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
+        }  # fmt: skip
+        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
+            arrays["scaler_mean"], arrays["scaler_scale"] = self.scaler_mean_, self.scaler_scale_
+        return arrays
+
+    @staticmethod
+    def _read_dual_arrays(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(X_fit, dual_coef, intercept)`` of saved arrays, their shapes checked."""
+        X, coef, intercept = arrays["X_fit"], arrays["dual_coef"], arrays["intercept"]
+        if X.ndim != 2 or coef.shape != (X.shape[0], intercept.shape[0]):
+            raise DataError(
+                f"X_fit {X.shape}, dual_coef {coef.shape} and intercept {intercept.shape} do not "
+                "agree: expected (n, d), (n, k) and (k,)"
+            )
+        return X, coef, intercept
+
+
 class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     """Exact kernel ridge regression, blocked and preconditioned, for n up to ~10⁵.
 
@@ -454,22 +477,13 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             "single_output": self.dual_coef_.ndim == 1,
         }  # fmt: skip
         arrays = {
-            "X_fit": self.X_fit_, "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
-            "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
-            "alphas": self.alphas_, "df_path": self.df_path_, "df_stderr_path": self.df_stderr_path_,
-            "gcv": np.asarray(self.gcv_),
+            **self._dual_arrays(), "alphas": self.alphas_, "df_path": self.df_path_,
+            "df_stderr_path": self.df_stderr_path_, "gcv": np.asarray(self.gcv_),
         }  # fmt: skip
-        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
-            arrays["scaler_mean"], arrays["scaler_scale"] = self.scaler_mean_, self.scaler_scale_
         return attrs, arrays
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        X, coef, intercept = arrays["X_fit"], arrays["dual_coef"], arrays["intercept"]
-        if X.ndim != 2 or coef.shape != (X.shape[0], intercept.shape[0]):
-            raise DataError(
-                f"X_fit {X.shape}, dual_coef {coef.shape} and intercept {intercept.shape} do not "
-                "agree: expected (n, d), (n, k) and (k,)"
-            )
+        X, coef, intercept = self._read_dual_arrays(arrays)
         self.kernel_ = Kernel.from_dict(attrs["kernel_"])
         tiler = GramTiler(self.kernel_, X)
         single = bool(attrs["single_output"])

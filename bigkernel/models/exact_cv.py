@@ -426,23 +426,14 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             "n_samples_fit_": self.n_samples_fit_, "single_output": self.dual_coef_.ndim == 1,
         }  # fmt: skip
         arrays = {
-            "X_fit": self.X_fit_, "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
-            "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
-            "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
-            "loo_mse": np.asarray(self.loo_mse_),
+            **self._dual_arrays(), "alphas": self.alphas_, "df_path": self.df_path_,
+            "gcv": np.asarray(self.gcv_), "loo_mse": np.asarray(self.loo_mse_),
             **{f"cv_{k}": np.asarray(self.cv_results_[k]) for k in self._RESULT_ARRAYS},
         }  # fmt: skip
-        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
-            arrays["scaler_mean"], arrays["scaler_scale"] = self.scaler_mean_, self.scaler_scale_
         return attrs, arrays
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        X, coef, intercept = arrays["X_fit"], arrays["dual_coef"], arrays["intercept"]
-        if X.ndim != 2 or coef.shape != (X.shape[0], intercept.shape[0]):
-            raise DataError(
-                f"X_fit {X.shape}, dual_coef {coef.shape} and intercept {intercept.shape} do not "
-                "agree: expected (n, d), (n, k) and (k,)"
-            )
+        X, coef, intercept = self._read_dual_arrays(arrays)
         single = bool(attrs["single_output"])
         self._set_model(GramTiler(Kernel.from_dict(attrs["kernel_"]), X), coef, intercept, single)
         self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
