@@ -1,4 +1,7 @@
-"""One-pass graphs over row-chunked dask arrays: sufficient statistics and residual sums."""
+"""One-pass graphs over row-chunked dask arrays: sufficient statistics and predictions.
+
+(Residual sums of any fitted model: :mod:`bigkernel.graph.evaluate`.)
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from bigkernel.numerics.features import FeatureMap
-from bigkernel.numerics.sums import SufficientStats, block_stats
+from bigkernel.numerics.sums import block_stats
 
 #: partial results combined per reduction task; each is m·D² float64, so keep it small
 SPLIT_EVERY = 4
@@ -79,47 +82,6 @@ def stats_graph(
         for start, xb, yb in row_blocks(X, Y)
     ]
     return tree_reduce(parts, _sum, name="stats-sum")
-
-
-def _block_residuals(
-    fmap: FeatureMap, X: np.ndarray, Y: np.ndarray, start: int, coef: np.ndarray, intercept: np.ndarray,
-    groups: Callable[[int, int], np.ndarray] | None, n_groups: int, dtype: str, block_rows: int,
-) -> np.ndarray:
-    """Per-group [count, SSE, Σy, Σy²] for each target, shape (n_groups, 4, k)."""
-    from bigkernel.numerics.sums import check_finite
-
-    check_finite(X, Y, start)
-    g = np.zeros(X.shape[0], dtype=np.int64) if groups is None else np.asarray(groups(start, start + X.shape[0]))
-    pred = predict_block(fmap, X, coef, intercept, dtype=dtype, block_rows=block_rows)
-    Y = np.asarray(Y, dtype=np.float64)
-    out = np.zeros((n_groups, 4, Y.shape[1]))
-    for j in range(n_groups):
-        sel = g == j
-        r = Y[sel] - pred[sel]
-        out[j, 0] = sel.sum()
-        out[j, 1] = (r * r).sum(axis=0)
-        out[j, 2] = Y[sel].sum(axis=0)
-        out[j, 3] = (Y[sel] ** 2).sum(axis=0)
-    return out
-
-
-def residual_graph(
-    X: da.Array, Y: da.Array, fmap: FeatureMap, coef: np.ndarray, intercept: np.ndarray, *,
-    groups: Callable[[int, int], np.ndarray] | None = None, n_groups: int = 1,
-    dtype: str = "float64", block_rows: int = 8192,
-) -> Delayed:
-    """Delayed per-group residual sums (see :func:`_block_residuals`) of a fitted model."""
-    model = dask.delayed((fmap, coef, intercept), pure=True)
-    parts = [
-        dask.delayed(_residuals_task, pure=True)(model, xb, yb, start, groups, n_groups, dtype, block_rows)
-        for start, xb, yb in row_blocks(X, Y)
-    ]
-    return tree_reduce(parts, _sum, name="residual-sum")
-
-
-def _residuals_task(model, X, Y, start, groups, n_groups, dtype, block_rows):
-    fmap, coef, intercept = model
-    return _block_residuals(fmap, X, Y, start, coef, intercept, groups, n_groups, dtype, block_rows)
 
 
 def predict_block(
