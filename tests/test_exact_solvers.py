@@ -221,7 +221,6 @@ def test_config_rejects_what_a_solver_lacks(model, key, words, tmp_path):
 
 
 def test_config_reads_the_exact_solver_keys_and_takes_bootstrap_with_them(tmp_path):
-    from bigkernel.errors import ConfigError
     from bigkernel.jobs.config import load_config
     from bigkernel.jobs.runner import build_estimator
 
