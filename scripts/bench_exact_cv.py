@@ -35,10 +35,12 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
+
+# scripts/ is on sys.path when this runs as a script: the resource helpers of the exact benchmark
+from bench_exact import _cpu_seconds, _peak_rss_gb
 
 GAMMAS = [0.02, 0.05, 0.1, 0.2, 0.5]
 N_TEST = 5000
@@ -55,19 +57,6 @@ def _data(n: int, seed: int):
 
     a = generate_rows(SyntheticSpec("friedman1", n, 10, 1.0, seed), 0, n)
     return a[:, :10], a[:, 10]
-
-
-def _peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
-
-
-def _cpu_seconds() -> tuple[float, float]:
-    """(this process's CPU seconds, the machine's busy CPU seconds) so far."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    busy = (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, busy
 
 
 class _Timer:

@@ -357,3 +357,22 @@ def test_resume_recomputes_only_lost_replicates_bitwise(tmp_path, solver):
     other = RandomFeatureRidge(gamma=2.0, n_components=30, alpha=0.1, random_state=4)
     with pytest.raises(StoreMismatchError):
         bootstrap(other, X, Y, E, n_bootstraps=6, random_state=SEED, store=tmp_path / "a.zarr")
+
+
+def test_local_gram_gives_the_same_bits_cached_or_recomputed(monkeypatch):
+    """LocalGram's values do not depend on its budget (what makes exact replicates bitwise
+    reproducible on any worker), and the budget does decide what is cached."""
+    from bigkernel.numerics.gram import GramTiler, LocalGram
+    from bigkernel.numerics.kernels import make_kernel
+
+    monkeypatch.setattr("bigkernel.numerics.gram.TILE_MAX", 40)  # 4 × 4 tiles, 10 upper ones
+    X, _, _ = data()
+    kernel = make_kernel("rbf", n_features=2, gamma=2.0)
+    V = np.random.default_rng(0).normal(size=(N, 3))
+    full, none, part = (LocalGram(kernel, X, b) for b in (10**9, 0, 3 * 40 * 40 * 8))
+    assert len(full.tiles) == 10 and full.info()["cached_tiles"] == 10
+    assert none.info()["cached_tiles"] == 0 and part.info()["cached_tiles"] == 3
+    ref = full.matvec(V)
+    np.testing.assert_array_equal(none.matvec(V), ref)
+    np.testing.assert_array_equal(part.matvec(V), ref)
+    np.testing.assert_allclose(ref, GramTiler(kernel, X).dense() @ V, rtol=1e-12, atol=1e-12)

@@ -101,6 +101,17 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             check_consistent_length(X, y)
         return as_dataset(X, y, chunk_rows=getattr(self, "chunk_rows", None)), False
 
+    def _predict_with(self, X, block, graph, single: bool):
+        """Predictions of numpy X by ``block(X)`` (numpy out), of dask X by ``graph(X)`` (lazy
+        dask out); 1-D for a single target."""
+        if isinstance(X, da.Array):
+            ds, _ = self._as_dataset(X, reset=False)
+            out = graph(ds.X)
+        else:
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            out = block(X)
+        return out[:, 0] if single else out
+
     def _check_n_features(self, d: int) -> None:
         if d != self.n_features_in_:
             raise DataError(

@@ -19,7 +19,7 @@ import numpy as np
 import psutil
 from dask.utils import parse_bytes
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
@@ -139,17 +139,9 @@ class _DualPredictor:
         (n_samples, n_targets)
         """
         check_is_fitted(self, "dual_coef_")
-        single = self.dual_coef_.ndim == 1
         model = self._model()
-        if isinstance(X, da.Array):
-            ds, _ = self._as_dataset(X, reset=False)
-            out = predict_expansion_graph(ds.X, model, model.n_outputs)
-        else:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-            out = model(X)
-        return out[:, 0] if single else out
-
-
+        return self._predict_with(X, model, lambda A: predict_expansion_graph(A, model, model.n_outputs),
+                                  single=self.dual_coef_.ndim == 1)
 
     # ----------------------------------------------------------------- persistence
     def _dual_arrays(self) -> dict[str, np.ndarray]:

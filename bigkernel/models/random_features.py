@@ -8,7 +8,7 @@ from numbers import Integral, Real
 import dask.array as da
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
@@ -141,14 +141,12 @@ class _RandomFeatureBase(_EstimatorBase):
         check_is_fitted(self, "coef_")
         coef, intercept = self._coef_2d()
         dtype = str(np.dtype(self.dtype))
-        rows = feature_block_rows(self.feature_map_.n_components, dtype)
-        if isinstance(X, da.Array):
-            ds, _ = self._as_dataset(X, reset=False)
-            out = predict_graph(ds.X, self.feature_map_, coef, intercept, dtype=dtype, block_rows=rows)
-        else:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-            out = predict_block(self.feature_map_, X, coef, intercept, dtype=dtype, block_rows=rows)
-        return out[:, 0] if self.coef_.ndim == 1 else out
+        fmap, rows = self.feature_map_, feature_block_rows(self.feature_map_.n_components, dtype)
+        return self._predict_with(
+            X, lambda A: predict_block(fmap, A, coef, intercept, dtype=dtype, block_rows=rows),
+            lambda A: predict_graph(A, fmap, coef, intercept, dtype=dtype, block_rows=rows),
+            single=self.coef_.ndim == 1,
+        )
 
     # ----------------------------------------------------------------- persistence
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
