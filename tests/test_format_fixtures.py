@@ -1,0 +1,48 @@
+"""Saved models and bootstrap stores written by an older commit still load and give its values.
+
+The stores under ``tests/fixtures/format_v1`` were written by the commit named in
+``expected.json`` (``tests/fixtures/make_format_fixtures.py``); they are never regenerated to
+make this test pass.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import bigkernel
+from tests.fixtures.make_format_fixtures import ROOT, _data
+
+with open(os.path.join(ROOT, "expected.json")) as _f:
+    EXPECTED = json.load(_f)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED["models"]))
+def test_saved_model_loads_and_predicts_as_when_written(name):
+    want = EXPECTED["models"][name]
+    model = bigkernel.load(os.path.join(ROOT, f"{name}.zarr"))
+    assert type(model).__name__ == want["estimator"]
+    got = model.predict(np.asarray(EXPECTED["X_eval"]))
+    np.testing.assert_allclose(got, want["predict"], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED["bands"]))
+def test_bootstrap_store_loads_with_its_band(name):
+    res = bigkernel.load_bootstrap(os.path.join(ROOT, f"{name}.zarr"))
+    np.testing.assert_allclose(res.lower, EXPECTED["bands"][name]["lower"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(res.upper, EXPECTED["bands"][name]["upper"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(res.X_eval, np.asarray(EXPECTED["X_eval"]))
+
+
+def test_old_random_feature_store_resumes_without_recomputing(tmp_path):
+    """Today's bootstrap() accepts the old store as the same job: nothing is recomputed."""
+    store = tmp_path / "b.zarr"
+    shutil.copytree(os.path.join(ROOT, "bootstrap_random_features.zarr"), store)
+    X, y = _data()
+    est = bigkernel.RandomFeatureRidge(gamma=0.5, n_components=16, alpha=0.1, random_state=0)
+    res = bigkernel.bootstrap(est, X, y, np.asarray(EXPECTED["X_eval"]), n_bootstraps=6,
+                              random_state=3, store=store)
+    assert res.n_computed == 0 and res.n_reused == 6
+    np.testing.assert_array_equal(res.upper, EXPECTED["bands"]["bootstrap_random_features"]["upper"])
