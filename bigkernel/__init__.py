@@ -20,12 +20,12 @@ from bigkernel.errors import (
     IncompleteStoreError,
     StoreMismatchError,
 )
-from bigkernel.models.auto import KernelRidge
-from bigkernel.models.bootstrap import BootstrapResult, bootstrap, eval_grid, load_bootstrap
+from bigkernel.models.kernel_ridge import KernelRidge
+from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid, load_bootstrap
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.nystroem import NystroemRidge
-from bigkernel.models.persist import load
+from bigkernel.io.model_store import load
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 

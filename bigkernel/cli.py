@@ -92,8 +92,8 @@ def _cmd_predict(args) -> int:
     from bigkernel.data.sources import open_source
     from bigkernel.errors import OutputExistsError
     from bigkernel.jobs.config import ClusterConfig, path_relation
-    from bigkernel.models._compute import progress_bars
-    from bigkernel.models.persist import load
+    from bigkernel.runtime import progress_bars
+    from bigkernel.io.model_store import load
 
     model = load(args.model)  # first: anything that is not a model store is refused unread
     for what, path in (("model", args.model), ("data", args.data)):

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
     from bigkernel import RandomFeatureRidge
     from bigkernel.data.sources import open_source
     from bigkernel.data.synthetic import SyntheticSpec, make_data
-    from bigkernel.models.bootstrap import bootstrap, eval_grid
+    from bigkernel.bands.bootstrap import bootstrap, eval_grid
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-bootstrap-")
     own_workdir = args.workdir is None
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
             n_workers=args.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address=None,
         ) as cluster, Client(cluster) as client:
-            client.run(lambda: __import__("bigkernel.models.bootstrap"))  # warm the imports
+            client.run(lambda: __import__("bigkernel.bands.bootstrap"))  # warm the imports
             results["worker_blas_threads"] = sorted(
                 {i["num_threads"] for info in client.run(threadpool_info).values() for i in info}
             )

@@ -141,7 +141,7 @@ def profile_exact_replicate(plan, counts: np.ndarray) -> dict:
 
     import bigkernel.models.exact as exact_module
     import bigkernel.numerics.dual as dual_module
-    from bigkernel.numerics.gram import KernelExpansion, LocalGram
+    from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
 
     t = {"build": 0.0, "matvec": 0.0, "exact_df": 0.0, "prec_setup": 0.0}
 
@@ -233,8 +233,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from bigkernel.data.sources import as_dataset
     from bigkernel.data.synthetic import SyntheticSpec, generate_rows
-    from bigkernel.models.bootstrap import bootstrap, default_batch_size, eval_grid
-    from bigkernel.models.bootstrap_plans import make_plan
+    from bigkernel.bands.bootstrap import bootstrap, default_batch_size, eval_grid
+    from bigkernel.bands.plans import make_plan
     from bigkernel.numerics.resample import BootstrapWeights
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # after its import sets INFO
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict:
             n_workers=W, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address=None,
         ) as cluster, Client(cluster) as client:
-            client.run(lambda: __import__("bigkernel.models.bootstrap"))  # warm the imports
+            client.run(lambda: __import__("bigkernel.bands.bootstrap"))  # warm the imports
             results["worker_blas_threads"] = sorted(
                 {i["num_threads"] for info in client.run(threadpool_info).values() for i in info}
             )

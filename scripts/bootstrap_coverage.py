@@ -53,7 +53,7 @@ def coverage_experiment(
 
     from bigkernel import ExactKernelRidge, NystroemRidge, RandomFeatureRidge
     from bigkernel.data.synthetic import true_function
-    from bigkernel.models.bootstrap import bootstrap
+    from bigkernel.bands.bootstrap import bootstrap
     from bigkernel.numerics.resample import percentile_band
 
     X_eval = np.linspace(0.0, 1.0, n_eval)[:, np.newaxis]

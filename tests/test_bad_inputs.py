@@ -717,7 +717,7 @@ def test_a_client_that_never_connected_is_not_used(caplog):
     """Found while writing this suite: distributed keeps a ``Client`` whose address it could not
     parse registered as the default client, and a compute on it waits forever. The job's own
     connection no longer registers one (previous test), and the API ignores such a client."""
-    from bigkernel.models._compute import active_client
+    from bigkernel.runtime import active_client
 
     assert active_client() is None  # the bad --address above left no default client behind
     with pytest.raises(ValueError, match="unknown address scheme"):

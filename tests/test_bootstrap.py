@@ -20,14 +20,14 @@ import zarr
 from bigkernel import RandomFeatureRidge
 from bigkernel.data.synthetic import SyntheticSpec, generate_rows, true_function
 from bigkernel.errors import IncompleteStoreError, ParameterError, StoreMismatchError
-from bigkernel.models.bootstrap import (
+from bigkernel.bands.bootstrap import (
     BootstrapResult,
     bootstrap,
     default_batch_size,
     eval_grid,
     load_bootstrap,
 )
-from bigkernel.models.bootstrap_store import open_store
+from bigkernel.io.band_store import open_store
 from bigkernel.numerics.resample import bootstrap_counts, percentile_band
 
 
@@ -93,12 +93,12 @@ def test_one_dimensional_y_dask_input_and_batch_independence(tmp_path, monkeypat
     lazy = bootstrap(est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2,
                      store=tmp_path / "dask.zarr", batch_size=4)
     _assert_same_result(base, lazy)
-    monkeypatch.setattr("bigkernel.models.bootstrap.SHARED_DATA_BYTES", 0)
+    monkeypatch.setattr("bigkernel.bands.bootstrap.SHARED_DATA_BYTES", 0)
     reread = bootstrap(est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2,
                        store=tmp_path / "dask-reread.zarr", batch_size=4)
     _assert_same_result(base, reread)
     from bigkernel.data.sources import as_dataset
-    from bigkernel.models.bootstrap import _batch_dataset
+    from bigkernel.bands.bootstrap import _batch_dataset
 
     ds = as_dataset(Xd, yd)
     a, b = _batch_dataset(ds, 0, True), _batch_dataset(ds, 1, True)
@@ -110,7 +110,7 @@ def test_batches_are_chained_to_bound_memory(tmp_path, monkeypatch):
     """Batch b's data pass waits for batch b - window (window = 2 x worker threads = 2 here)."""
     import dask
 
-    import bigkernel.models.bootstrap as bmod
+    import bigkernel.bands.bootstrap as bmod
 
     graphs = []
 
@@ -151,8 +151,8 @@ def test_batches_are_chained_to_bound_memory(tmp_path, monkeypatch):
 _CHILD = textwrap.dedent("""
     import sys, time
     import dask
-    from bigkernel.models import bootstrap_store
-    from bigkernel.models.bootstrap import bootstrap
+    from bigkernel.io import band_store as bootstrap_store
+    from bigkernel.bands.bootstrap import bootstrap
     sys.path.insert(0, {tests!r})
     from test_bootstrap import X_EVAL, rff, sine
 

@@ -18,8 +18,8 @@ from bigkernel import (
     RandomFeatureRidgeCV,
 )
 from bigkernel.errors import ParameterError
-from bigkernel.models.bootstrap import bootstrap
-from bigkernel.models.bootstrap_store import open_store
+from bigkernel.bands.bootstrap import bootstrap
+from bigkernel.io.band_store import open_store
 from bigkernel.numerics.dual import solve_dual
 from bigkernel.numerics.resample import bootstrap_counts
 
@@ -136,10 +136,10 @@ def test_exact_values_do_not_depend_on_batch_or_gram_cache(tmp_path, monkeypatch
                      batch_size=4)
     assert base.mean.shape == (12,)
     # no tile cached (every matvec recomputes its tiles) and one replicate per batch
-    monkeypatch.setattr("bigkernel.numerics.gram.TILE_MAX", 64)  # several tiles
+    monkeypatch.setattr("bigkernel.numerics.gram_tiles.TILE_MAX", 64)  # several tiles
     cached = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3,
                        store=tmp_path / "c.zarr", batch_size=1)
-    monkeypatch.setattr("bigkernel.models.bootstrap_plans.task_cache_budget", lambda b, w: 0)
+    monkeypatch.setattr("bigkernel.bands.plans.task_cache_budget", lambda b, w: 0)
     small = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3,
                       store=tmp_path / "b.zarr", batch_size=1)
     np.testing.assert_array_equal(small.predictions.compute(), cached.predictions.compute())
@@ -362,10 +362,10 @@ def test_resume_recomputes_only_lost_replicates_bitwise(tmp_path, solver):
 def test_local_gram_gives_the_same_bits_cached_or_recomputed(monkeypatch):
     """LocalGram's values do not depend on its budget (what makes exact replicates bitwise
     reproducible on any worker), and the budget does decide what is cached."""
-    from bigkernel.numerics.gram import GramTiler, LocalGram
-    from bigkernel.numerics.kernels import make_kernel
+    from bigkernel.numerics.gram_tiles import GramTiler, LocalGram
+    from bigkernel.kernels.functions import make_kernel
 
-    monkeypatch.setattr("bigkernel.numerics.gram.TILE_MAX", 40)  # 4 × 4 tiles, 10 upper ones
+    monkeypatch.setattr("bigkernel.numerics.gram_tiles.TILE_MAX", 40)  # 4 × 4 tiles, 10 upper ones
     X, _, _ = data()
     kernel = make_kernel("rbf", n_features=2, gamma=2.0)
     V = np.random.default_rng(0).normal(size=(N, 3))

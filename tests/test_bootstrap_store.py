@@ -20,7 +20,7 @@ from bigkernel.errors import (
     ParameterError,
     StoreMismatchError,
 )
-from bigkernel.models.bootstrap_store import (
+from bigkernel.io.band_store import (
     FORMAT,
     BootstrapStore,
     array_digest,

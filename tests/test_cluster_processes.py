@@ -37,7 +37,7 @@ import pytest
 
 import bigkernel
 from bigkernel.data.synthetic import SyntheticSpec, make_data
-from bigkernel.models.bootstrap_store import open_store
+from bigkernel.io.band_store import open_store
 
 distributed = pytest.importorskip("distributed")
 
@@ -234,7 +234,7 @@ class JobResult:
 
 
 def _result(output: Path) -> JobResult:
-    from bigkernel.models.bootstrap import load_bootstrap
+    from bigkernel.bands.bootstrap import load_bootstrap
 
     return JobResult(bigkernel.load(output / "model.zarr"),
                      json.loads((output / "metrics.json").read_text()),

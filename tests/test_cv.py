@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bigkernel.numerics.cv import cv_path, subtract
-from bigkernel.numerics.features import make_feature_map
+from bigkernel.numerics.fourier_features import make_feature_map
 from bigkernel.numerics.primal import solve_primal
 from bigkernel.numerics.splits import FoldSplit, HoldoutSplit
 from bigkernel.numerics.sums import block_stats

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from bigkernel.errors import ParameterError
-from bigkernel.graph.gram import balanced_groups
-from bigkernel.models import gram_operator
-from bigkernel.models.gram_operator import GramOperator
-from bigkernel.numerics.gram import (
+from bigkernel.graph.gram_matvec import balanced_groups
+from bigkernel.solvers import gram_operator
+from bigkernel.solvers.gram_operator import GramOperator
+from bigkernel.numerics.gram_tiles import (
     GramTiler,
     KernelExpansion,
     plan_gram,
@@ -20,7 +20,7 @@ from bigkernel.numerics.gram import (
     tile_matvec,
     upper_tiles,
 )
-from bigkernel.numerics.kernels import RBF, Laplacian, Matern, Polynomial, make_kernel
+from bigkernel.kernels.functions import RBF, Laplacian, Matern, Polynomial, make_kernel
 
 MiB = 2**20
 KERNELS = [

@@ -14,9 +14,9 @@ from bigkernel import ExactKernelRidge, KernelRidge, NystroemRidge, RandomFeatur
 from bigkernel.cli import main
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import ParameterError
-from bigkernel.models.auto import NYSTROEM_MAX_N, choose_solver
-from bigkernel.numerics.kernels import RBF, Polynomial
-from bigkernel.numerics.nystroem import NystroemMap, select_landmarks
+from bigkernel.models.kernel_ridge import NYSTROEM_MAX_N, choose_solver
+from bigkernel.kernels.functions import RBF, Polynomial
+from bigkernel.numerics.nystroem_features import NystroemMap, select_landmarks
 from tests.conftest import friedman
 
 GB = 10**9

@@ -6,7 +6,7 @@ from sklearn.gaussian_process.kernels import Matern
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.numerics.features import make_feature_map
+from bigkernel.numerics.fourier_features import make_feature_map
 
 
 def _exact(kernel, X, gamma, nu):

@@ -12,7 +12,7 @@ from sklearn.gaussian_process import kernels as gpk
 from sklearn.metrics import pairwise
 
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.numerics.kernels import (
+from bigkernel.kernels.functions import (
     KERNEL_NAMES,
     RBF,
     Constant,

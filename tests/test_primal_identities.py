@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bigkernel.numerics.features import make_feature_map
+from bigkernel.numerics.fourier_features import make_feature_map
 from bigkernel.numerics.primal import eigen_path, solve_primal
 from bigkernel.numerics.sums import block_stats
 

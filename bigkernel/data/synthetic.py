@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from bigkernel._atomic import atomic_folder
+from bigkernel.io.atomic import atomic_folder
 from bigkernel.errors import OutputExistsError, ParameterError
 
 logger = logging.getLogger(__name__)

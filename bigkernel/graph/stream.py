@@ -1,6 +1,6 @@
 """One-pass graphs over row-chunked dask arrays: sufficient statistics and predictions.
 
-(Residual sums of any fitted model: :mod:`bigkernel.graph.evaluate`.)
+(Residual sums of any fitted model: :mod:`bigkernel.graph.residuals`.)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
-from bigkernel.numerics.features import FeatureMap
+from bigkernel.numerics.fourier_features import FeatureMap
 from bigkernel.numerics.sums import block_stats
 
 #: partial results combined per reduction task; each is m·D² float64, so keep it small

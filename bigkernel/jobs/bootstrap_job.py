@@ -26,9 +26,9 @@ import numpy as np
 import zarr
 
 from bigkernel.data.sources import Dataset
-from bigkernel.models._compute import compute
-from bigkernel.models.auto import KernelRidge
-from bigkernel.models.bootstrap import BootstrapResult, bootstrap, eval_grid
+from bigkernel.runtime import compute
+from bigkernel.models.kernel_ridge import KernelRidge
+from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
@@ -63,8 +63,8 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
     import json
 
     from bigkernel.errors import StoreMismatchError
-    from bigkernel.models.bootstrap import _data_fingerprint
-    from bigkernel.models.bootstrap_store import open_store
+    from bigkernel.bands.bootstrap import _data_fingerprint
+    from bigkernel.io.band_store import open_store
 
     store = open_store(bc.store)  # a folder that is no bootstrap store is refused here
     fp = store.fingerprint or {}
@@ -88,7 +88,7 @@ def bootstrap_estimator(est: Any) -> Any:
     """The job's fitted model with its chosen α held fixed, for :func:`bootstrap`.
 
     The fitted feature map, landmarks, kernel and scaling are reused by the bootstrap plan
-    (:mod:`bigkernel.models.bootstrap_plans`); a ``KernelRidge`` gives its fitted solver; a
+    (:mod:`bigkernel.bands.plans`); a ``KernelRidge`` gives its fitted solver; a
     fitted ``RandomFeatureRidgeCV`` is bootstrapped at its chosen (γ, α) by its plan.
 
     Parameters

@@ -24,7 +24,7 @@ from bigkernel._version import __version__
 from bigkernel.errors import ClusterError
 from bigkernel.graph.stream import SPLIT_EVERY
 from bigkernel.jobs.config import ClusterConfig
-from bigkernel.models._compute import blas_threads_for
+from bigkernel.runtime import blas_threads_for
 from bigkernel.models.random_features import feature_block_rows
 
 logger = logging.getLogger(__name__)

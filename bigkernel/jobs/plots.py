@@ -82,13 +82,13 @@ def plot_band(
 
     For d = 1 this is the band over the input; for d > 1 the band along column ``feature``
     with the other features held at a reference point (build ``X_eval`` with
-    :func:`bigkernel.models.bootstrap.eval_grid`). The training points are then drawn against
+    :func:`bigkernel.bands.bootstrap.eval_grid`). The training points are then drawn against
     that feature only, as context — they are not on the slice.
 
     Parameters
     ----------
     result : BootstrapResult
-        From :func:`bigkernel.models.bootstrap.bootstrap` or ``load_bootstrap``.
+        From :func:`bigkernel.bands.bootstrap.bootstrap` or ``load_bootstrap``.
     X_train : array-like of shape (n_samples, n_features)
         Training inputs (a dask array is read whole: pass a subset for big data). At most
         :data:`MAX_POINTS` evenly spaced points are drawn.

@@ -151,7 +151,7 @@ def make_report(output: str, est, holdout: tuple[np.ndarray, np.ndarray] | None,
 
 def report_from_folder(output: str) -> dict[str, str]:
     """Rebuild figures and report.md from a finished job folder (``bigkernel report``)."""
-    from bigkernel.models.persist import load
+    from bigkernel.io.model_store import load
 
     metrics_path = os.path.join(output, "metrics.json")
     if not os.path.exists(metrics_path):

@@ -22,9 +22,9 @@ from bigkernel._version import __version__
 from bigkernel.data.sources import Dataset, open_source
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import DataError, OutputExistsError
-from bigkernel.graph.evaluate import residual_graph
+from bigkernel.graph.residuals import residual_graph
 from bigkernel.jobs.config import JobConfig, SourceConfig
-from bigkernel.models._compute import compute, progress_bars
+from bigkernel.runtime import compute, progress_bars
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.splits import HoldoutSplit
@@ -52,7 +52,7 @@ def build_estimator(cfg: JobConfig):
 
 def _build_kernel_solver(m, alpha, ls):
     """ExactKernelRidge, NystroemRidge or KernelRidge (solver auto) from the ``model:`` keys."""
-    from bigkernel.models.auto import KernelRidge
+    from bigkernel.models.kernel_ridge import KernelRidge
     from bigkernel.models.exact import ExactKernelRidge
     from bigkernel.models.nystroem import NystroemRidge
 

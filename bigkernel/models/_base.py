@@ -32,7 +32,7 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray:
     from sklearn.utils.validation import _check_sample_weight
 
     if isinstance(sample_weight, da.Array):
-        from bigkernel.models._compute import compute
+        from bigkernel.runtime import compute
 
         (sample_weight,) = compute(sample_weight, label="sample weights")
     try:
@@ -123,14 +123,14 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     def predict_to_zarr(self, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
         """Predict a dask/numpy X straight into a zarr array, chunk by chunk (out of core).
 
-        See :func:`bigkernel.models.predict_io.predict_to_zarr`.
+        See :func:`bigkernel.io.predictions.predict_to_zarr`.
         """
-        from bigkernel.models.predict_io import predict_to_zarr
+        from bigkernel.io.predictions import predict_to_zarr
 
         return predict_to_zarr(self, X, path, name=name, overwrite=overwrite)
 
     def save(self, path: str, *, overwrite: bool = False) -> str:
         """Save the fitted model as a zarr group with JSON metadata (no pickle)."""
-        from bigkernel.models.persist import save_model
+        from bigkernel.io.model_store import save_model
 
         return save_model(self, path, overwrite=overwrite)

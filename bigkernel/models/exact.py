@@ -2,7 +2,7 @@
 
 For moderate n (up to ~10⁵): the training points are held in memory (n × d), the Gram matrix
 is a grid of tiles cached within a memory budget and recomputed where the budget ends
-(:class:`~bigkernel.models.gram_operator.GramOperator`), and CG with a randomized pivoted
+(:class:`~bigkernel.solvers.gram_operator.GramOperator`), and CG with a randomized pivoted
 Cholesky (or uniform Nyström) preconditioner solves every target and every α together
 (:func:`~bigkernel.numerics.dual.solve_dual`).
 """
@@ -24,13 +24,13 @@ from sklearn.utils.validation import check_is_fitted
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, NotPSDError, ParameterError
-from bigkernel.graph.gram import predict_expansion_graph
+from bigkernel.graph.gram_matvec import predict_expansion_graph
 from bigkernel.models._base import _EstimatorBase
-from bigkernel.models._compute import active_client, compute
-from bigkernel.models.gram_operator import GramOperator
+from bigkernel.runtime import active_client, compute
+from bigkernel.solvers.gram_operator import GramOperator
 from bigkernel.numerics.dual import solve_dual
-from bigkernel.numerics.gram import DTYPES, GramTiler, KernelExpansion
-from bigkernel.numerics.kernels import Kernel, make_kernel
+from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
+from bigkernel.kernels.functions import Kernel, make_kernel
 from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.sums import check_finite
@@ -179,7 +179,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     kernel : str, Kernel or dict, default="rbf"
         ``"rbf"``, ``"laplacian"``, ``"matern"``, ``"polynomial"``, ``"linear"``,
         ``"sigmoid"`` (not PSD: warns), ``"periodic"``, ``"constant"``; or a
-        :class:`~bigkernel.numerics.kernels.Kernel` (sums, products, scalings, ARD).
+        :class:`~bigkernel.kernels.functions.Kernel` (sums, products, scalings, ARD).
     alpha : float, list of float or "gcv", default=1.0
         Ridge penalty (scikit-learn's scaling). A list is scored by GCV: exact for
         n <= 2000 (eigenvalues), else with the Hutchinson estimate of df; ``"gcv"`` scores
@@ -571,7 +571,7 @@ def __getattr__(name: str):
     # the persistence registry reads PERSISTABLE; built lazily, as the other solvers' modules
     # import this one
     if name == "PERSISTABLE":
-        from bigkernel.models.auto import KernelRidge
+        from bigkernel.models.kernel_ridge import KernelRidge
         from bigkernel.models.nystroem import NystroemRidge
 
         return {"ExactKernelRidge": ExactKernelRidge, "NystroemRidge": NystroemRidge, "KernelRidge": KernelRidge}

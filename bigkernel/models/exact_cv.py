@@ -23,11 +23,11 @@ from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.models._base import _EstimatorBase
-from bigkernel.models._compute import compute
+from bigkernel.runtime import compute
 from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
-from bigkernel.numerics.features import gamma_from_length_scale
-from bigkernel.numerics.gram import GramTiler, KernelExpansion
-from bigkernel.numerics.kernels import Kernel
+from bigkernel.numerics.fourier_features import gamma_from_length_scale
+from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
+from bigkernel.kernels.functions import Kernel
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.sums import check_finite
 
@@ -99,7 +99,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     kernel : str, Kernel or dict, default="rbf"
         As in :class:`ExactKernelRidge`. γ is searched for ``"rbf"``, ``"laplacian"``,
         ``"matern"`` (``ℓ = 1/√(2γ)``), ``"polynomial"`` and ``"sigmoid"``; other kernels,
-        :class:`~bigkernel.numerics.kernels.Kernel` objects and kernels whose ``kernel_params``
+        :class:`~bigkernel.kernels.functions.Kernel` objects and kernels whose ``kernel_params``
         fix a bandwidth search α only.
     gammas : sequence of float, default=None
         Bandwidths to search (exclusive with ``length_scales``); default 7 values log-spaced

@@ -11,11 +11,11 @@ from sklearn.utils.validation import check_is_fitted
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.models._compute import compute
+from bigkernel.runtime import compute
 from bigkernel.models.exact import build_kernel
 from bigkernel.models.random_features import _is_dtype, _RandomFeatureBase
-from bigkernel.numerics.kernels import Kernel
-from bigkernel.numerics.nystroem import (
+from bigkernel.kernels.functions import Kernel
+from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
     NystroemMap,
     landmark_pool_size,
@@ -41,7 +41,7 @@ class NystroemRidge(_RandomFeatureBase):
     Parameters
     ----------
     kernel : str or Kernel, default="rbf"
-        Any name of :func:`~bigkernel.numerics.kernels.make_kernel` or a Kernel.
+        Any name of :func:`~bigkernel.kernels.functions.make_kernel` or a Kernel.
     gamma, degree, coef0, length_scale, nu, kernel_params
         Kernel parameters, as in :class:`~bigkernel.ExactKernelRidge`.
     n_components : int, default=100

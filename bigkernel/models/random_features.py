@@ -15,8 +15,8 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_block, predict_graph, stats_graph
 from bigkernel.models._base import RowWeights, _EstimatorBase
-from bigkernel.models._compute import compute
-from bigkernel.numerics.features import (
+from bigkernel.runtime import compute
+from bigkernel.numerics.fourier_features import (
     FORMS,
     KERNELS,
     MATERN_NUS,

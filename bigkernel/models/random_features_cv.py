@@ -10,10 +10,10 @@ from scipy.stats import rankdata
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
-from bigkernel.models._compute import compute
+from bigkernel.runtime import compute
 from bigkernel.models.random_features import _RandomFeatureBase
 from bigkernel.numerics.cv import cv_path
-from bigkernel.numerics.features import gamma_from_length_scale
+from bigkernel.numerics.fourier_features import gamma_from_length_scale
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
 from bigkernel.numerics.sums import sums_precision

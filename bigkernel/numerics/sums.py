@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bigkernel.errors import NonFiniteError
-from bigkernel.numerics.features import FeatureMap
+from bigkernel.numerics.fourier_features import FeatureMap
 
 
 @dataclass

@@ -29,7 +29,7 @@ Solvers
   ``(diag(s) K diag(s) + αI) u = s ⊙ y`` (``s = √counts``, see
   :mod:`bigkernel.numerics.dual`), which equals the fit on the data with each row repeated
   ``count`` times; the Gram tiles are cached in the task within its share of the memory
-  budget (:class:`~bigkernel.numerics.gram.LocalGram`: the values do not depend on it).
+  budget (:class:`~bigkernel.numerics.gram_tiles.LocalGram`: the values do not depend on it).
 * :class:`~bigkernel.KernelRidge`: the plan of the solver it chose (fitted) or would choose.
 """
 
@@ -49,8 +49,8 @@ from sklearn.base import clone
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_block
-from bigkernel.models.auto import KernelRidge
-from bigkernel.models.bootstrap_store import BootstrapStore, array_digest
+from bigkernel.models.kernel_ridge import KernelRidge
+from bigkernel.io.band_store import BootstrapStore, array_digest
 from bigkernel.models.exact import (
     ExactKernelRidge,
     _weighted_scaler,
@@ -63,7 +63,7 @@ from bigkernel.models.random_features import (
     feature_block_rows,
 )
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
-from bigkernel.numerics.gram import KernelExpansion, LocalGram
+from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
 from bigkernel.numerics.primal import solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
 from bigkernel.numerics.sums import SufficientStats, sums_precision
@@ -452,6 +452,6 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
         "RandomFeatureRidgeCV (fitted), NystroemRidge, ExactKernelRidge, ExactKernelRidgeCV "
         "(fitted), KernelRidge and "
         "estimators that define _bootstrap_plan(ds, X_eval, seed_entropy) returning a "
-        "bigkernel.models.bootstrap_plans.ReplicatePlan."
+        "bigkernel.bands.plans.ReplicatePlan."
     )
 

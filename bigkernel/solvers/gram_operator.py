@@ -1,9 +1,9 @@
 """The Gram matrix of the training points as a matvec for CG (layer 3: owns the computes).
 
-:class:`GramOperator` follows a :class:`~bigkernel.numerics.gram.GramPlan`: the first tiles
+:class:`GramOperator` follows a :class:`~bigkernel.numerics.gram_tiles.GramPlan`: the first tiles
 that fit the cache budget are computed once and persisted (in this process, or in the workers'
 memory when a distributed client is active); every matvec is then one ``compute`` of a small
-graph that reads cached tiles and recomputes the others (:mod:`bigkernel.graph.gram`).
+graph that reads cached tiles and recomputes the others (:mod:`bigkernel.graph.gram_matvec`).
 Kernel columns for the preconditioner and the diagonal come straight from the points.
 """
 
@@ -16,10 +16,10 @@ import uuid
 import dask
 import numpy as np
 
-from bigkernel.graph.gram import cache_graph, matvec_graph
-from bigkernel.models._compute import active_client, compute, local_threads, persist
-from bigkernel.numerics.gram import GramPlan, GramTiler, plan_gram
-from bigkernel.numerics.kernels import Kernel
+from bigkernel.graph.gram_matvec import cache_graph, matvec_graph
+from bigkernel.runtime import active_client, compute, local_threads, persist
+from bigkernel.numerics.gram_tiles import GramPlan, GramTiler, plan_gram
+from bigkernel.kernels.functions import Kernel
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class GramOperator:
     memory_budget : int
         Bytes for the operator and everything counted in ``reserve_bytes``.
     dtype : {"auto", "float64", "float32"}, default="auto"
-        See :func:`~bigkernel.numerics.gram.plan_gram`.
+        See :func:`~bigkernel.numerics.gram_tiles.plan_gram`.
     n_rhs : int, default=1
         Largest number of columns per matvec (sizes the working memory).
     reserve_bytes : int, default=0

@@ -6,8 +6,8 @@ import logging
 
 import dask.array as da
 
-from bigkernel._atomic import atomic_folder
-from bigkernel.models._compute import compute
+from bigkernel.io.atomic import atomic_folder
+from bigkernel.runtime import compute
 
 logger = logging.getLogger(__name__)
 

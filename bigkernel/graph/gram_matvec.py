@@ -1,7 +1,7 @@
 """Dask graphs over Gram tiles (layer 2): cache tiles, one matvec ``K V``, predictions.
 
 Nothing here computes. Tiles are the upper ``(i, j)`` blocks over row ranges ``edges`` of the
-training points (see :mod:`bigkernel.numerics.gram`). A matvec is a few tasks, each running
+training points (see :mod:`bigkernel.numerics.gram_tiles`). A matvec is a few tasks, each running
 through a balanced group of tiles — reading a cached tile or recomputing it — and adding both
 ``K_ij V_j`` and ``K_ijᵀ V_i`` to a private ``(n, k)`` accumulator; the accumulators are then
 tree-summed. Grouping keeps the task count near the thread count whatever the tile count
@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - distributed is a dependency
     Future = Delayed
 
 from bigkernel.graph.stream import row_blocks, tree_reduce
-from bigkernel.numerics.gram import GramTiler, tile_matvec
+from bigkernel.numerics.gram_tiles import GramTiler, tile_matvec
 
 __all__ = ["balanced_groups", "cache_graph", "matvec_graph", "predict_expansion_graph"]
 

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import zarr
 
-from bigkernel._atomic import atomic_folder
+from bigkernel.io.atomic import atomic_folder
 from bigkernel._version import __version__
 from bigkernel.errors import DataNotFoundError, ModelFormatError
 

@@ -24,8 +24,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.numerics.gram import GramTiler
-from bigkernel.numerics.kernels import Kernel
+from bigkernel.numerics.gram_tiles import GramTiler
+from bigkernel.kernels.functions import Kernel
 from bigkernel.numerics.precond import rpcholesky_factor
 
 __all__ = ["LANDMARK_METHODS", "NystroemMap", "landmark_pool_size", "select_landmarks"]

@@ -737,7 +737,7 @@ class Sigmoid(Kernel):
         warnings.warn(
             "the sigmoid kernel tanh(gamma <x, y> + coef0) is not positive semi-definite in "
             "general: kernel ridge with it can be ill-posed and CG can break down. Check your "
-            "data with bigkernel.numerics.kernels.check_psd or use a PSD kernel (rbf, matern, ...)",
+            "data with bigkernel.kernels.functions.check_psd or use a PSD kernel (rbf, matern, ...)",
             UserWarning,
             stacklevel=3,
         )
@@ -941,7 +941,7 @@ def make_kernel(
     **params
         The kernel's parameters; ``None`` values count as not given. laplacian and matern
         accept ``gamma`` or ``length_scale`` (laplacian ``γ = 1/ℓ``, matern ``ℓ = 1/√(2γ)``),
-        the conventions of :mod:`bigkernel.numerics.features`.
+        the conventions of :mod:`bigkernel.numerics.fourier_features`.
 
     Returns
     -------
@@ -983,7 +983,7 @@ def make_kernel(
 
 def _bandwidth_as_stored(kernel: str, params: dict[str, Any]) -> dict[str, Any]:
     """Accept ``gamma`` or ``length_scale`` for laplacian and matern, as the random-feature maps
-    do (``bigkernel.numerics.features.length_scale_from_gamma``): laplacian ``γ = 1/ℓ``,
+    do (``bigkernel.numerics.fourier_features.length_scale_from_gamma``): laplacian ``γ = 1/ℓ``,
     matern ``ℓ = 1/√(2γ)`` (the rbf limit ν → ∞). Each class stores one of the two."""
     if kernel not in ("laplacian", "matern"):
         return params

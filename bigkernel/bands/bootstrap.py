@@ -12,10 +12,10 @@ How it runs
   the features of a chunk are computed once and serve every replicate of the batch (weights of
   shape (m, rows)) — and its tree-reduced statistics feed one task per replicate that solves,
   predicts at ``X_eval`` and writes its own region of the store, its completion flag last.
-  Every batch goes into ONE graph, run by one :func:`bigkernel.models._compute.compute`, so
+  Every batch goes into ONE graph, run by one :func:`bigkernel.runtime.compute`, so
   batches run in parallel on the cluster. Batch ``b`` starts its pass once batch
   ``b - 2·workers`` is done, so about ``2·workers`` batches are in memory whatever B is.
-* The store (see :mod:`bigkernel.models.bootstrap_store`) is created, and its metadata written,
+* The store (see :mod:`bigkernel.io.band_store`) is created, and its metadata written,
   by the client only. Rerunning with the same store computes only the replicates without a
   completion flag. A replicate's values depend only on its seed, the data, their chunking and the
   model — never on the batch it ran in, the worker or the order — so a resumed run gives
@@ -34,7 +34,7 @@ repeats the α selection; pass one α for the classic fixed-smoother band.
 
 Solvers
 -------
-Every solver has a plan (:mod:`bigkernel.models.bootstrap_plans`): random features and Nyström
+Every solver has a plan (:mod:`bigkernel.bands.plans`): random features and Nyström
 share one weighted pass per batch; the exact solver runs one weighted dual solve per replicate
 (equal to the fit on the data with each row repeated ``count`` times); ``KernelRidge`` uses its
 solver's. An estimator with a method ``_bootstrap_plan(ds, X_eval, seed_entropy) ->
@@ -59,9 +59,9 @@ from dask.delayed import Delayed
 
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError, IncompleteStoreError, ParameterError
-from bigkernel.models._compute import active_client, compute, local_threads
-from bigkernel.models.bootstrap_plans import ReplicatePlan, make_plan
-from bigkernel.models.bootstrap_store import (
+from bigkernel.runtime import active_client, compute, local_threads
+from bigkernel.bands.plans import ReplicatePlan, make_plan
+from bigkernel.io.band_store import (
     BootstrapStore,
     array_digest,
     open_or_create_store,

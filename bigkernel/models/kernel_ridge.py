@@ -26,13 +26,13 @@ from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.models._base import RowWeights, _EstimatorBase, check_sample_weight
-from bigkernel.models._compute import local_threads
+from bigkernel.runtime import local_threads
 from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
-from bigkernel.numerics import features
-from bigkernel.numerics.gram import plan_gram
-from bigkernel.numerics.kernels import Kernel
+from bigkernel.numerics import fourier_features as features
+from bigkernel.numerics.gram_tiles import plan_gram
+from bigkernel.kernels.functions import Kernel
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Bootstrap bands: resampled refits as Dask tasks, replicate plans per solver, percentiles."""

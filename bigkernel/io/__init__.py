@@ -1,0 +1,1 @@
+"""On-disk formats: model store, prediction writer, bootstrap band store, atomic folders."""
