@@ -26,21 +26,27 @@ MODEL_FORMAT = "bigkernel-model"
 FORMAT_VERSION = 1
 
 
-def _registry() -> dict[str, type]:
-    from bigkernel.models.random_features import RandomFeatureRidge
-    from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+_MODELS: dict[str, type] = {}
 
-    reg: dict[str, type] = {"RandomFeatureRidge": RandomFeatureRidge, "RandomFeatureRidgeCV": RandomFeatureRidgeCV}
-    try:  # estimators of other solvers register themselves when they exist
-        from bigkernel.models import exact
 
-        reg.update(getattr(exact, "PERSISTABLE", {}))
-    except ImportError:
-        pass
-    from bigkernel.models import exact_cv
+def register_model(cls: type) -> type:
+    """Class decorator: let :func:`load` rebuild ``cls`` from a store naming it.
 
-    reg.update(exact_cv.PERSISTABLE)
-    return reg
+    Estimators register themselves where they are defined (as zarr registers codecs), so this
+    module imports no estimator. The saved name is the class name; registering another class
+    under a taken name is refused.
+    """
+    name = cls.__name__
+    known = _MODELS.get(name)
+    if known is not None and known is not cls:
+        raise ValueError(f"a model class named {name!r} is already registered ({known.__module__})")
+    _MODELS[name] = cls
+    return cls
+
+
+def registered_models() -> dict[str, type]:
+    """The registered estimator classes by saved name (a copy)."""
+    return dict(_MODELS)
 
 
 def _jsonable(value):
@@ -116,7 +122,7 @@ def load(path: str):
         )
     if not meta.get("complete"):
         raise ModelFormatError(f"{path!r} is an unfinished model store (its writer did not complete); save the model again")
-    cls = _registry().get(meta.get("estimator"))
+    cls = _MODELS.get(meta.get("estimator"))
     if cls is None:
         raise ModelFormatError(f"{path!r} holds an unknown estimator {meta.get('estimator')!r}")
     try:

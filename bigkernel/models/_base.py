@@ -9,6 +9,8 @@ from sklearn.utils.validation import check_array, check_consistent_length, valid
 
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError, ParameterError
+from bigkernel.io.model_store import save_model
+from bigkernel.io.predictions import predict_to_zarr
 
 
 class RowWeights:
@@ -125,12 +127,8 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
 
         See :func:`bigkernel.io.predictions.predict_to_zarr`.
         """
-        from bigkernel.io.predictions import predict_to_zarr
-
         return predict_to_zarr(self, X, path, name=name, overwrite=overwrite)
 
     def save(self, path: str, *, overwrite: bool = False) -> str:
         """Save the fitted model as a zarr group with JSON metadata (no pickle)."""
-        from bigkernel.io.model_store import save_model
-
         return save_model(self, path, overwrite=overwrite)

@@ -34,6 +34,7 @@ from bigkernel.kernels.functions import Kernel, make_kernel
 from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.sums import check_finite
+from bigkernel.io.model_store import register_model
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +167,7 @@ class _DualPredictor:
         return X, coef, intercept
 
 
+@register_model
 class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     """Exact kernel ridge regression, blocked and preconditioned, for n up to ~10⁵.
 
@@ -565,14 +567,3 @@ def _weighted_scaler(X: np.ndarray, sample_weight: np.ndarray | None) -> tuple[n
     mean = np.average(X, axis=0, weights=sample_weight)
     std = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=sample_weight))
     return mean, np.where(std > 0, std, 1.0)
-
-
-def __getattr__(name: str):
-    # the persistence registry reads PERSISTABLE; built lazily, as the other solvers' modules
-    # import this one
-    if name == "PERSISTABLE":
-        from bigkernel.models.kernel_ridge import KernelRidge
-        from bigkernel.models.nystroem import NystroemRidge
-
-        return {"ExactKernelRidge": ExactKernelRidge, "NystroemRidge": NystroemRidge, "KernelRidge": KernelRidge}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

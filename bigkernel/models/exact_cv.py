@@ -30,6 +30,7 @@ from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.kernels.functions import Kernel
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.sums import check_finite
+from bigkernel.io.model_store import register_model
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ def exact_cv_bytes(n: int, d: int) -> int:
     return 3 * 8 * n * n + 4 * 8 * n * (d + 1)
 
 
+@register_model
 class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     """Exact kernel ridge with (γ, α) chosen by closed-form leave-one-out or GCV.
 
@@ -454,7 +456,6 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
 
 
-PERSISTABLE = {"ExactKernelRidgeCV": ExactKernelRidgeCV}
 
 
 def _kernel_gamma(kernel: Kernel) -> float | None:

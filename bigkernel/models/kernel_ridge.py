@@ -33,6 +33,7 @@ from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics import fourier_features as features
 from bigkernel.numerics.gram_tiles import plan_gram
 from bigkernel.kernels.functions import Kernel
+from bigkernel.io.model_store import register_model
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ def _kernel_name(kernel) -> str:
     return kernel.name if isinstance(kernel, Kernel) else str(kernel)
 
 
+@register_model
 class KernelRidge(_EstimatorBase):
     """Kernel ridge regression with the solver chosen from n and the memory budget.
 

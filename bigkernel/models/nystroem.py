@@ -23,12 +23,14 @@ from bigkernel.numerics.nystroem_features import (
 )
 from bigkernel.numerics.sums import sums_precision
 from bigkernel.numerics.primal import resolve_alphas, solve_primal
+from bigkernel.io.model_store import register_model
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["NystroemRidge"]
 
 
+@register_model
 class NystroemRidge(_RandomFeatureBase):
     """Kernel ridge regression on Nyström features ``φ(x) = K_mm^(-1/2) k_m(x)``.
 

@@ -26,6 +26,7 @@ from bigkernel.numerics.fourier_features import (
 )
 from bigkernel.numerics.primal import resolve_alphas, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
+from bigkernel.io.model_store import register_model
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +181,7 @@ class _RandomFeatureBase(_EstimatorBase):
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
 
 
+@register_model
 class RandomFeatureRidge(_RandomFeatureBase):
     """Kernel ridge regression with random Fourier features, fitted in one streamed pass.
 

@@ -17,6 +17,7 @@ from bigkernel.numerics.fourier_features import gamma_from_length_scale
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
 from bigkernel.numerics.sums import sums_precision
+from bigkernel.io.model_store import register_model
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ DEFAULT_RELATIVE_ALPHAS = np.logspace(-8, 1, 20)
 DEFAULT_RELATIVE_GAMMAS = np.logspace(-2, 1, 7)
 
 
+@register_model
 class RandomFeatureRidgeCV(_RandomFeatureBase):
     """Random-feature kernel ridge with (γ, α) chosen by K-fold CV or GCV, in one data pass.
 
