@@ -48,7 +48,6 @@ from sklearn.base import clone
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.graph.stream import predict_block
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.io.band_store import BootstrapStore, array_digest
 from bigkernel.models.exact import (
@@ -64,7 +63,7 @@ from bigkernel.models.random_features import (
 )
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
-from bigkernel.numerics.primal import solve_primal
+from bigkernel.numerics.primal import PrimalExpansion, solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 
@@ -216,8 +215,8 @@ class _FeatureReplicate:
     def run(self, stats: SufficientStats, index: int, replicate: int, store: BootstrapStore) -> int:
         # the same solve (and GCV rounding guard) as the estimator's fit
         sol = solve_primal(stats.select(index), self.alpha, self.fit_intercept, sums_precision(self.dtype))
-        pred = predict_block(self.fmap, self.X_eval, sol.coef, sol.intercept, dtype=self.dtype,
-                             block_rows=self.block_rows)
+        pred = PrimalExpansion(self.fmap, sol.coef, sol.intercept, dtype=self.dtype,
+                               block_rows=self.block_rows)(self.X_eval)
         # coefficient rows 0..D-1 are β, row D the intercept
         store.write_replicate(replicate, pred, np.vstack([sol.coef, sol.intercept[np.newaxis]]))
         return replicate

@@ -69,9 +69,3 @@ def _check_numeric(a: da.Array, name: str) -> None:
             f"{name} must have a numeric dtype (float or int); got {a.dtype}. "
             f"Convert it, e.g. {name}.astype('float64')"
         )
-
-
-def align_y(y: da.Array, X: da.Array) -> da.Array:
-    """``y`` as 2-D (n, k) with the row chunks of ``X`` and one column chunk."""
-    Y = y[:, np.newaxis] if y.ndim == 1 else y
-    return Y.rechunk((X.chunks[0], Y.shape[1]))

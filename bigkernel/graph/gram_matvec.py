@@ -1,4 +1,4 @@
-"""Dask graphs over Gram tiles (layer 2): cache tiles, one matvec ``K V``, predictions.
+"""Dask graphs over Gram tiles (layer 2): cache tiles, one matvec ``K V``.
 
 Nothing here computes. Tiles are the upper ``(i, j)`` blocks over row ranges ``edges`` of the
 training points (see :mod:`bigkernel.numerics.gram_tiles`). A matvec is a few tasks, each running
@@ -10,24 +10,17 @@ tree-summed. Grouping keeps the task count near the thread count whatever the ti
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import dask
-import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
-try:  # a distributed Future is a reference too
-    from distributed import Future
-except ImportError:  # pragma: no cover - distributed is a dependency
-    Future = Delayed
-
-from bigkernel.graph.stream import row_blocks, tree_reduce
+from bigkernel.graph.stream import tree_reduce
 from bigkernel.numerics.gram_tiles import GramTiler, tile_matvec
 
-__all__ = ["balanced_groups", "cache_graph", "matvec_graph", "predict_expansion_graph"]
+__all__ = ["balanced_groups", "cache_graph", "matvec_graph"]
 
 #: relative cost of recomputing a tile entry vs reading a cached one (measured ~2 vs ~0.3 ns)
 RECOMPUTE_COST = 6.0
@@ -143,26 +136,3 @@ def matvec_graph(
                 jobs.append((t[0], t[1], -1))
         parts.append(dask.delayed(_matvec_task, pure=True)(tiler, V, jobs, e, dtype, slots))
     return tree_reduce(parts, _add, name="gram-matvec-sum")
-
-
-def _predict_task(model: Any, X: np.ndarray) -> np.ndarray:
-    return model(X)
-
-
-def predict_expansion_graph(X: da.Array, model: Any, n_outputs: int) -> da.Array:
-    """Lazy ``model(X_chunk)`` per row chunk of ``X``: float64 ``(n, n_outputs)``, X's chunks.
-
-    ``model`` is a callable on numpy blocks, e.g. a kernel expansion ``k(x, X_train) a + b``
-    computed block by block; it enters the graph once, under one key (so it is neither hashed
-    nor shipped per chunk).
-    """
-    if not isinstance(model, (Delayed, Future)):
-        model = dask.delayed(model, name=f"kernel-expansion-{uuid.uuid4().hex}")
-    blocks = [
-        da.from_delayed(
-            dask.delayed(_predict_task, pure=True)(model, xb),
-            shape=(rows, n_outputs), dtype=np.float64, meta=np.empty((0, n_outputs)),
-        )
-        for (_, xb, _), rows in zip(row_blocks(X), X.chunks[0])
-    ]  # fmt: skip
-    return da.concatenate(blocks, axis=0)

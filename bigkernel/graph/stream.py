@@ -8,13 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import uuid
+
 import dask
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
+from distributed import Future
 
 from bigkernel.numerics.fourier_features import FeatureMap
-from bigkernel.numerics.sums import block_stats
+from bigkernel.numerics.sums import block_stats, check_finite
 
 #: partial results combined per reduction task; each is m·D² float64, so keep it small
 SPLIT_EVERY = 4
@@ -84,41 +87,27 @@ def stats_graph(
     return tree_reduce(parts, _sum, name="stats-sum")
 
 
-def predict_block(
-    fmap: FeatureMap, X: np.ndarray, coef: np.ndarray, intercept: np.ndarray, *,
-    dtype: str = "float64", block_rows: int = 8192,
-) -> np.ndarray:
-    """Predictions φ(X)β + b for a numpy block, in sub-blocks of ``block_rows`` (bounded memory)."""
-    out = np.empty((X.shape[0], coef.shape[1]), dtype=np.float64)
-    beta = coef * fmap.scale
-    for lo in range(0, X.shape[0], block_rows):
-        phi = fmap.transform_unscaled(X[lo : lo + block_rows], dtype)
-        # β can be large with cancelling terms: keep the product in float64 even for float32 φ
-        out[lo : lo + block_rows] = phi @ beta + intercept
-    return out
+def predict_graph(X: da.Array, model: Any, n_outputs: int) -> da.Array:
+    """Lazy ``model(X_chunk)`` per row chunk of ``X``: float64 ``(n, n_outputs)``, X's chunks.
 
-
-def predict_graph(
-    X: da.Array, fmap: FeatureMap, coef: np.ndarray, intercept: np.ndarray, *,
-    dtype: str = "float64", block_rows: int = 8192,
-) -> da.Array:
-    """Lazy predictions (n, k) float64 with the row chunks of ``X``."""
-    model = dask.delayed((fmap, coef, intercept), pure=True)
-    k = coef.shape[1]
+    ``model`` is a callable on numpy blocks — :class:`~bigkernel.numerics.primal.PrimalExpansion`
+    or :class:`~bigkernel.numerics.gram_tiles.KernelExpansion` — or a delayed/future of one. It
+    enters the graph once, under one key, so it is neither hashed nor shipped per chunk. NaN/inf
+    in a chunk raise :class:`~bigkernel.errors.NonFiniteError` naming its rows.
+    """
+    if not isinstance(model, (Delayed, Future)):
+        model = dask.delayed(model, name=f"predictor-{uuid.uuid4().hex}")
     blocks = [
         da.from_delayed(
-            dask.delayed(_predict_task, pure=True)(model, xb, start, dtype, block_rows),
-            shape=(rows, k), dtype=np.float64, meta=np.empty((0, k)),
+            dask.delayed(_predict_task, pure=True)(model, xb, start),
+            shape=(rows, n_outputs), dtype=np.float64, meta=np.empty((0, n_outputs)),
         )
         for (start, xb, _), rows in zip(row_blocks(X), X.chunks[0])
-    ]
+    ]  # fmt: skip
     return da.concatenate(blocks, axis=0)
 
 
-def _predict_task(model, X, start, dtype, block_rows):
-    from bigkernel.numerics.sums import check_finite
-
+def _predict_task(model: Any, X: np.ndarray, start: int) -> np.ndarray:
     # NaN/inf in X would silently give NaN predictions: refuse them, naming the rows
     check_finite(X, None, start, action="predicting")
-    fmap, coef, intercept = model
-    return predict_block(fmap, X, coef, intercept, dtype=dtype, block_rows=block_rows)
+    return model(X)

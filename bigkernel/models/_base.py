@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_array, check_consistent_length, valid
 
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError, ParameterError
+from bigkernel.graph.stream import predict_graph
 from bigkernel.io.model_store import save_model
 from bigkernel.io.predictions import predict_to_zarr
 
@@ -103,15 +104,15 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             check_consistent_length(X, y)
         return as_dataset(X, y, chunk_rows=getattr(self, "chunk_rows", None)), False
 
-    def _predict_with(self, X, block, graph, single: bool):
-        """Predictions of numpy X by ``block(X)`` (numpy out), of dask X by ``graph(X)`` (lazy
-        dask out); 1-D for a single target."""
+    def _predict_with(self, X, model, single: bool):
+        """Predictions of ``model`` (a callable on numpy blocks with ``n_outputs``): numpy X in,
+        numpy out; dask X in, lazy dask out; 1-D for a single target."""
         if isinstance(X, da.Array):
             ds, _ = self._as_dataset(X, reset=False)
-            out = graph(ds.X)
+            out = predict_graph(ds.X, model, model.n_outputs)
         else:
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-            out = block(X)
+            out = model(X)
         return out[:, 0] if single else out
 
     def _check_n_features(self, d: int) -> None:

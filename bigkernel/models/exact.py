@@ -24,7 +24,6 @@ from sklearn.utils.validation import check_is_fitted
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, NotPSDError, ParameterError
-from bigkernel.graph.gram_matvec import predict_expansion_graph
 from bigkernel.models._base import _EstimatorBase
 from bigkernel.runtime import active_client, compute
 from bigkernel.solvers.gram_operator import GramOperator
@@ -141,8 +140,7 @@ class _DualPredictor:
         """
         check_is_fitted(self, "dual_coef_")
         model = self._model()
-        return self._predict_with(X, model, lambda A: predict_expansion_graph(A, model, model.n_outputs),
-                                  single=self.dual_coef_.ndim == 1)
+        return self._predict_with(X, model, single=self.dual_coef_.ndim == 1)
 
     # ----------------------------------------------------------------- persistence
     def _dual_arrays(self) -> dict[str, np.ndarray]:

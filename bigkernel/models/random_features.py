@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.graph.stream import predict_block, predict_graph, stats_graph
+from bigkernel.graph.stream import stats_graph
 from bigkernel.models._base import RowWeights, _EstimatorBase
 from bigkernel.runtime import compute
 from bigkernel.numerics.fourier_features import (
@@ -24,7 +24,7 @@ from bigkernel.numerics.fourier_features import (
     FeatureMap,
     make_feature_map,
 )
-from bigkernel.numerics.primal import resolve_alphas, solve_primal
+from bigkernel.numerics.primal import PrimalExpansion, resolve_alphas, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.io.model_store import register_model
 
@@ -143,11 +143,8 @@ class _RandomFeatureBase(_EstimatorBase):
         coef, intercept = self._coef_2d()
         dtype = str(np.dtype(self.dtype))
         fmap, rows = self.feature_map_, feature_block_rows(self.feature_map_.n_components, dtype)
-        return self._predict_with(
-            X, lambda A: predict_block(fmap, A, coef, intercept, dtype=dtype, block_rows=rows),
-            lambda A: predict_graph(A, fmap, coef, intercept, dtype=dtype, block_rows=rows),
-            single=self.coef_.ndim == 1,
-        )
+        model = PrimalExpansion(fmap, coef, intercept, dtype=dtype, block_rows=rows)
+        return self._predict_with(X, model, single=self.coef_.ndim == 1)
 
     # ----------------------------------------------------------------- persistence
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:

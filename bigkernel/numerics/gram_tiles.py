@@ -41,7 +41,6 @@ __all__ = [
     "GramTiler",
     "KernelExpansion",
     "LocalGram",
-    "gram_upper_bytes",
     "plan_gram",
     "tile_bytes",
     "tile_edges",
@@ -385,17 +384,6 @@ def tile_bytes(edges: Sequence[int], tiles: Sequence[tuple[int, int]], itemsize:
     """Bytes to store ``tiles`` (``(i, j)`` block indices over ``edges``) at ``itemsize``."""
     e = np.asarray(edges)
     return int(sum((e[i + 1] - e[i]) * (e[j + 1] - e[j]) for i, j in tiles) * itemsize)
-
-
-def upper_entries(n: int) -> int:
-    """Entries of the upper triangle, diagonal included: ``n(n+1)/2``."""
-    return n * (n + 1) // 2
-
-
-def gram_upper_bytes(n: int, itemsize: int, tile: int) -> int:
-    """Bytes of all upper tiles of an ``n × n`` Gram matrix split into tiles of side ``tile``."""
-    edges = tile_edges(n, tile)
-    return tile_bytes(edges, upper_tiles(len(edges) - 1), itemsize)
 
 
 def _buffer(workspace: dict | None, key: str, shape: tuple[int, int], dtype) -> np.ndarray | None:

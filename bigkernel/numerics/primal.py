@@ -15,6 +15,7 @@ One eigendecomposition ΦcᵀΦc = V diag(s) Vᵀ then gives, for every α at on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import logging
 
@@ -178,3 +179,43 @@ def solve_primal(stats: SufficientStats, alpha="gcv", fit_intercept: bool = True
     best = best_index(gcv.mean(axis=1), alphas) if select else 0
     coef = path.coef(float(alphas[best]))
     return PrimalSolution(coef, path.intercept(coef), float(alphas[best]), alphas, path.df(alphas), gcv)
+
+
+@dataclass(frozen=True)
+class PrimalExpansion:
+    """Predictions ``φ(X)β + b`` of a fitted primal model on numpy blocks (the dual path's
+    counterpart is :class:`bigkernel.numerics.gram_tiles.KernelExpansion`).
+
+    Parameters
+    ----------
+    fmap : FeatureMap or NystroemMap
+        Anything with ``transform_unscaled(X, dtype)`` and ``scale``.
+    coef : ndarray of shape (n_components, n_outputs)
+    intercept : ndarray of shape (n_outputs,)
+    dtype : {"float64", "float32"}
+        Dtype of the features.
+    block_rows : int
+        Rows featurised at a time (bounds the feature block's memory).
+    """
+
+    fmap: Any
+    coef: np.ndarray
+    intercept: np.ndarray
+    dtype: str = "float64"
+    block_rows: int = 8192
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of predicted columns."""
+        return int(self.coef.shape[1])
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        """Float64 predictions of shape (n_rows, n_outputs)."""
+        out = np.empty((X.shape[0], self.coef.shape[1]), dtype=np.float64)
+        beta = self.coef * self.fmap.scale
+        for lo in range(0, X.shape[0], self.block_rows):
+            phi = self.fmap.transform_unscaled(X[lo : lo + self.block_rows], self.dtype)
+            # β can be large with cancelling terms: keep the product in float64 even for float32 φ
+            out[lo : lo + self.block_rows] = phi @ beta + self.intercept
+        return out
+

@@ -337,11 +337,6 @@ class BootstrapWeights:
         object.__setattr__(self, "replicates", reps)
         _check_range(self.n, 0, self.n, self.method, self.block_rows)
 
-    @property
-    def n_weights(self) -> int:
-        """Number of weight vectors ``m`` returned per call."""
-        return len(self.replicates)
-
     def __call__(self, start: int, stop: int) -> np.ndarray:
         """Weights of rows ``[start, stop)``, shape ``(m, stop - start)``, float64."""
         return bootstrap_counts_batch(
