@@ -52,7 +52,6 @@ from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.io.band_store import BootstrapStore, array_digest
 from bigkernel.models.exact import (
     ExactKernelRidge,
-    _weighted_scaler,
     resolve_memory_budget,
 )
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
@@ -65,6 +64,7 @@ from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
 from bigkernel.numerics.primal import PrimalExpansion, solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
+from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 
 __all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan"]
@@ -347,7 +347,7 @@ class _ExactPlan:
         X, Y, _ = work._training_arrays(ds)
         scaler = None
         if est.standardize:
-            scaler = (est.scaler_mean_, est.scaler_scale_) if fitted else _weighted_scaler(X, None)
+            scaler = (est.scaler_mean_, est.scaler_scale_) if fitted else _scaling(X)
             X = (X - scaler[0]) / scaler[1]
             X_eval = (X_eval - scaler[0]) / scaler[1]
         work.set_params(standardize=False)
@@ -454,3 +454,7 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
         "bigkernel.bands.plans.ReplicatePlan."
     )
 
+
+def _scaling(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean, std = column_moments(X)
+    return mean, safe_scale(std)

@@ -48,6 +48,11 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray:
     return sw
 
 
+def single_target(a: np.ndarray, single: bool) -> np.ndarray:
+    """Column 0 of a per-target array as its own 1-D array when y was 1-D, else ``a``."""
+    return a[:, 0].copy() if single else a
+
+
 class _EstimatorBase(RegressorMixin, BaseEstimator):
     """Multi-output regressor taking numpy or dask input; subclasses implement ``fit``,
     ``predict``, ``_get_state`` and ``_set_state``."""

@@ -24,13 +24,14 @@ from sklearn.utils.validation import check_is_fitted
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, NotPSDError, ParameterError
-from bigkernel.models._base import _EstimatorBase
+from bigkernel.models._base import single_target, _EstimatorBase
 from bigkernel.runtime import active_client, compute
 from bigkernel.solvers.gram_operator import GramOperator
 from bigkernel.numerics.dual import solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
 from bigkernel.kernels.functions import Kernel, make_kernel
 from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
+from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.sums import check_finite
 from bigkernel.io.model_store import register_model
@@ -356,7 +357,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         d = X.shape[1]
         self.n_features_in_ = d
         if self.standardize:
-            self.scaler_mean_, self.scaler_scale_ = _weighted_scaler(X, sample_weight)
+            mean, std = column_moments(X, sample_weight)
+            self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
             X = (X - self.scaler_mean_) / self.scaler_scale_
         kernel = self._make_kernel(d)
         budget = resolve_memory_budget(self.memory_budget)
@@ -438,13 +440,13 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.kernel_ = kernel
         self.X_fit_ = op.tiler.X
         self.n_samples_fit_ = op.n
-        self.dual_coef_ = sol.coef[:, 0].copy() if single else sol.coef
+        self.dual_coef_ = single_target(sol.coef, single)
         self.intercept_ = float(sol.intercept[0]) if single else sol.intercept
         self.alpha_, self.alphas_ = sol.alpha, sol.alphas
         best = int(np.flatnonzero(sol.alphas == sol.alpha)[0])
         self.df_path_, self.df_stderr_path_ = sol.df, sol.df_stderr
         self.df_, self.df_stderr_ = float(sol.df[best]), float(sol.df_stderr[best])
-        self.gcv_ = sol.gcv[:, 0].copy() if single else sol.gcv
+        self.gcv_ = single_target(sol.gcv, single)
         self.n_iter_ = int(sol.n_iter[0]) if single else sol.n_iter
         self.residual_ = float(sol.residual[0]) if single else sol.residual
         self.solver_info_ = {
@@ -480,7 +482,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         tiler = GramTiler(self.kernel_, X)
         single = bool(attrs["single_output"])
         self.X_fit_ = tiler.X
-        self.dual_coef_ = coef[:, 0].copy() if single else coef
+        self.dual_coef_ = single_target(coef, single)
         self.intercept_ = float(intercept[0]) if single else intercept
         self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
         self.df_, self.df_stderr_ = float(attrs["df_"]), float(attrs["df_stderr_"])
@@ -558,10 +560,3 @@ def _centred_eigenvalues(tiler: GramTiler, fit_intercept: bool, s: np.ndarray | 
             K -= np.outer(K @ u, u)
         K = 0.5 * (K + K.T)
     return np.linalg.eigvalsh(K)
-
-
-def _weighted_scaler(X: np.ndarray, sample_weight: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Column means and standard deviations (weighted; constant columns keep scale 1)."""
-    mean = np.average(X, axis=0, weights=sample_weight)
-    std = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=sample_weight))
-    return mean, np.where(std > 0, std, 1.0)

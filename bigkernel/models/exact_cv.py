@@ -16,18 +16,19 @@ from types import SimpleNamespace
 
 import dask.array as da
 import numpy as np
-from scipy.stats import rankdata
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.models._base import _EstimatorBase
+from bigkernel.models._search import best_index, cv_results, search_params
+from bigkernel.models._base import single_target, _EstimatorBase
 from bigkernel.runtime import compute
 from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
 from bigkernel.numerics.fourier_features import gamma_from_length_scale
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.kernels.functions import Kernel
+from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.sums import check_finite
 from bigkernel.io.model_store import register_model
@@ -316,8 +317,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self._check_size(n, d, budget)
         self.n_features_in_ = d
         if self.standardize:
-            mean, std = X.mean(axis=0), X.std(axis=0)
-            self.scaler_mean_, self.scaler_scale_ = mean, np.where(std > 0, std, 1.0)
+            mean, std = column_moments(X)
+            self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
             X = (X - self.scaler_mean_) / self.scaler_scale_
         self._search(X, Y, single=ds.y.ndim == 1, t0=t0, budget=budget)
         return self
@@ -372,8 +373,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.alpha_, self.alphas_ = best["alpha"], best["alphas"]
         ai = int(np.flatnonzero(best["alphas"] == best["alpha"])[0])
         self.df_path_, self.df_ = best["df"], float(best["df"][ai])
-        self.gcv_ = best["gcv"][:, 0].copy() if single else best["gcv"]
-        self.loo_mse_ = best["loo"][:, 0].copy() if single else best["loo"]
+        self.gcv_ = single_target(best["gcv"], single)
+        self.loo_mse_ = single_target(best["loo"], single)
         self._set_model(best["tiler"], best["coef"], best["intercept"], single)
         self.solver_info_ = {
             "method": "closed-form eigendecomposition", "criterion": self.criterion, "n_gammas": len(gammas),
@@ -385,23 +386,14 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                     -self.best_score_, self.solver_info_["fit_seconds"])
 
     def _set_results(self, table: dict[str, list], *, searched: bool) -> None:
-        pg, pa = np.asarray(table["gamma"], dtype=np.float64), np.asarray(table["alpha"])
         loo, gcv = np.asarray(table["loo"]), np.asarray(table["gcv"])
         mean = -(loo if self.criterion == "loo" else gcv)
-        params = [({"gamma": float(g)} if searched else {}) | {"alpha": float(a)} for g, a in zip(pg, pa)]
-        finite = np.isfinite(mean)
-        if finite.any():
-            best = int(np.argmax(np.where(finite, mean, -np.inf)))
-        else:
-            best = int(np.argmax(pa))
-            logger.warning("no (γ, α) point has a %s score above its rounding floor; using %s",
-                           self.criterion.upper(), params[best])
-        self.cv_results_ = {
-            "params": params, "param_gamma": pg, "param_alpha": pa, "mean_test_score": mean,
-            "std_test_score": np.asarray(table["loo_std"], dtype=np.float64),
-            "rank_test_score": rankdata(-mean, method="min").astype(np.int32),
-            "mean_test_loo": loo, "mean_test_gcv": gcv, "df": np.asarray(table["df"]),
-        }  # fmt: skip
+        self.cv_results_ = cv_results(
+            table["gamma"], table["alpha"], mean, table["loo_std"], with_gamma=searched,
+            extra={"mean_test_loo": loo, "mean_test_gcv": gcv, "df": np.asarray(table["df"])},
+        )
+        best = best_index(self.cv_results_, self.criterion.upper())
+        params = self.cv_results_["params"]
         self.best_index_ = best
         self.best_params_ = params[best]
         self.best_score_ = float(mean[best])
@@ -410,7 +402,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.kernel_ = tiler.kernel
         self.X_fit_ = tiler.X
         self.n_samples_fit_ = tiler.n
-        self.dual_coef_ = coef[:, 0].copy() if single else coef
+        self.dual_coef_ = single_target(coef, single)
         self.intercept_ = float(intercept[0]) if single else intercept
         self._expansion = KernelExpansion(tiler, coef, intercept)
 
@@ -446,8 +438,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
         results = {k: arrays[f"cv_{k}"] for k in self._RESULT_ARRAYS}
         searched = bool(attrs["gamma_searched"])
-        results["params"] = [({"gamma": float(g)} if searched else {}) | {"alpha": float(a)}
-                             for g, a in zip(results["param_gamma"], results["param_alpha"])]
+        results["params"] = search_params(results["param_gamma"], results["param_alpha"], searched)
         self.cv_results_ = results
         self.best_index_ = int(attrs["best_index_"])
         self.best_params_ = dict(attrs["best_params_"])

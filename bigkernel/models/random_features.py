@@ -14,7 +14,7 @@ from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import stats_graph
-from bigkernel.models._base import RowWeights, _EstimatorBase
+from bigkernel.models._base import single_target, RowWeights, _EstimatorBase
 from bigkernel.runtime import compute
 from bigkernel.numerics.fourier_features import (
     FORMS,
@@ -24,6 +24,7 @@ from bigkernel.numerics.fourier_features import (
     FeatureMap,
     make_feature_map,
 )
+from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import PrimalExpansion, resolve_alphas, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.io.model_store import register_model
@@ -86,16 +87,9 @@ class _RandomFeatureBase(_EstimatorBase):
         if not getattr(self, "standardize", False):
             return
         X = ds.X
-        if isinstance(weights, RowWeights):
-            w = da.from_array(weights.values, chunks=(X.chunks[0],))
-            total = w.sum()
-            mean_l = (X * w[:, None]).sum(axis=0) / total
-            mean, sq = compute(mean_l, ((X - mean_l) ** 2 * w[:, None]).sum(axis=0) / total,
-                               label="standardize")
-            std = np.sqrt(sq)
-        else:
-            mean, std = compute(X.mean(axis=0), X.std(axis=0), label="standardize")
-        std = np.where(np.isfinite(std) & (std > 0), std, 1.0)
+        w = da.from_array(weights.values, chunks=(X.chunks[0],)) if isinstance(weights, RowWeights) else None
+        mean, std = compute(*column_moments(X, w), label="standardize")
+        std = safe_scale(std)
         self._scaler = (np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64))
         self.scaler_mean_, self.scaler_scale_ = self._scaler
 
@@ -109,7 +103,7 @@ class _RandomFeatureBase(_EstimatorBase):
         self.alphas_ = sol.alphas
         self.df_path_ = sol.df
         self.df_ = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
-        self.gcv_ = sol.gcv[:, 0].copy() if single else sol.gcv
+        self.gcv_ = single_target(sol.gcv, single)
         self.n_samples_fit_ = int(round(float(stats.n[0])))
         self.n_features_in_ = fmap.n_features_in
         logger.info("fitted %s: n=%s D=%d alpha=%.3g df=%.1f", type(self).__name__,

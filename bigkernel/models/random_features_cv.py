@@ -6,11 +6,11 @@ import logging
 from numbers import Integral
 
 import numpy as np
-from scipy.stats import rankdata
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.runtime import compute
+from bigkernel.models._search import best_index, cv_results
 from bigkernel.models.random_features import _RandomFeatureBase
 from bigkernel.numerics.cv import cv_path
 from bigkernel.numerics.fourier_features import gamma_from_length_scale
@@ -187,32 +187,18 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         return self._set_fitted(sol, fmaps[gi], ds.y.ndim, best_total)
 
     def _set_cv_results(self, gammas, alphas_per_gamma, scores, per_split, r2) -> None:
-        params, pg, pa, mean, std, mr2, splits = [], [], [], [], [], [], []
-        for g, alphas, sc, sp, r in zip(gammas, alphas_per_gamma, scores, per_split, r2):
-            for j, a in enumerate(alphas):
-                params.append({"gamma": g, "alpha": float(a)})
-                pg.append(g)
-                pa.append(float(a))
-                mean.append(sc[j])
-                col = sp[:, j]
-                std.append(float(col.std()) if np.all(np.isfinite(col)) else np.nan)  # GCV is inf when df >= n
-                mr2.append(r[j])
-                splits.append(sp[:, j])
-        mean = np.asarray(mean)
-        results = {
-            "params": params, "param_gamma": np.asarray(pg), "param_alpha": np.asarray(pa),
-            "mean_test_score": mean, "std_test_score": np.asarray(std),
-            "rank_test_score": rankdata(-mean, method="min").astype(np.int32), "mean_test_r2": np.asarray(mr2),
-        }  # fmt: skip
-        for k, col in enumerate(np.asarray(splits).T):
-            results[f"split{k}_test_score"] = col
+        pg = np.concatenate([np.full(a.size, g, dtype=np.float64) for g, a in zip(gammas, alphas_per_gamma)])
+        pa = np.concatenate([np.asarray(a, dtype=np.float64) for a in alphas_per_gamma])
+        splits = np.concatenate([np.asarray(sp) for sp in per_split], axis=1)  # (n_splits, points)
+        # GCV is inf when df >= n: no spread then
+        finite = np.all(np.isfinite(splits), axis=0)
+        std = np.where(finite, np.where(finite, splits, 0.0).std(axis=0), np.nan)
+        extra = {"mean_test_r2": np.concatenate([np.asarray(r) for r in r2])}
+        extra |= {f"split{k}_test_score": col for k, col in enumerate(splits)}
+        results = cv_results(pg, pa, np.concatenate([np.asarray(sc) for sc in scores]), std, extra=extra)
         self.cv_results_ = results
-        finite = np.isfinite(mean)
-        if finite.any():
-            best = int(np.argmax(np.where(finite, mean, -np.inf)))
-        else:  # no score above its rounding error: the most regularized point is the safe choice
-            best = int(np.argmax(pa))
-            logger.warning("no (γ, α) point has a CV score above its rounding error; using %s", params[best])
+        best = best_index(results, "CV")
+        mean, params = results["mean_test_score"], results["params"]
         self.best_index_ = best
         self.best_params_ = params[best]
         self.best_score_ = float(mean[best])
