@@ -111,8 +111,18 @@ def open_source(
     x, y : str or list of str
         Array names inside the zarr group, or column names of a table; ``y=None`` for
         prediction-only sources.
+    y_path : str, optional
+        For a ``.npy`` X: the ``.npy`` file of y.
     chunk_rows : int, optional
         Rows per dask chunk (default: about 64 MiB of X).
+    storage_options : dict, optional
+        fsspec options for a zarr URL.
+
+    Returns
+    -------
+    Dataset
+        Lazy dask arrays ``X`` of shape (n, d) and ``y`` of shape (n,) or (n, k) (None without
+        y), chunked along rows, and ``source``.
     """
     path = str(path)
     from bigkernel.data.tables import is_table, open_table

@@ -27,7 +27,19 @@ KINDS = ("friedman1", "sine")
 
 @dataclass(frozen=True)
 class SyntheticSpec:
-    """What to generate. ``noise`` is the standard deviation of the Gaussian noise on y."""
+    """What to generate. ``noise`` is the standard deviation of the Gaussian noise on y.
+
+    Parameters
+    ----------
+    kind : {"friedman1", "sine"}, default="friedman1"
+        Friedman #1 (``10 sin(π x₁x₂) + 20 (x₃ − ½)² + 10 x₄ + 5 x₅``, needs n_features >= 5)
+        or the 1-D sine ``sin(2π x)``; X is uniform on [0, 1].
+    n_samples : int, default=100000
+    n_features : int, default=10
+        1 for ``"sine"``.
+    noise : float, default=1.0
+    seed : int, default=0
+    """
 
     kind: str = "friedman1"
     n_samples: int = 100_000
@@ -103,6 +115,16 @@ def make_data(spec: SyntheticSpec, path: str, chunk_rows: int = 131_072, overwri
     The data is written into a temporary sibling folder and renamed into place at the end, so
     an interrupted run never leaves a store that looks complete. Existing complete data with the
     same spec is reused; anything else at ``path`` is an error unless ``overwrite``.
+
+    Parameters
+    ----------
+    spec : SyntheticSpec
+    path : str
+        The zarr group to write.
+    chunk_rows : int, default=131072
+        Rows per zarr chunk.
+    overwrite : bool, default=False
+        Replace whatever is at ``path``.
 
     Returns
     -------

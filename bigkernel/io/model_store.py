@@ -94,6 +94,23 @@ def load(path: str):
 
     Only JSON metadata and numeric arrays are read; nothing in the store is executed. Anything
     that is not a complete bigkernel model store raises :class:`ModelFormatError`.
+
+    Parameters
+    ----------
+    path : str
+        The model's zarr group (local path or fsspec URL).
+
+    Returns
+    -------
+    estimator
+        A fitted estimator of the saved class, with the saved parameters.
+
+    Raises
+    ------
+    DataNotFoundError
+        Nothing at ``path``.
+    ModelFormatError
+        ``path`` is not a complete bigkernel model, or was written by a newer format version.
     """
     path = str(path)
     local = "://" not in path

@@ -131,10 +131,41 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     def predict_to_zarr(self, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
         """Predict a dask/numpy X straight into a zarr array, chunk by chunk (out of core).
 
-        See :func:`bigkernel.io.predictions.predict_to_zarr`.
+        Local outputs are written to a hidden sibling folder and renamed when complete, so an
+        interrupted prediction leaves no store that looks finished.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        path : str
+            The zarr group to write (local path or fsspec URL).
+        name : str, default="y_pred"
+            Name of the float64 array of shape (n_samples,) or (n_samples, n_targets) in it.
+        overwrite : bool, default=False
+            Replace an existing local ``path``; without it, an existing one raises
+            :class:`~bigkernel.OutputExistsError`.
+
+        Returns
+        -------
+        str
+            ``path``.
         """
         return predict_to_zarr(self, X, path, name=name, overwrite=overwrite)
 
     def save(self, path: str, *, overwrite: bool = False) -> str:
-        """Save the fitted model as a zarr group with JSON metadata (no pickle)."""
+        """Save the fitted model as a zarr group with JSON metadata (no pickle).
+
+        Parameters
+        ----------
+        path : str
+            The zarr group to write; read it back with :func:`bigkernel.load`.
+        overwrite : bool, default=False
+            Replace an existing local ``path``; without it, an existing one raises
+            :class:`~bigkernel.OutputExistsError`.
+
+        Returns
+        -------
+        str
+            ``path``.
+        """
         return save_model(self, path, overwrite=overwrite)

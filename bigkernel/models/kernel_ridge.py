@@ -103,10 +103,15 @@ class KernelRidge(_EstimatorBase):
     Parameters
     ----------
     kernel : str or Kernel, default="rbf"
+        Any kernel of :class:`~bigkernel.ExactKernelRidge`; names without a random-feature
+        sampler (and kernel objects) rule out the random-feature solver.
     alpha : float, list of float or "gcv", default=1.0
+        Ridge penalty (scikit-learn's scaling); a list or ``"gcv"`` is scored by GCV, as by
+        the chosen solver.
     gamma, degree, coef0, length_scale, nu, kernel_params
         Kernel parameters (scikit-learn's names; unused ones are ignored).
     fit_intercept : bool, default=True
+        Fit an unpenalized intercept.
     solver : {"auto", "exact", "nystroem", "random_features"}, default="auto"
         ``"auto"`` applies :func:`choose_solver` and logs its reason.
     memory_budget : int, str or None, default=None
@@ -121,7 +126,9 @@ class KernelRidge(_EstimatorBase):
         Exact solver: Gram tile dtype. Approximate solvers: feature dtype (``"auto"`` is
         float64).
     standardize : bool, default=False
+        Standardize each feature to mean 0, standard deviation 1 first.
     random_state : int, RandomState instance or None, default=None
+        Seeds the chosen solver (feature map, landmarks or preconditioner).
 
     Attributes
     ----------
@@ -255,7 +262,16 @@ class KernelRidge(_EstimatorBase):
         self.n_iter_ = getattr(est, "n_iter_", 1)  # the approximate solvers: one pass
 
     def predict(self, X):
-        """Predict with the fitted solver (numpy in → numpy out, dask in → lazy dask out)."""
+        """Predict with the fitted solver (numpy in → numpy out, dask in → lazy dask out).
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        """
         check_is_fitted(self, "estimator_")
         if not isinstance(X, da.Array):
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])

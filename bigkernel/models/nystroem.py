@@ -54,12 +54,15 @@ class NystroemRidge(_RandomFeatureBase):
     alpha : float, list of float or "gcv", default=1.0
         As in :class:`~bigkernel.RandomFeatureRidge`.
     fit_intercept : bool, default=True
+        Fit an unpenalized intercept by centring in feature space.
     random_state : int, RandomState instance or None, default=None
         Seeds the landmark sample.
     dtype : {"float64", "float32"}, default="float64"
         Precision of the features; sums and solves are float64.
     chunk_rows : int, default=None
+        Rows per dask chunk for numpy input (dask input keeps its chunks).
     standardize : bool, default=False
+        Standardize each feature to mean 0, standard deviation 1 first.
 
     Attributes
     ----------

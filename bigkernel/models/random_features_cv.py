@@ -43,13 +43,15 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         Bandwidths to search (exclusive with ``length_scales``); default 7 values log-spaced
         from 0.01/n_features to 10/n_features.
     length_scales : sequence of float, default=None
+        Length scales to search instead of ``gammas`` (rbf, matern: γ = 1/(2ℓ²); laplacian:
+        γ = 1/ℓ).
     alphas : sequence of float, default=None
         Penalties to search; default 20 values log-spaced from 1e-8 to 10 times the mean
         eigenvalue of each fold's centred system.
     cv : int or "gcv", default=5
         Number of folds (rows assigned by a seeded hash of the row index), or generalized
         cross-validation on the whole data.
-    n_components, nu, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
+    nu, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`RandomFeatureRidge`.
 
     Attributes
