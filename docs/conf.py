@@ -27,7 +27,6 @@ version = release = bigkernel.__version__
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.mathjax",
     "numpydoc",
     "myst_parser",
     "sphinx_gallery.gen_gallery",
@@ -41,14 +40,13 @@ templates_path = ["_templates"]
 # API reference: one page per public name of bigkernel.__all__ (docs/api.rst).
 autosummary_generate = True
 autosummary_imported_members = True
-autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_default_options = {"members": True}
 autodoc_typehints = "none"  # the numpydoc sections carry the types
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 
 # The Markdown pages of docs/ are included as they are; their in-page links are header anchors.
 myst_heading_anchors = 3
-myst_enable_extensions = ["dollarmath"]
 
 # Gallery: docs/examples/plot_*.py run at build time (small n, the synchronous dask scheduler).
 sphinx_gallery_conf = {
@@ -70,15 +68,21 @@ html_static_path: list[str] = []
 html_theme_options = {
     "description": "Kernel ridge regression for large n, out of core on Dask.",
     "fixed_sidebar": True,
-    "page_width": "1100px",
+    "page_width": "1200px",
+    "body_max_width": "none",
     "sidebar_width": "230px",
 }
 html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
 
 
+#: public methods that serve bigkernel's own orchestrators (job runner, bootstrap), not users
+_INTERNAL_METHODS = {"fit_dataset", "stats_graph"}
+
+
 def _skip_member(app, what, name, obj, skip, options):
-    """Leave out scikit-learn's generated metadata-routing setters (``set_fit_request`` …)."""
-    if re.fullmatch(r"set_\w+_request", name):
+    """Leave out scikit-learn's metadata routing (``get_metadata_routing``, the generated
+    ``set_fit_request`` …) and the orchestrator hooks."""
+    if re.fullmatch(r"set_\w+_request|get_metadata_routing", name) or name in _INTERNAL_METHODS:
         return True
     return None
 

@@ -38,22 +38,29 @@ x_plot = np.linspace(0.0, 1.0, 300)[:, np.newaxis]
 sigmas = [0.02, 0.1, 1.0]
 lambdas = [1e-6, 1e-2, 10.0]
 
-fig, axes = plt.subplots(len(sigmas), len(lambdas), figsize=(9, 7.5), sharex=True, sharey=True)
+fig, axes = plt.subplots(
+    len(sigmas), len(lambdas), figsize=(9, 7.5), sharex=True, sharey=True
+)
 for i, sigma in enumerate(sigmas):
     for j, lam in enumerate(lambdas):
         model = bigkernel.RandomFeatureRidge(
-            kernel="rbf", length_scale=sigma, alpha=lam, n_components=300, random_state=0
+            kernel="rbf",
+            length_scale=sigma,
+            alpha=lam,
+            n_components=300,
+            random_state=0,
         ).fit(X, y)
         ax = axes[i, j]
         ax.plot(X[:, 0], y, ".", color="0.6", markersize=3)
-        ax.plot(x_plot[:, 0], np.sin(2 * np.pi * x_plot[:, 0]), color="k", lw=0.8, ls="--")
-        ax.plot(x_plot[:, 0], model.predict(x_plot), color="C0", lw=1.5)
-        ax.set_title(f"σ={sigma:g}, λ={lam:g}: df={model.df_:.1f}", fontsize=9)
+        ax.plot(x_plot, np.sin(2 * np.pi * x_plot), "k--", lw=0.8)
+        ax.plot(x_plot, model.predict(x_plot), color="C0", lw=1.5)
+        title = f"σ={sigma:g}, λ={lam:g}: df={model.df_:.1f}"
+        ax.set_title(title, fontsize=9)
         ax.set_ylim(-2.0, 2.0)
 for ax in axes[-1]:
     ax.set_xlabel("x")
 for ax in axes[:, 0]:
     ax.set_ylabel("y")
-fig.suptitle("Random-feature kernel ridge: rows σ, columns λ (dashed: the true function)")
+fig.suptitle("Rows σ, columns λ (dashed: the true function)")
 fig.tight_layout()
 plt.show()

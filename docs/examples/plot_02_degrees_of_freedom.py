@@ -36,16 +36,23 @@ y = np.sin(2 * np.pi * X[:, 0]) + 0.3 * rng.standard_normal(n)
 sigma = 0.05
 lambdas = np.logspace(-6, 3, 28)
 
-exact = bigkernel.ExactKernelRidge(kernel="rbf", length_scale=sigma, alpha=list(lambdas)).fit(X, y)
+exact = bigkernel.ExactKernelRidge(
+    kernel="rbf", length_scale=sigma, alpha=list(lambdas)
+).fit(X, y)
 rff = {
     D: bigkernel.RandomFeatureRidge(
-        kernel="rbf", length_scale=sigma, alpha=list(lambdas), n_components=D, random_state=0
+        kernel="rbf",
+        length_scale=sigma,
+        alpha=list(lambdas),
+        n_components=D,
+        random_state=0,
     ).fit(X, y)
     for D in (20, 100, 1000)
 }
-print(f"exact: GCV chooses λ = {exact.alpha_:.3g}, df = {exact.df_:.1f}")
-for D, model in rff.items():
-    print(f"random features D={D}: GCV chooses λ = {model.alpha_:.3g}, df = {model.df_:.1f}")
+models = {f"random features, D={D}": m for D, m in rff.items()}
+models["exact"] = exact
+for name, model in models.items():
+    print(f"{name}: GCV chooses λ = {model.alpha_:.3g}, df = {model.df_:.1f}")
 
 # %%
 # ``df(λ)`` falls monotonically as λ grows, to 1 (the intercept alone) at large penalties. At
@@ -54,20 +61,18 @@ for D, model in rff.items():
 # mark each model's choice. GCV is flat near its minimum, so the small-λ differences between the
 # models barely change the score there.
 fig, (ax_df, ax_gcv) = plt.subplots(1, 2, figsize=(10, 4))
-for k, (D, model) in enumerate(rff.items()):
-    color = f"C{k}"
-    ax_df.semilogx(model.alphas_, model.df_path_, color=color, label=f"random features, D={D}")
-    ax_gcv.loglog(model.alphas_, model.gcv_, color=color, label=f"random features, D={D}")
-    ax_gcv.plot(model.alpha_, model.gcv_[np.argmin(np.abs(model.alphas_ - model.alpha_))], "o", color=color)
-ax_df.semilogx(exact.alphas_, exact.df_path_, color="k", ls="--", label="exact")
-ax_gcv.loglog(exact.alphas_, exact.gcv_, color="k", ls="--", label="exact")
-ax_gcv.plot(exact.alpha_, exact.gcv_[np.argmin(np.abs(exact.alphas_ - exact.alpha_))], "o",
-            color="k", mfc="none", markersize=9)
+for k, (name, model) in enumerate(models.items()):
+    exact_style = {"color": "k", "ls": "--"}
+    style = exact_style if name == "exact" else {"color": f"C{k}"}
+    best = np.argmin(np.abs(model.alphas_ - model.alpha_))
+    ax_df.semilogx(model.alphas_, model.df_path_, label=name, **style)
+    ax_gcv.loglog(model.alphas_, model.gcv_, label=name, **style)
+    ax_gcv.plot(model.alpha_, model.gcv_[best], "o", color=style["color"])
 ax_df.set_xlabel("λ (alpha)")
 ax_df.set_ylabel("degrees of freedom df(λ)")
 ax_df.legend()
 ax_gcv.set_xlabel("λ (alpha)")
 ax_gcv.set_ylabel("GCV(λ)")
-fig.suptitle(f"rbf kernel, σ = {sigma}, n = {n}: one fit per model scores the whole λ grid")
+fig.suptitle(f"rbf kernel, σ = {sigma}, n = {n}: one fit per model")
 fig.tight_layout()
 plt.show()

@@ -42,22 +42,33 @@ X_eval = bigkernel.eval_grid(X, feature=0, n_points=101)
 # in a temporary folder; rerunning with the same ``store`` resumes it). The random-feature
 # replicates share one weighted pass over the data per batch; the exact ones are one weighted
 # dual solve each.
+kernel = {"kernel": "rbf", "length_scale": 0.1}
 estimators = {
     "random features (D = 100)": bigkernel.RandomFeatureRidge(
-        kernel="rbf", length_scale=0.1, alpha=1.0, n_components=100, random_state=0
+        **kernel, alpha=1.0, n_components=100, random_state=0
     ),
-    "exact": bigkernel.ExactKernelRidge(kernel="rbf", length_scale=0.1, alpha=1.0),
+    "exact": bigkernel.ExactKernelRidge(**kernel, alpha=1.0),
 }
 workdir = tempfile.mkdtemp(prefix="bigkernel-example-")
-results, fits, replicates = {}, {}, {}
+bands, fits, replicates = {}, {}, {}
 for k, (name, estimator) in enumerate(estimators.items()):
     fits[name] = estimator.fit(X, y).predict(X_eval)
     band = bigkernel.bootstrap(
-        estimator, X, y, X_eval, n_bootstraps=100, random_state=0, store=f"{workdir}/band{k}.zarr"
+        estimator,
+        X,
+        y,
+        X_eval,
+        n_bootstraps=100,
+        random_state=0,
+        store=f"{workdir}/band{k}.zarr",
     )
-    results[name] = band
-    replicates[name] = band.predictions[:5].compute()  # read before the store is removed
-    print(f"{name}: {band.n_computed} replicates computed, mean band width {band.width.mean():.3f}")
+    bands[name] = band
+    # five replicate curves, read before the store is removed
+    replicates[name] = band.predictions[:5].compute()
+    print(
+        f"{name}: {band.n_computed} replicates, "
+        f"mean band width {band.width.mean():.3f}"
+    )
 shutil.rmtree(workdir)
 
 # %%
@@ -66,13 +77,15 @@ shutil.rmtree(workdir)
 # smooth 1-D kernel well.
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
 x = X_eval[:, 0]
-for ax, (name, band) in zip(axes, results.items()):
+for ax, (name, band) in zip(axes, bands.items()):
     ax.plot(X[:, 0], y, ".", color="0.65", markersize=3, label="data")
-    ax.fill_between(x, band.lower, band.upper, color="C0", alpha=0.3, label="90 % bootstrap band")
-    for r, curve in enumerate(replicates[name]):
-        ax.plot(x, curve, color="C1", lw=0.7, alpha=0.8, label="replicates" if r == 0 else None)
+    ax.fill_between(
+        x, band.lower, band.upper, color="C0", alpha=0.3, label="90 % band"
+    )
+    ax.plot(x, replicates[name].T, color="C1", lw=0.7, alpha=0.8)
+    ax.plot([], [], color="C1", lw=0.7, label="replicates")  # legend entry
     ax.plot(x, fits[name], color="C0", lw=2, label=r"fit $\hat f(x)$")
-    ax.plot(x, np.sin(2 * np.pi * x), color="k", lw=0.8, ls="--", label=r"true $f(x)$")
+    ax.plot(x, np.sin(2 * np.pi * x), "k--", lw=0.8, label=r"true $f(x)$")
     ax.set_title(name)
     ax.set_xlabel("x")
 axes[0].set_ylabel("y")
