@@ -430,15 +430,16 @@ def _search_summary(est) -> dict[str, Any] | None:
 HOLDOUT_SAMPLE_ROWS = 50_000
 
 
-def holdout_sample(ds: Dataset, est, split: HoldoutSplit, max_rows: int = HOLDOUT_SAMPLE_ROWS):
-    """(y, prediction, global row index) of the holdout rows among the first ``max_rows`` rows.
+def holdout_sample(ds: Dataset, est, split: HoldoutSplit, max_rows: int | None = None):
+    """(y, prediction, global row index) of the holdout rows among the first ``max_rows`` rows
+    (default :data:`HOLDOUT_SAMPLE_ROWS`).
 
     For the predicted-vs-observed figure and ``holdout_sample.npz``; the first target only when
     y has several. None without a holdout.
     """
     if split.fraction <= 0:
         return None
-    m = min(ds.X.shape[0], max_rows)
+    m = min(ds.X.shape[0], max_rows or HOLDOUT_SAMPLE_ROWS)
     X, y = compute(ds.X[:m], ds.y[:m], label="holdout-sample")
     hold = split.groups(0, m) == 1
     row = np.flatnonzero(hold).astype(np.int64)  # the sample starts at row 0: global indices
