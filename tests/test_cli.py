@@ -127,10 +127,12 @@ def test_quiet_job_logs_warnings_only_on_the_terminal_and_all_to_job_log(tmp_pat
     log = (tmp_path / "out" / "job.log").read_text()
     assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in log
     assert "INFO bigkernel.jobs.runner: chunk plan" in log
-    # without -q the terminal gets the same INFO lines
-    (tmp_path / "job.yaml").write_text((tmp_path / "job.yaml").read_text() + "overwrite: true\n")
+    # the two levels are independent: without -q the terminal gets the INFO lines, and a job
+    # with `log_level: WARNING` keeps them out of its job.log
+    (tmp_path / "job.yaml").write_text((tmp_path / "job.yaml").read_text() + "overwrite: true\nlog_level: WARNING\n")
     assert main(["run", str(tmp_path / "job.yaml")]) == 0
     assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in capsys.readouterr().err
+    assert " INFO " not in (tmp_path / "out" / "job.log").read_text()
 
 
 def test_verbose_flag_after_the_subcommand_sets_debug(tmp_path, data_dir):
@@ -188,17 +190,17 @@ def test_a_job_failing_on_a_bug_logs_the_traceback(tmp_path, data_dir, monkeypat
     from bigkernel.jobs import runner
 
     def broken(*args, **kwargs):
-        raise ZeroDivisionError("a bug in the evaluation")
+        raise ZeroDivisionError("a bug in the job")
 
-    monkeypatch.setattr(runner, "holdout_sample", broken)
+    monkeypatch.setattr(runner, "check_inputs", broken)  # the job's first step: no cluster to wait for
     with pytest.raises(ZeroDivisionError):
         main(["-q", "run", str(_job(tmp_path, data_dir))])
     out = tmp_path / "out"
     log = (out / "job.log").read_text()
-    assert "ERROR bigkernel.jobs.runner: job t failed: ZeroDivisionError: a bug in the evaluation" in log
+    assert "ERROR bigkernel.jobs.runner: job t failed: ZeroDivisionError: a bug in the job" in log
     assert "Traceback (most recent call last):" in log and "in broken" in log
     assert json.loads((out / "status.json").read_text())["error"] == {
-        "type": "ZeroDivisionError", "message": "a bug in the evaluation"}
+        "type": "ZeroDivisionError", "message": "a bug in the job"}
     assert not (out / "metrics.json").exists()
 
 
