@@ -95,7 +95,7 @@ def test_real_subprocess_quickstart_style_job(tmp_path, data_dir):
     assert "holdout" in r.stdout and (tmp_path / "out" / "metrics.json").exists()
     assert not [line for line in r.stderr.splitlines() if line.startswith(("INFO", "DEBUG"))], r.stderr
     log = (tmp_path / "out" / "job.log").read_text()
-    assert " INFO bigkernel.jobs.runner: chunk plan: " in log and " INFO bigkernel.models.persist: saved " in log
+    assert " INFO bigkernel.jobs.runner: chunk plan: " in log and "saved RandomFeatureRidge to " in log
 
 
 @pytest.mark.parametrize("argv, quiet, verbose", [
