@@ -20,8 +20,7 @@ EXIT_USER_ERROR = 2
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bigkernel", description="Kernel ridge regression for large n on Dask.")
     p.add_argument("--version", action="version", version=f"bigkernel {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    _add_verbosity(p, default=False)
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a YAML job: fit, evaluate, save, predict, bootstrap")
@@ -50,7 +49,17 @@ def _parser() -> argparse.ArgumentParser:
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--chunk-rows", type=_count, default=131_072)
     mk.add_argument("--overwrite", action="store_true")
+    # -v/-q also after the subcommand. SUPPRESS: a subcommand that is not given them leaves the
+    # top-level value alone (argparse would otherwise overwrite it with the subparser's default).
+    for command in sub.choices.values():
+        _add_verbosity(command, default=argparse.SUPPRESS)
     return p
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true", default=default, help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help="warnings and errors only on the terminal (job.log keeps the full log)")
 
 
 def _count(text: str) -> int:
@@ -66,6 +75,7 @@ def _configure_logging(args) -> None:
         logger.removeHandler(old)  # main() may run several times in one process (tests, notebooks)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(level)  # the terminal's own level: a job may lower the logger's for job.log
     handler._bigkernel_cli = True
     logger.addHandler(handler)
     logger.setLevel(level)
@@ -81,7 +91,7 @@ def _cmd_run(args) -> int:
 
         sys.stdout.write(yaml.safe_dump(dry_run(cfg), sort_keys=False))
         return 0
-    metrics = run_job(cfg)
+    metrics = run_job(cfg, progress=False if args.quiet else None)
     sys.stdout.write(summary_text(metrics))
     return 0
 

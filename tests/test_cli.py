@@ -87,10 +87,133 @@ def test_dry_run_computes_nothing(tmp_path, data_dir, capsys):
 
 
 def test_real_subprocess_quickstart_style_job(tmp_path, data_dir):
-    r = subprocess.run([sys.executable, "-m", "bigkernel.cli", "run", str(_job(tmp_path, data_dir))],
+    """`bigkernel run JOB -q` (-q after the subcommand): nothing below WARNING on the terminal,
+    while job.log keeps the job's full INFO log."""
+    r = subprocess.run([sys.executable, "-m", "bigkernel.cli", "run", str(_job(tmp_path, data_dir)), "-q"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "holdout" in r.stdout and (tmp_path / "out" / "metrics.json").exists()
+    assert not [line for line in r.stderr.splitlines() if line.startswith(("INFO", "DEBUG"))], r.stderr
+    log = (tmp_path / "out" / "job.log").read_text()
+    assert " INFO bigkernel.jobs.runner: chunk plan: " in log and "saved RandomFeatureRidge to " in log
+
+
+@pytest.mark.parametrize("argv, quiet, verbose", [
+    (["-q", "run", "j.yaml"], True, False),
+    (["run", "-q", "j.yaml"], True, False),
+    (["run", "j.yaml", "--quiet"], True, False),
+    (["-v", "run", "j.yaml"], False, True),
+    (["run", "j.yaml", "-v"], False, True),
+    (["run", "j.yaml"], False, False),
+    (["predict", "m", "d", "-o", "o", "-q"], True, False),
+    (["-q", "report", "out"], True, False),
+    (["make-data", "sine", "s.zarr", "-v"], False, True),
+])  # fmt: skip
+def test_verbosity_flags_before_or_after_the_subcommand(argv, quiet, verbose):
+    """A flag before the subcommand is not reset by the subcommand's own default."""
+    from bigkernel.cli import _parser
+
+    args = _parser().parse_args(argv)
+    assert (args.quiet, args.verbose) == (quiet, verbose)
+
+
+def test_quiet_job_logs_warnings_only_on_the_terminal_and_all_to_job_log(tmp_path, data_dir, capsys):
+    import logging
+
+    assert main(["run", "-q", str(_job(tmp_path, data_dir))]) == 0
+    err = capsys.readouterr().err
+    assert "INFO" not in err, err
+    assert logging.getLogger("bigkernel").level == logging.WARNING  # the job restored it
+    log = (tmp_path / "out" / "job.log").read_text()
+    assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in log
+    assert "INFO bigkernel.jobs.runner: chunk plan" in log
+    # the two levels are independent: without -q the terminal gets the INFO lines, and a job
+    # with `log_level: WARNING` keeps them out of its job.log
+    (tmp_path / "job.yaml").write_text((tmp_path / "job.yaml").read_text() + "overwrite: true\nlog_level: WARNING\n")
+    assert main(["run", str(tmp_path / "job.yaml")]) == 0
+    assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in capsys.readouterr().err
+    assert " INFO " not in (tmp_path / "out" / "job.log").read_text()
+
+
+def test_verbose_flag_after_the_subcommand_sets_debug(tmp_path, data_dir):
+    import logging
+
+    assert main(["run", "--dry-run", str(_job(tmp_path, data_dir)), "-v"]) == 0
+    assert logging.getLogger("bigkernel").level == logging.DEBUG
+    assert main(["run", "--dry-run", str(_job(tmp_path, data_dir))]) == 0
+    assert logging.getLogger("bigkernel").level == logging.INFO
+
+
+def _nan_prediction_data(tmp_path, data_dir):
+    """The test's prediction data with a NaN in its last chunk (row 2500 of 3000)."""
+    X = zarr.open_group(data_dir / "new.zarr", mode="r")["X"][:]
+    X[2500, 4] = np.nan
+    g = zarr.open_group(tmp_path / "nan.zarr", mode="w")
+    g.create_array("X", data=X, chunks=(1024, 10))
+    return tmp_path / "nan.zarr"
+
+
+def test_a_job_failing_mid_run_records_its_error(tmp_path, data_dir):
+    """Real CLI: the job fails at the predict stage, after fit and save. The terminal shows one
+    error line; job.log has the run's log and the error (no traceback: a bigkernel error);
+    status.json says failed; no metrics.json or summary.txt. A fixed rerun clears status.json, and
+    a refused rerun (finished folder, no overwrite) marks nothing."""
+    job = _job(tmp_path, data_dir, f"predict: {{path: {_nan_prediction_data(tmp_path, data_dir)}}}\n")
+    r = subprocess.run([sys.executable, "-m", "bigkernel.cli", "run", "-q", str(job)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and errors[0].startswith("ERROR bigkernel: NonFiniteError: X contains NaN"), r.stderr
+    out = tmp_path / "out"
+    assert not (out / "metrics.json").exists() and not (out / "summary.txt").exists()
+    assert (out / "model.zarr").exists()  # the fit finished before the failure
+    log = (out / "job.log").read_text()
+    assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in log
+    failed = [line for line in log.splitlines() if " ERROR " in line]
+    assert len(failed) == 1 and "job t failed: NonFiniteError: X contains NaN or inf" in failed[0]
+    assert "first at row 2500" in failed[0] and "Traceback" not in log
+    status = json.loads((out / "status.json").read_text())
+    assert status["status"] == "failed" and status["job"] == "t" and status["log"] == "job.log"
+    assert status["error"]["type"] == "NonFiniteError" and "first at row 2500" in status["error"]["message"]
+    # the same job without the bad prediction data: finished, and no stale failure marker
+    assert main(["-q", "run", str(_job(tmp_path, data_dir, "overwrite: true\n"))]) == 0
+    assert (out / "metrics.json").exists() and not (out / "status.json").exists()
+    log = (out / "job.log").read_text()
+    assert " ERROR " not in log
+    # a rerun refused because the folder now holds a finished job leaves that job untouched
+    assert main(["-q", "run", str(_job(tmp_path, data_dir))]) == 2  # OutputExistsError
+    assert not (out / "status.json").exists() and (out / "job.log").read_text() == log
+
+
+def test_a_job_failing_on_a_bug_logs_the_traceback(tmp_path, data_dir, monkeypatch):
+    """An error that is not a BigkernelError (a bug) reaches job.log with its traceback."""
+    from bigkernel.jobs import runner
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug in the job")
+
+    monkeypatch.setattr(runner, "check_inputs", broken)  # the job's first step: no cluster to wait for
+    with pytest.raises(ZeroDivisionError):
+        main(["-q", "run", str(_job(tmp_path, data_dir))])
+    out = tmp_path / "out"
+    log = (out / "job.log").read_text()
+    assert "ERROR bigkernel.jobs.runner: job t failed: ZeroDivisionError: a bug in the job" in log
+    assert "Traceback (most recent call last):" in log and "in broken" in log
+    assert json.loads((out / "status.json").read_text())["error"] == {
+        "type": "ZeroDivisionError", "message": "a bug in the job"}
+    assert not (out / "metrics.json").exists()
+
+
+def test_a_job_failing_before_its_first_pass_has_the_error_in_job_log(tmp_path, data_dir, capsys):
+    """The early failures used to leave an empty job.log (here: prediction data with 1 feature)."""
+    g = zarr.open_group(tmp_path / "narrow.zarr", mode="w")
+    g.create_array("X", data=np.zeros((10, 1)))
+    job = _job(tmp_path, data_dir, f"predict: {{path: {tmp_path / 'narrow.zarr'}}}\n")
+    assert main(["-q", "run", str(job)]) == 2
+    assert "ERROR bigkernel: DataError: predict.path" in capsys.readouterr().err
+    log = (tmp_path / "out" / "job.log").read_text()
+    assert "job t failed: DataError: predict.path" in log and "has 1 features" in log
+    assert json.loads((tmp_path / "out" / "status.json").read_text())["error"]["type"] == "DataError"
 
 
 CONFIG_ERRORS = [
@@ -125,8 +248,24 @@ def test_quickstart_config_runs(tmp_path):
     (tmp_path / "configs").mkdir()
     shutil.copy(os.path.join(root, "configs", "quickstart.yaml"), tmp_path / "configs" / "quickstart.yaml")
     assert main(["-q", "run", str(tmp_path / "configs" / "quickstart.yaml")]) == 0
-    m = json.loads((tmp_path / "runs" / "quickstart" / "metrics.json").read_text())
+    out = tmp_path / "runs" / "quickstart"
+    m = json.loads((out / "metrics.json").read_text())
     assert m["scores"]["holdout"]["r2"] > 0.9
+    # plain `pip install -e .` gives the figures: matplotlib is a core dependency
+    for name in ("alpha_path.png", "predicted_vs_observed.png", "report.md", "holdout_sample.npz"):
+        assert (out / name).stat().st_size > 0, name
+    assert {os.path.basename(m["outputs"][k]) for k in ("Penalty path", "Predicted vs observed", "report")} == {
+        "alpha_path.png", "predicted_vs_observed.png", "report.md"}
+
+
+def test_matplotlib_is_a_core_dependency_and_the_plot_extra_still_exists():
+    """`pip install -e .` installs matplotlib; `pip install "bigkernel[plot]"` still resolves."""
+    import tomllib
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert any(dep.split(">")[0].strip() == "matplotlib" for dep in project["dependencies"])
+    assert project["optional-dependencies"]["plot"] == []
 
 
 

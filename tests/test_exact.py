@@ -104,6 +104,27 @@ def test_hutchinson_df_agrees_with_exact_within_its_standard_error(monkeypatch):
     assert est.alpha_ == exact.alpha_
 
 
+@pytest.mark.parametrize("method", ["exact", "hutchinson", "none"])
+def test_df_is_logged_as_known_never_nan(method, monkeypatch, caplog):
+    """Exact df: ``df=12.3``; Hutchinson: ``df=12.3±0.4``; no probes: ``df not computed``."""
+    import logging
+
+    X, y = friedman(400, seed=7)
+    if method == "hutchinson":
+        monkeypatch.setattr(exact_module, "EXACT_DF_MAX_N", 100)
+    with caplog.at_level(logging.INFO, logger="bigkernel"):
+        est = ExactKernelRidge(gamma=0.5, alpha=0.1, n_probes=0 if method == "none" else 16,
+                               random_state=0).fit(X, y)
+    assert est.solver_info_["df_method"] == method
+    lines = [r.getMessage() for r in caplog.records if r.name in ("bigkernel.models.exact", "bigkernel.numerics.dual")]
+    assert len(lines) == 2 and not any("nan" in line for line in lines), lines
+    want = {"exact": f"df={est.df_:.1f}", "hutchinson": f"df={est.df_:.1f}±{est.df_stderr_:.1f}",
+            "none": "df not computed"}[method]
+    assert all(want in line for line in lines), (want, lines)
+    assert ("±" in " ".join(lines)) == (method == "hutchinson")  # a standard error only when estimated
+    assert np.isnan(est.df_) == (method == "none")
+
+
 def test_preconditioner_cuts_iterations_by_more_than_three():
     X, y = friedman(2000, seed=7)
     kw = dict(gamma=0.5, alpha=1e-2, tol=1e-6, random_state=0, n_probes=0)

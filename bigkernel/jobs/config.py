@@ -452,11 +452,12 @@ class JobConfig:
     cluster : ClusterConfig
     bootstrap : BootstrapConfig or None, default=None
     progress : bool, default=True
-        Show progress bars (on a terminal).
+        Show progress bars (on a terminal; ``bigkernel -q`` turns them off).
     plots : bool or "auto", default="auto"
         Write figures and report.md to the output folder; "auto" when matplotlib is installed,
         true makes a missing matplotlib an error.
     log_level : {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, default="INFO"
+        Level of ``job.log``; the terminal's is the CLI's (``-q``: WARNING, ``-v``: DEBUG).
     source : str, default="<dict>"
         Absolute path of the config file, or "<dict>"; not part of equality or ``to_dict``.
     base_dir : str, default=""

@@ -1,7 +1,7 @@
 """Figures and a one-page Markdown report for a job's output folder.
 
-matplotlib is optional (``pip install "bigkernel[plot]"``) and imported only here, with the Agg
-backend, so the library and headless workers never need a display.
+matplotlib (a dependency of bigkernel) is imported only here, with the Agg backend, so the
+library and headless workers never import it or need a display.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bigkernel.errors import BigkernelError
+from bigkernel.numerics.dual import describe_df
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ def _pyplot():
         import matplotlib.pyplot as plt
     except ImportError:
         raise PlotUnavailableError(
-            "plots need matplotlib: pip install \"bigkernel[plot]\" (or set `plots: false` in the job)"
+            "plots need matplotlib, a dependency of bigkernel that is missing here: pip install "
+            "matplotlib (or set `plots: false` in the job)"
         ) from None
     return plt
 
@@ -47,8 +49,18 @@ def plots_available() -> bool:
         return False
 
 
-def path_table(est) -> dict[str, np.ndarray]:
-    """α-path diagnostics of a fitted estimator: gamma, alpha, score (lower is better), df, kind."""
+#: a fixed α's GCV/df curve spans α·10^[-3, 3] (61 points, α itself among them)
+FIXED_ALPHA_CURVE = np.logspace(-3.0, 3.0, 61)
+
+
+def path_table(est) -> dict[str, np.ndarray] | None:
+    """α-path diagnostics of a fitted estimator: gamma, alpha, score (lower is better), df, kind.
+
+    With one α and a primal model (random features, Nyström), the GCV and df curves over
+    α·:data:`FIXED_ALPHA_CURVE` come from the fit's eigendecomposition (``spectrum_``; no pass
+    over the data). None when there is no path to draw (one α and no spectrum: the exact
+    solver, or a model saved before spectra were kept); :func:`no_path_reason` says why.
+    """
     if hasattr(est, "cv_results_"):
         r = est.cv_results_
         cv = getattr(est, "criterion", None) or est.cv  # ExactKernelRidgeCV: "loo" or "gcv"
@@ -57,11 +69,32 @@ def path_table(est) -> dict[str, np.ndarray]:
                 "score": -np.asarray(r["mean_test_score"]), "df": np.asarray(r["df"]), "kind": kind}
     fmap = getattr(est, "feature_map_", None)  # the exact solver has no feature map
     gamma = fmap.params.get("length_scale") if fmap is not None else None
-    g = np.full(np.size(est.alphas_), np.nan if gamma is None or isinstance(gamma, list) else
+    alphas, gcv, df = np.asarray(est.alphas_), np.asarray(est.gcv_), np.asarray(est.df_path_)
+    table: dict[str, Any] = {"kind": "GCV"}
+    if alphas.size == 1:
+        spectrum = getattr(est, "spectrum_", None)
+        if spectrum is None:
+            return None
+        alphas = float(est.alpha_) * FIXED_ALPHA_CURVE
+        gcv, df = spectrum.gcv(alphas), spectrum.df(alphas)
+        table["title"] = f"α fixed at {est.alpha_:.3g}: GCV (solid) and df (dashed) around it"
+        table["note"] = (f"α was fixed at {est.alpha_:.3g} (the fit used that α only); the penalty-path "
+                         "figure shows GCV and df over α·10^±3 around it, from the fit's "
+                         "eigendecomposition (no further pass over the data).")
+    g = np.full(alphas.size, np.nan if gamma is None or isinstance(gamma, list) else
                 1.0 / (2.0 * float(gamma) ** 2))
-    gcv = np.asarray(est.gcv_)
-    return {"gamma": g, "alpha": np.asarray(est.alphas_), "score": gcv if gcv.ndim == 1 else gcv.mean(axis=1),
-            "df": np.asarray(est.df_path_), "kind": "GCV"}  # fmt: skip
+    table.update(gamma=g, alpha=alphas, score=gcv if gcv.ndim == 1 else gcv.mean(axis=1), df=df)
+    return table
+
+
+def no_path_reason(est, table: dict[str, Any] | None = None) -> str:
+    """Why there is no penalty-path figure for ``est`` (its ``table``, if any) (for report.md)."""
+    if table is not None:
+        return f"No penalty-path figure: no α on the path has a finite {table['kind']} score."
+    why = ("the exact solver scores only the α it solves for" if getattr(est, "feature_map_", None) is None
+           else "this model was saved before bigkernel kept the spectrum that gives the curve")
+    return (f"No penalty-path figure: α was fixed (α={est.alpha_:.3g}) and {why}, so the path "
+            "would be a single point. Give `alpha: gcv` or a list of α to see the path.")
 
 
 def plot_alpha_path(table: dict[str, Any], path: str, chosen: tuple[float, float] | None = None) -> str:
@@ -75,18 +108,25 @@ def plot_alpha_path(table: dict[str, Any], path: str, chosen: tuple[float, float
         sel = np.isnan(gammas) if np.isnan(g) else gammas == g
         order = np.argsort(table["alpha"][sel])
         a, sc, df = table["alpha"][sel][order], table["score"][sel][order], table["df"][sel][order]
+        sc = np.where(np.isfinite(sc), sc, np.nan)  # inf: an unreliable score, not drawn
         label = "" if np.isnan(g) else f"γ={g:.3g}"
         line, = ax.plot(a, sc, marker="o", ms=3, label=label or table["kind"])
         ax2.plot(a, df, ls="--", color=line.get_color(), alpha=0.6)
     if chosen is not None:
         ax.axvline(chosen[1], color="k", lw=0.8, ls=":")
+        at = np.isclose(table["alpha"], chosen[1], rtol=1e-12, atol=0)
+        if isinstance(chosen[0], float) and np.isfinite(chosen[0]):
+            at &= np.isnan(gammas) | np.isclose(gammas, chosen[0], rtol=1e-12)
+        if at.sum() == 1:  # the chosen point on its curve (not drawn when ambiguous)
+            ax.plot(table["alpha"][at], table["score"][at], marker="*", ms=12, color="k", ls="",
+                    label=f"chosen α={chosen[1]:.3g}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("α (ridge penalty)")
     ax.set_ylabel(table["kind"])
     ax2.set_ylabel("df(α)  (dashed)")
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("Penalty path: error (solid) and degrees of freedom (dashed)")
+    ax.set_title(table.get("title", "Penalty path: error (solid) and degrees of freedom (dashed)"))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -110,15 +150,17 @@ def plot_predicted_vs_observed(y: np.ndarray, pred: np.ndarray, path: str, title
     return path
 
 
-def write_report(output: str, metrics: dict[str, Any], figures: dict[str, str]) -> str:
-    """``report.md`` in ``output``: the job's figures (relative links) and key numbers."""
+def write_report(output: str, metrics: dict[str, Any], figures: dict[str, str],
+                 notes: dict[str, str] | None = None) -> str:
+    """``report.md`` in ``output``: the job's figures (relative links), key numbers and
+    ``notes`` ({section title: paragraph}, e.g. why a figure is missing, what a file holds)."""
     m = metrics
     lines = [f"# bigkernel job `{m['job']}`", "",
              f"- data: {m['data']['n_samples']:,} rows × {m['data']['n_features']} features from `{m['data']['source']}`",
              f"- model: {m['model']['kernel']} "
              + (f"exact kernel ridge, n={m['model']['n_samples_fit']:,}, " if "n_samples_fit" in m["model"]
                 else f"{str(m['model']['solver']).replace('_', ' ')}, D={m['model']['n_components']}, ")
-             + f"α={m['model']['alpha']:.3g}, df={m['model']['df']:.1f}"]  # fmt: skip
+             + f"α={m['model']['alpha']:.3g}, {describe_df(m['model']['df'], m['model'].get('df_stderr'))}"]  # fmt: skip
     if m.get("search"):
         lines.append(f"- search: best {m['search']['best_params']} of {m['search']['n_candidates']} candidates")
     lines += ["", "| set | n | RMSE | R² |", "|---|---|---|---|"]
@@ -127,26 +169,61 @@ def write_report(output: str, metrics: dict[str, Any], figures: dict[str, str]) 
     lines += ["", "| stage | seconds |", "|---|---|"] + [f"| {k} | {v:.2f} |" for k, v in m["timings_s"].items()]
     for title, fig in figures.items():
         lines += ["", f"## {title}", "", f"![{title}]({os.path.relpath(fig, output)})"]
+    for title, text in (notes or {}).items():
+        lines += ["", f"## {title}", "", text]
     path = os.path.join(output, "report.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path
 
 
-def make_report(output: str, est, holdout: tuple[np.ndarray, np.ndarray] | None, metrics: dict[str, Any]) -> dict[str, str]:
-    """Write the job's figures and report.md; returns {title: path} of everything written."""
+def make_report(output: str, est, holdout: tuple[np.ndarray, ...] | None, metrics: dict[str, Any]) -> dict[str, str]:
+    """Write the job's figures and report.md; returns {title: path} of everything written.
+
+    ``holdout`` is ``(y, pred, ...)`` of the holdout sample (the runner's :func:`holdout_sample`).
+    """
     figures: dict[str, str] = {}
+    notes: dict[str, str] = {}
     table = path_table(est)
-    figures["Penalty path"] = plot_alpha_path(table, os.path.join(output, "alpha_path.png"),
-                                              chosen=(getattr(est, "gamma_", np.nan), est.alpha_))
+    if table is None or not np.isfinite(table["score"]).any():
+        notes["Penalty path"] = no_path_reason(est, table)
+    else:
+        figures["Penalty path"] = plot_alpha_path(table, os.path.join(output, "alpha_path.png"),
+                                                  chosen=(getattr(est, "gamma_", np.nan), est.alpha_))
+        if "note" in table:
+            notes["Penalty path with a fixed α"] = table["note"]
     if holdout is not None and holdout[0].size:
         figures["Predicted vs observed"] = plot_predicted_vs_observed(
             holdout[0], holdout[1], os.path.join(output, "predicted_vs_observed.png"))
     band = os.path.join(output, "bootstrap_band.png")
     if os.path.exists(band):
         figures["Bootstrap band"] = band
-    figures["report"] = write_report(output, metrics, {k: v for k, v in figures.items()})
+    sample = holdout_sample_note(output, metrics)
+    if sample:
+        notes["Holdout sample"] = sample
+    figures["report"] = write_report(output, metrics, {k: v for k, v in figures.items()}, notes)
     return figures
+
+
+def holdout_sample_note(output: str, metrics: dict[str, Any]) -> str | None:
+    """What ``holdout_sample.npz`` in ``output`` holds, from the file itself; None without one."""
+    from bigkernel.jobs.runner import HOLDOUT_SAMPLE_ROWS
+
+    path = os.path.join(output, "holdout_sample.npz")
+    if not os.path.exists(path):
+        return None
+    with np.load(path, allow_pickle=False) as z:
+        arrays, size = sorted(z.files), int(z["y"].size)
+    first = min(int(metrics["data"]["n_samples"]), HOLDOUT_SAMPLE_ROWS)
+    what = {"row": "`row` (global row index in the training data, from 0)",
+            "y": "`y` (observed; the first target when there are several)",
+            "pred": "`pred` (the saved model's prediction)"}
+    order = [a for a in what if a in arrays] + [a for a in arrays if a not in what]
+    listed = ", ".join(what.get(a, f"`{a}`") for a in order)
+    return (f"`holdout_sample.npz` holds the {size:,} holdout rows among the first {first:,} rows of "
+            f"the training data (the rows the predicted-vs-observed figure draws; the holdout "
+            f"scores above use every holdout row): arrays {listed}, one entry per row. "
+            "Read it with `numpy.load`.")
 
 
 def report_from_folder(output: str) -> dict[str, str]:

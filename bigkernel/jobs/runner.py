@@ -2,7 +2,8 @@
 
 Outputs go to the job's ``output`` folder: ``model.zarr``, ``config.resolved.yaml``, ``job.log``,
 ``summary.txt`` and, written last, ``metrics.json`` — a folder without ``metrics.json`` is an
-unfinished job.
+unfinished job. A job that fails writes its error to ``job.log`` and ``status.json``
+(``{"status": "failed", "error": {...}}``), never ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bigkernel.jobs.config import JobConfig, SourceConfig
 from bigkernel.runtime import compute, progress_bars
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+from bigkernel.numerics.dual import describe_df
 from bigkernel.numerics.splits import HoldoutSplit
 
 logger = logging.getLogger(__name__)
@@ -201,20 +203,50 @@ def _metrics_from_residuals(r: np.ndarray) -> dict[str, dict[str, float]]:
     return out
 
 
+#: what a failed job leaves in its folder (metrics.json is then never written)
+STATUS_FILE = "status.json"
+
+
 @contextlib.contextmanager
-def _job_logging(output: str, level: str) -> Iterator[None]:
+def _job_logging(output: str, level: str, job: str) -> Iterator[None]:
+    """``job.log`` at ``level`` for the job's duration; on an exception, the error as well.
+
+    The file's level is its own: the logger is lowered to it only when needed, so a terminal
+    handler keeps its level (``bigkernel -q``) while job.log gets the full log. A failure is
+    written to job.log (type and message; the traceback too unless it is a BigkernelError) and
+    to ``status.json``, and re-raised: how the terminal shows it is the caller's business.
+    """
     handler = logging.FileHandler(os.path.join(output, "job.log"), mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(level)
     root = logging.getLogger("bigkernel")
     root.addHandler(handler)
     old = root.level
-    root.setLevel(level)
+    root.setLevel(min(root.getEffectiveLevel(), handler.level))
     try:
         yield
+    except BaseException as exc:
+        _record_failure(output, job, handler, exc)
+        raise
     finally:
         root.removeHandler(handler)
         root.setLevel(old)
         handler.close()
+
+
+def _record_failure(output: str, job: str, handler: logging.Handler, exc: BaseException) -> None:
+    """The error into job.log (this handler only, whatever its level) and status.json."""
+    from bigkernel.errors import BigkernelError
+
+    message = str(exc) or ("interrupted" if isinstance(exc, KeyboardInterrupt) else "")
+    ours = isinstance(exc, BigkernelError)  # its message says all; anything else is a bug: traceback
+    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, "job %s failed: %s: %s",
+                               (job, type(exc).__name__, message), None if ours else (type(exc), exc, exc.__traceback__))
+    handler.handle(record)
+    _write_json_atomic(os.path.join(output, STATUS_FILE), {
+        "status": "failed", "job": job, "error": {"type": type(exc).__name__, "message": message},
+        "log": "job.log", "bigkernel_version": __version__,
+    })  # fmt: skip
 
 
 def _prepare_output(cfg: JobConfig) -> None:
@@ -238,7 +270,7 @@ def _prepare_output(cfg: JobConfig) -> None:
         )
     os.makedirs(cfg.output, exist_ok=True)
     stale = [done] + [os.path.join(cfg.output, name) for name in (
-        "summary.txt", "model.zarr", "report.md", "alpha_path.png", "predicted_vs_observed.png",
+        STATUS_FILE, "summary.txt", "model.zarr", "report.md", "alpha_path.png", "predicted_vs_observed.png",
         "holdout_sample.npz", "search_results.json", "bootstrap_band.zarr", "bootstrap_band.png")]
     for path in stale + ([pred] if pred_inside else []):
         if os.path.isdir(path):
@@ -271,13 +303,18 @@ def dry_run(cfg: JobConfig) -> dict[str, Any]:
     return plan
 
 
-def run_job(cfg: JobConfig) -> dict[str, Any]:
-    """Run the whole job on the configured cluster; returns the metrics written to metrics.json."""
+def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
+    """Run the whole job on the configured cluster; returns the metrics written to metrics.json.
+
+    ``progress`` overrides the job's ``progress:`` key (``bigkernel -q`` turns the bars off).
+    A failure is recorded in ``job.log`` and ``status.json`` and re-raised.
+    """
     from bigkernel.jobs.cluster import client_from_config
 
     _prepare_output(cfg)
     timings: dict[str, float] = {}
-    with _job_logging(cfg.output, cfg.log_level), progress_bars(cfg.progress):
+    progress = cfg.progress if progress is None else progress
+    with _job_logging(cfg.output, cfg.log_level, cfg.name), progress_bars(progress):
         with open(os.path.join(cfg.output, "config.resolved.yaml"), "w") as f:
             f.write(cfg.to_yaml())
         check_inputs(cfg)  # fail on missing/bad data before starting a cluster
@@ -306,7 +343,8 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
             scores = _metrics_from_residuals(res)
             holdout = holdout_sample(ds, est, split)
             if holdout is not None:
-                np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1])
+                np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1],
+                         row=holdout[2])
             timings["evaluate"] = time.perf_counter() - t
 
             t = time.perf_counter()
@@ -360,18 +398,23 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
     kernel = est.kernel if isinstance(est.kernel, str) else getattr(est.kernel, "name", str(est.kernel))
     gcv = np.asarray(est.gcv_, dtype=np.float64)
     out = {"solver": getattr(est, "solver_", cfg.model.solver), "kernel": kernel,
-           "n_components": getattr(inner, "n_components", None), "alpha": est.alpha_, "df": est.df_,
+           "n_components": getattr(inner, "n_components", None), "alpha": est.alpha_, "df": _finite(est.df_),
            "dtype": getattr(inner, "dtype", None),
            "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None}
     if hasattr(est, "solver_reason_"):
         out["solver_reason"] = est.solver_reason_
     if hasattr(inner, "n_iter_"):  # exact: CG figures, df's standard error, the Gram cache
-        out.update(n_samples_fit=inner.n_samples_fit_, df_stderr=inner.df_stderr_,
+        out.update(n_samples_fit=inner.n_samples_fit_, df_stderr=_finite(inner.df_stderr_),
                    n_iter=np.asarray(inner.n_iter_).tolist(), residual=np.asarray(inner.residual_).tolist(),
                    solver_info=inner.solver_info_)
     elif hasattr(inner, "criterion"):  # exact search (ExactKernelRidgeCV): closed form, no CG
         out.update(n_samples_fit=inner.n_samples_fit_, dtype="float64", solver_info=inner.solver_info_)
     return out
+
+
+def _finite(value: float) -> float | None:
+    """None for NaN (df not computed): metrics.json stays strict JSON."""
+    return float(value) if np.isfinite(value) else None
 
 
 def _search_summary(est) -> dict[str, Any] | None:
@@ -383,16 +426,26 @@ def _search_summary(est) -> dict[str, Any] | None:
             "n_candidates": len(est.cv_results_["params"])}
 
 
-def holdout_sample(ds: Dataset, est, split: HoldoutSplit, max_rows: int = 50_000):
-    """(y, prediction) of the holdout rows among the first ``max_rows`` rows (for the figure)."""
+#: holdout_sample.npz holds the holdout rows among this many first rows of the training data
+HOLDOUT_SAMPLE_ROWS = 50_000
+
+
+def holdout_sample(ds: Dataset, est, split: HoldoutSplit, max_rows: int | None = None):
+    """(y, prediction, global row index) of the holdout rows among the first ``max_rows`` rows
+    (default :data:`HOLDOUT_SAMPLE_ROWS`).
+
+    For the predicted-vs-observed figure and ``holdout_sample.npz``; the first target only when
+    y has several. None without a holdout.
+    """
     if split.fraction <= 0:
         return None
-    m = min(ds.X.shape[0], max_rows)
+    m = min(ds.X.shape[0], max_rows or HOLDOUT_SAMPLE_ROWS)
     X, y = compute(ds.X[:m], ds.y[:m], label="holdout-sample")
     hold = split.groups(0, m) == 1
+    row = np.flatnonzero(hold).astype(np.int64)  # the sample starts at row 0: global indices
     y = np.asarray(y)[hold]
     pred = np.asarray(est.predict(np.asarray(X)[hold]))
-    return (y.ravel(), pred.ravel()) if y.ndim == 1 else (y[:, 0], pred[:, 0])
+    return (y.ravel(), pred.ravel(), row) if y.ndim == 1 else (y[:, 0], pred[:, 0], row)
 
 
 def _want_plots(cfg: JobConfig) -> bool:
@@ -400,7 +453,8 @@ def _want_plots(cfg: JobConfig) -> bool:
 
     if cfg.plots == "auto":
         if not plots_available():
-            logger.info("matplotlib not installed: no figures (pip install \"bigkernel[plot]\")")
+            logger.warning("matplotlib, a dependency of bigkernel, is not installed: no figures "
+                           "(pip install matplotlib)")
             return False
         return True
     if cfg.plots:
@@ -428,7 +482,7 @@ def summary_text(m: dict[str, Any]) -> str:
         + (f"exact on n={mo['n_samples_fit']:,}, "
            + (f"CG iterations {mo['n_iter']}, " if "n_iter" in mo else "closed form (eigh per gamma), ")
            if "n_samples_fit" in mo else f"D={mo['n_components']}, ")
-        + f"alpha={mo['alpha']:.3g}, df={mo['df']:.1f}, {mo['dtype']} "
+        + f"alpha={mo['alpha']:.3g}, {describe_df(mo['df'], mo.get('df_stderr'))}, {mo['dtype']} "
         + ("Gram" if "n_samples_fit" in mo else "features"),
     ]
     if m.get("search"):

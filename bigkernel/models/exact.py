@@ -27,7 +27,7 @@ from bigkernel.errors import DataError, NotPSDError, ParameterError
 from bigkernel.models._base import single_target, _EstimatorBase
 from bigkernel.runtime import active_client, compute
 from bigkernel.solvers.gram_operator import GramOperator
-from bigkernel.numerics.dual import solve_dual
+from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
 from bigkernel.kernels.functions import Kernel, make_kernel
 from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
@@ -455,8 +455,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         }  # fmt: skip
         self._expansion = KernelExpansion(op.tiler, sol.coef, sol.intercept)
         logger.info(
-            "fitted ExactKernelRidge: n=%s alpha=%.3g df=%.1f±%.1f, %d CG iterations, residual %.2g, %.2fs",
-            f"{op.n:,}", self.alpha_, self.df_, self.df_stderr_, int(np.max(sol.n_iter)),
+            "fitted ExactKernelRidge: n=%s alpha=%.3g %s, %d CG iterations, residual %.2g, %.2fs",
+            f"{op.n:,}", self.alpha_, describe_df(self.df_, self.df_stderr_), int(np.max(sol.n_iter)),
             float(np.max(sol.residual)), extra["fit_seconds"],
         )  # fmt: skip
 

@@ -25,7 +25,7 @@ from bigkernel.numerics.fourier_features import (
     make_feature_map,
 )
 from bigkernel.numerics.scaling import column_moments, safe_scale
-from bigkernel.numerics.primal import PrimalExpansion, resolve_alphas, solve_primal
+from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, resolve_alphas, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.io.model_store import register_model
 
@@ -104,6 +104,7 @@ class _RandomFeatureBase(_EstimatorBase):
         self.df_path_ = sol.df
         self.df_ = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
         self.gcv_ = single_target(sol.gcv, single)
+        self.spectrum_ = sol.spectrum
         self.n_samples_fit_ = int(round(float(stats.n[0])))
         self.n_features_in_ = fmap.n_features_in
         logger.info("fitted %s: n=%s D=%d alpha=%.3g df=%.1f", type(self).__name__,
@@ -156,7 +157,21 @@ class _RandomFeatureBase(_EstimatorBase):
         }  # fmt: skip
         if fm.offsets is not None:
             arrays["fmap_offsets"] = fm.offsets
+        self._add_spectrum_state(attrs, arrays)
         return attrs, arrays
+
+    def _add_spectrum_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """``spectrum_`` into the saved state (optional: older stores load without it)."""
+        sp = getattr(self, "spectrum_", None)
+        if sp is not None:
+            attrs["spectrum"] = {"n": sp.n, "fit_intercept": sp.fit_intercept, "eps": sp.eps}
+            arrays.update(spectrum_eigvals=sp.eigvals, spectrum_z=sp.z, spectrum_yy=sp.yy)
+
+    def _read_spectrum_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        meta = attrs.get("spectrum")
+        self.spectrum_ = None if meta is None else PathSpectrum(
+            arrays["spectrum_eigvals"], arrays["spectrum_z"], arrays["spectrum_yy"], float(meta["n"]),
+            bool(meta["fit_intercept"]), float(meta["eps"]))  # fmt: skip
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         fm = FeatureMap.from_arrays(attrs["feature_map"], arrays["fmap_weights"], arrays.get("fmap_offsets"))
@@ -170,6 +185,7 @@ class _RandomFeatureBase(_EstimatorBase):
         self.alpha_, self.df_ = float(attrs["alpha_"]), float(attrs["df_"])
         self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
+        self._read_spectrum_state(attrs, arrays)
 
 
 @register_model
@@ -224,6 +240,11 @@ class RandomFeatureRidge(_RandomFeatureBase):
     df_path_ : ndarray of shape (n_alphas,)
     gcv_ : ndarray of shape (n_alphas,) or (n_alphas, n_targets)
         Generalized cross-validation score per α.
+    spectrum_ : PathSpectrum or None
+        Eigenvalues of the centred feature system and the projections of y on its
+        eigenvectors: ``spectrum_.gcv(alphas)`` and ``spectrum_.df(alphas)`` for any α, with no
+        pass over the data (the job report draws them around a fixed α). None for models saved
+        before it was kept.
     feature_map_ : FeatureMap
     n_features_in_ : int
     n_samples_fit_ : int

@@ -184,7 +184,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         path = eigen_path(best_total, self.fit_intercept, eps)
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
-        sol = PrimalSolution(coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas))
+        sol = PrimalSolution(coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas),
+                             path.spectrum())
         self.gamma_ = gammas[gi]
         return self._set_fitted(sol, fmaps[gi], ds.y.ndim, best_total)
 

@@ -47,10 +47,23 @@ from bigkernel.numerics.precond import LowRankPreconditioner
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PROBE_TOL", "DualSolution", "solve_dual"]
+__all__ = ["PROBE_TOL", "DualSolution", "describe_df", "solve_dual"]
 
 #: CG tolerance of the Hutchinson probes: the trace estimate's error is ~ PROBE_TOL²·n
 PROBE_TOL = 1e-3
+
+
+def describe_df(df: float | None, stderr: float | None = None) -> str:
+    """``"df=12.3"`` (exact), ``"df=12.3±0.4"`` (estimated) or ``"df not computed"``.
+
+    For logs and reports: what is known about df, never ``nan`` (df is NaN when no probes ran;
+    its standard error is 0 when df is exact, NaN when it is not estimated).
+    """
+    if df is None or not np.isfinite(df):
+        return "df not computed"
+    if stderr is None or not np.isfinite(stderr) or stderr <= 0:
+        return f"df={df:.1f}"
+    return f"df={df:.1f}±{stderr:.1f}"
 
 
 @dataclass(frozen=True)
@@ -231,8 +244,8 @@ def solve_dual(
     }
     logger.info(
         "dual solve: n=%d, %d target(s) × %d alpha(s) + %d probe(s); alpha=%.3g, %d iterations, "
-        "residual %.2g, df=%.1f (%s)", n, k, A, P, alpha, int(n_iter.max()), float(residual.max()),
-        float(df[best]), method,
+        "residual %.2g, %s%s", n, k, A, P, alpha, int(n_iter.max()), float(residual.max()),
+        describe_df(float(df[best]), float(df_se[best])), "" if method == "none" else f" ({method})",
     )  # fmt: skip
     return DualSolution(
         a, intercept, alpha, alphas, df, df_se, method, gcv, n_iter, residual, converged,

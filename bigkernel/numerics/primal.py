@@ -32,26 +32,19 @@ GCV_GRID = np.logspace(-9, 1, 41)
 
 
 @dataclass(frozen=True)
-class EigenPath:
-    """Eigendecomposition of a (centred) primal system, reusable for any α."""
+class PathSpectrum:
+    """What df(α), RSS(α) and GCV(α) need for any α: the eigenvalues and Vᵀ Φcᵀ yc, no eigenvectors.
+
+    O(D·k) numbers, kept by the fitted primal estimators (``spectrum_``) so that the GCV and df
+    curves around any α cost no pass over the data and no new eigendecomposition.
+    """
 
     eigvals: np.ndarray  # (D,), clipped at 0
-    eigvecs: np.ndarray  # (D, D)
     z: np.ndarray  # (D, k) = Vᵀ Φcᵀ yc
-    mean_phi: np.ndarray  # (D,) μ (zeros without intercept)
-    mean_y: np.ndarray  # (k,) ȳ (zeros without intercept)
     yy: np.ndarray  # (k,) ycᵀyc
     n: float
     fit_intercept: bool
     eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
-
-    def coef(self, alpha: float) -> np.ndarray:
-        """β(α), shape (D, k)."""
-        return self.eigvecs @ (self.z / (self.eigvals + alpha)[:, np.newaxis])
-
-    def intercept(self, coef: np.ndarray) -> np.ndarray:
-        """b = ȳ - μᵀβ, shape (k,)."""
-        return self.mean_y - self.mean_phi @ coef
 
     def df(self, alphas: np.ndarray) -> np.ndarray:
         """Effective degrees of freedom (trace of the hat matrix), shape (A,)."""
@@ -91,6 +84,49 @@ class EigenPath:
         rss = self.rss(alphas)
         reliable = (resid_df > 0) & (rss > 10 * self.rss_error(alphas))
         return np.where(reliable, self.n * rss / safe**2, np.inf)
+
+
+@dataclass(frozen=True)
+class EigenPath:
+    """Eigendecomposition of a (centred) primal system, reusable for any α."""
+
+    eigvals: np.ndarray  # (D,), clipped at 0
+    eigvecs: np.ndarray  # (D, D)
+    z: np.ndarray  # (D, k) = Vᵀ Φcᵀ yc
+    mean_phi: np.ndarray  # (D,) μ (zeros without intercept)
+    mean_y: np.ndarray  # (k,) ȳ (zeros without intercept)
+    yy: np.ndarray  # (k,) ycᵀyc
+    n: float
+    fit_intercept: bool
+    eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
+
+    def coef(self, alpha: float) -> np.ndarray:
+        """β(α), shape (D, k)."""
+        return self.eigvecs @ (self.z / (self.eigvals + alpha)[:, np.newaxis])
+
+    def intercept(self, coef: np.ndarray) -> np.ndarray:
+        """b = ȳ - μᵀβ, shape (k,)."""
+        return self.mean_y - self.mean_phi @ coef
+
+    def spectrum(self) -> PathSpectrum:
+        """The eigenvector-free part: df, RSS and GCV for any α."""
+        return PathSpectrum(self.eigvals, self.z, self.yy, self.n, self.fit_intercept, self.eps)
+
+    def df(self, alphas: np.ndarray) -> np.ndarray:
+        """Effective degrees of freedom (trace of the hat matrix), shape (A,)."""
+        return self.spectrum().df(alphas)
+
+    def rss(self, alphas: np.ndarray) -> np.ndarray:
+        """Training residual sum of squares from the sums, shape (A, k)."""
+        return self.spectrum().rss(alphas)
+
+    def rss_error(self, alphas: np.ndarray) -> np.ndarray:
+        """Rounding-error bound of :meth:`rss` (see :meth:`PathSpectrum.rss_error`), shape (A, k)."""
+        return self.spectrum().rss_error(alphas)
+
+    def gcv(self, alphas: np.ndarray) -> np.ndarray:
+        """GCV score n·RSS/(n - df)², inf where unreliable (:meth:`PathSpectrum.gcv`), shape (A, k)."""
+        return self.spectrum().gcv(alphas)
 
 
 def centred_system(
@@ -154,6 +190,7 @@ class PrimalSolution:
     alphas: np.ndarray  # (A,)
     df: np.ndarray  # (A,)
     gcv: np.ndarray  # (A, k)
+    spectrum: PathSpectrum | None = None  # df and GCV at any other α
 
 
 def best_index(scores: np.ndarray, alphas: np.ndarray) -> int:
@@ -178,7 +215,8 @@ def solve_primal(stats: SufficientStats, alpha="gcv", fit_intercept: bool = True
     gcv = path.gcv(alphas)
     best = best_index(gcv.mean(axis=1), alphas) if select else 0
     coef = path.coef(float(alphas[best]))
-    return PrimalSolution(coef, path.intercept(coef), float(alphas[best]), alphas, path.df(alphas), gcv)
+    return PrimalSolution(coef, path.intercept(coef), float(alphas[best]), alphas, path.df(alphas), gcv,
+                          path.spectrum())
 
 
 @dataclass(frozen=True)
