@@ -477,8 +477,8 @@ def test_bad_inline_eval_points_name_the_point(tmp_path: Path, value: str,
 @pytest.mark.parametrize(
     ("value", "fragment"),
     [
-        ("[[0.1, 0.2]]", "expected points of 10 features like the training data "
-                         "(data.make.n_features), found points of 2"),
+        ("[[0.1, 0.2]]", ("expected points of 10 features like the training data "
+                          "(data.make.n_features), found points of 2")),
         ("[0.1, 0.2]", "a flat list [a, b, ...] means points of one feature"),
     ],
 )

@@ -74,7 +74,7 @@ def _band_job(tmp_path, bootstrap: str, data: str = "{kind: sine, n_samples: 300
 
 def _spy_band_figures(monkeypatch):
     """Keep every figure the job's band plot draws (plot_band saves what band_figure returns)."""
-    import bigkernel.jobs.plots as plots
+    from bigkernel.jobs import plots
 
     figures, real = [], plots.band_figure
 

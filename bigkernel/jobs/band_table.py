@@ -111,7 +111,7 @@ def band_summary(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, Any]
     -------
     dict
         ``interval``, ``description``, ``n_eval``, ``n_out_of_range``, ``n_features``,
-        ``n_targets`` and ``rows``: one
+        ``n_targets`` and ``table``: one
         dict per shown point (``point``, ``x`` (at most :data:`MAX_X_FEATURES` values),
         ``fitted``, ``lower``, ``upper``, ``width``, ``out_of_range``) of the first target.
     """
@@ -131,7 +131,7 @@ def band_summary(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, Any]
         "description": describe_band(result.confidence_level, result.interval,
                                      result.n_bootstraps),
         "n_eval": n, "n_out_of_range": int(outside.sum()), "n_features": int(E.shape[1]),
-        "n_targets": int(_targets(fitted).shape[1]), "rows": rows,
+        "n_targets": int(_targets(fitted).shape[1]), "table": rows,
     }  # fmt: skip
 
 
@@ -143,12 +143,12 @@ def _x(row: dict[str, Any], n_features: int) -> str:
 
 def _notes(b: dict[str, Any], where: str) -> list[str]:
     """Sentences after the table: out-of-range points, the target shown, where the rest is."""
-    n, rows = b["n_eval"], b["rows"]
+    n, rows = b["n_eval"], b["table"]
     notes = []
     if b["n_out_of_range"]:
         notes.append(f"{b['n_out_of_range']} of {n} points lie outside the training data's "
-                     "range in at least one feature (flagged): there the band is an "
-                     "extrapolation and understates the uncertainty.")
+                     "range in at least one feature (flagged): there the band shows the model's "
+                     "extrapolation, which the data do not support.")
     if b.get("n_targets", 1) > 1:
         notes.append(f"Values of the first of {b['n_targets']} targets.")
     if len(rows) < n:
@@ -159,7 +159,7 @@ def _notes(b: dict[str, Any], where: str) -> list[str]:
 
 
 def band_markdown(b: dict[str, Any], output: str) -> list[str]:
-    """Lines of report.md for the band (``b`` = metrics.json's ``bootstrap``); [] without rows.
+    """Lines of report.md for the band (``b`` = metrics.json's ``bootstrap``); [] without a table.
 
     Parameters
     ----------
@@ -168,14 +168,14 @@ def band_markdown(b: dict[str, Any], output: str) -> list[str]:
     output : str
         The job's folder: files are linked relative to it.
     """
-    if not b.get("rows"):
+    if not b.get("table"):
         return []  # a job folder written before the band table existed
     rel = {key: os.path.relpath(b[key], output) for key in ("band_csv", "band_zarr") if b.get(key)}
     where = " and ".join(f"[`{p}`]({p})" for p in rel.values()) or "bootstrap_band.zarr"
     lines = ["", "## Bootstrap band: values", "", b["description"], "",
              "| point | x | fitted | lower | upper | width | out of range |",
              "|---|---|---|---|---|---|---|"]
-    for r in b["rows"]:
+    for r in b["table"]:
         lines.append(f"| {r['point']} | {_x(r, b['n_features'])} | {r['fitted']:.4g} | "
                      f"{r['lower']:.4g} | {r['upper']:.4g} | {r['width']:.4g} | "
                      f"{'**yes**' if r['out_of_range'] else ''} |")
@@ -183,17 +183,19 @@ def band_markdown(b: dict[str, Any], output: str) -> list[str]:
 
 
 def band_text(b: dict[str, Any]) -> list[str]:
-    """Lines of summary.txt for the band (``b`` = metrics.json's ``bootstrap``); [] without rows."""
-    if not b.get("rows"):
+    """Lines of summary.txt for the band (``b`` = metrics.json's ``bootstrap``); [] without a table."""
+    if not b.get("table"):
         return []
     where = " and ".join(b[key] for key in ("band_csv", "band_zarr") if b.get(key))
-    wrap = lambda text: textwrap.wrap(text, 96, subsequent_indent="  ")  # noqa: E731
+    def wrap(text: str) -> list[str]:
+        return textwrap.wrap(text, 96, subsequent_indent="  ")
+
     lines = wrap("bootstrap band: " + b["description"])
-    xs = [_x(r, b["n_features"]) for r in b["rows"]]
+    xs = [_x(r, b["n_features"]) for r in b["table"]]
     xw = max(len("x"), *(len(x) for x in xs))
     lines.append(f"  {'point':>6}  {'x':<{xw}}  {'fitted':>10}  {'lower':>10}  {'upper':>10}  "
                  f"{'width':>10}  out of range")
-    for r, x in zip(b["rows"], xs):
+    for r, x in zip(b["table"], xs):
         lines.append(f"  {r['point']:>6}  {x:<{xw}}  {r['fitted']:>10.4g}  {r['lower']:>10.4g}  "
                      f"{r['upper']:>10.4g}  {r['width']:>10.4g}  "
                      f"{'yes' if r['out_of_range'] else 'no'}")

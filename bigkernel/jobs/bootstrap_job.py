@@ -120,7 +120,8 @@ def check_eval_features(cfg: Any, n_features: int, train: str) -> None:
     if bc is None or bc.eval is None:
         return
     if isinstance(bc.eval, SourceConfig):
-        from bigkernel.jobs.runner import open_dataset  # the runner imports this module lazily
+        # imported here: the runner imports this module lazily, from inside its functions
+        from bigkernel.jobs.runner import open_dataset
 
         d = open_dataset(bc.eval, None, with_y=False).X.shape[1]
         if d != n_features:
@@ -254,9 +255,6 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
     dict
         ``{"outputs": {name: path}, "metrics": {...}}`` for metrics.json.
     """
-    # imported here: the runner imports this module lazily, from inside run_job
-    from bigkernel.jobs.runner import open_dataset
-
     bc = cfg.bootstrap
     E, points = evaluation_points(cfg, ds, client)
     with warnings.catch_warnings(record=True) as caught:

@@ -208,11 +208,11 @@ def _draw_points(ax: Any, result: Any, E: np.ndarray, band: dict[str, np.ndarray
     centre, centre_label = ((fitted, "fitted $\\hat f(x)$") if fitted is not None
                             else (band["mean"], "bootstrap mean"))
     what = band_title(result.confidence_level, result.interval)
-    bars = [("lower", "upper", what, dict(elinewidth=1.5, capsize=4))]
+    bars = [("lower", "upper", what, {"elinewidth": 1.5, "capsize": 4})]
     if result.interval == "prediction":  # the (narrower) band of f-hat inside the interval
         bars.append(("confidence_lower", "confidence_upper",
                      band_title(result.confidence_level, "confidence"),
-                     dict(elinewidth=5, capsize=0, alpha=0.45)))
+                     {"elinewidth": 5, "capsize": 0, "alpha": 0.45}))
     for lo, hi, label, style in bars:
         for sel, colour in ((~outside, IN_RANGE), (outside, OUT_OF_RANGE)):
             if sel.any():
