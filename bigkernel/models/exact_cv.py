@@ -158,6 +158,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         Criterion, seconds per γ (Gram matrix, eigendecomposition, scoring), fit seconds, memory.
     n_features_in_ : int
     n_samples_fit_ : int
+    data_min_, data_max_ : ndarray of shape (n_features,) or None
+        Per-feature range of the training rows (None for a model saved before it was recorded).
     """
 
     def __init__(
@@ -313,6 +315,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             raise DataError(f"leave-one-out and GCV need at least 2 samples, found n_samples={n}")
         self._check_size(n, d, budget)
         self.n_features_in_ = d
+        self._set_range(X.min(axis=0), X.max(axis=0))
         if self.standardize:
             mean, std = X.mean(axis=0), X.std(axis=0)
             self.scaler_mean_, self.scaler_scale_ = mean, np.where(std > 0, std, 1.0)
@@ -452,6 +455,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.best_score_ = -math.inf if attrs["best_score_"] is None else float(attrs["best_score_"])
         if "scaler_mean" in arrays:
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
+        self._read_range(arrays)
 
 
 PERSISTABLE = {"ExactKernelRidgeCV": ExactKernelRidgeCV}
