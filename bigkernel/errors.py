@@ -57,3 +57,8 @@ class ClusterError(BigkernelError, RuntimeError):
 class NotPSDError(BigkernelError, ArithmeticError):
     """An operator that must be positive (semi-)definite is not: CG breakdown (pᵀAp <= 0), an
     indefinite preconditioner or a kernel Gram matrix with negative eigenvalues."""
+
+
+class ExtrapolationWarning(UserWarning):
+    """Evaluation points lie outside the training data's per-feature range: there the band (or
+    prediction) shows the model's extrapolation, which the data do not support."""

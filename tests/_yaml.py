@@ -30,6 +30,13 @@ def with_model(tmp_path: Path, model_lines: str) -> Path:
     return write(tmp_path, MINIMAL + "model:\n" + model)
 
 
+def with_bootstrap(tmp_path: Path, bootstrap_lines: str, head: str = MINIMAL) -> Path:
+    """A job (``head``, default :data:`MINIMAL`) with ``bootstrap_lines`` (not indented) under
+    bootstrap."""
+    section = textwrap.indent(textwrap.dedent(bootstrap_lines), "  ")
+    return write(tmp_path, head + "bootstrap:\n" + section)
+
+
 def error_of(path: Path) -> str:
     """Load ``path`` expecting a ConfigError; return its message."""
     with pytest.raises(ConfigError) as info:

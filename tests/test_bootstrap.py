@@ -42,7 +42,8 @@ def rff(**kw):
     return RandomFeatureRidge(**params)
 
 
-X_EVAL = np.linspace(0.0, 1.0, 25)[:, None]
+# inside the training range of every sine(n >= 100) sample here: no ExtrapolationWarning
+X_EVAL = np.linspace(0.02, 0.97, 25)[:, None]
 
 
 def _assert_same_result(a: BootstrapResult, b: BootstrapResult) -> None:
@@ -57,7 +58,7 @@ def test_replicates_equal_refits_on_repeated_rows(tmp_path):
     n, d, B, seed = 300, 3, 5, 11
     a = generate_rows(SyntheticSpec("friedman1", n, 5, 0.5, 1), 0, n)
     X, y = a[:, :d], np.column_stack([a[:, 5], np.sin(a[:, 0])])  # two targets
-    E = X[:20] + 0.01
+    E = 0.9 * X[:20] + 0.05  # inside the training range
     est = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3, chunk_rows=64)
     res = bootstrap(est, X, y, E, n_bootstraps=B, random_state=seed, store=tmp_path / "bs.zarr",
                     batch_size=2)
@@ -371,11 +372,97 @@ def test_plot_band_writes_png(tmp_path, d):
     assert mpl_image.imread(path).shape[:2] == (200, 300)
 
 
+def _band_result(E, interval, outside, B=200, level=0.9, seed=0):
+    """A BootstrapResult with known band values (the figure is checked against them)."""
+    rng = np.random.default_rng(seed)
+    f = np.sin(2 * np.pi * E[:, 0])
+    half = 0.1 + 0.05 * np.arange(E.shape[0])
+    extra = 0.5 if interval == "prediction" else 0.0
+    preds = da.from_array(f + 0.05 * rng.normal(size=(B, E.shape[0])))
+    return BootstrapResult(
+        mean=f, lower=f - half - extra, upper=f + half + extra, predictions=preds, n_computed=B,
+        n_reused=0, store="s.zarr", confidence_level=level, n_bootstraps=B, random_state=0,
+        method="multinomial", X_eval=E, interval=interval, confidence_lower=f - half,
+        confidence_upper=f + half, out_of_range=np.asarray(outside, dtype=bool),
+    )  # fmt: skip
+
+
+def _bars(container):
+    """(x, low, high) of each bar of an ErrorbarContainer."""
+    (segments,) = [c.get_segments() for c in container.lines[2]]
+    return np.array([(s[0][0], s[0][1], s[1][1]) for s in segments])
+
+
+@pytest.mark.parametrize("interval", ["confidence", "prediction"])
+@pytest.mark.parametrize("d", [1, 3])
+def test_band_figure_at_chosen_points_draws_one_bar_per_point(d, interval):
+    pytest.importorskip("matplotlib")
+    from matplotlib.collections import PolyCollection
+    from matplotlib.container import ErrorbarContainer
+
+    from bigkernel.jobs.plots import band_figure
+
+    X, y = sine(120)
+    E = np.column_stack([[0.1, 0.4, 0.8, 1.3, -0.2]] + [np.full(5, 0.5)] * (d - 1))
+    outside = [False, False, False, True, True]
+    res = _band_result(E, interval, outside)
+    fitted = res.mean + 0.01
+    fig = band_figure(res, np.tile(X, (1, d)), y, E, fitted_mean=fitted)  # default: points
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    # in range and out of range drawn apart; a prediction interval also shows the band of f-hat
+    assert len(bars) == (4 if interval == "prediction" else 2)
+    x = E[:, 0] if d == 1 else np.arange(5.0)
+    got = np.concatenate([_bars(c) for c in bars[:2]])  # the requested interval, in then out
+    np.testing.assert_allclose(got, np.column_stack([x, res.lower, res.upper]))
+    if interval == "prediction":
+        conf = np.concatenate([_bars(c) for c in bars[2:]])
+        np.testing.assert_allclose(conf[:, 1:], np.column_stack([res.confidence_lower,
+                                                                 res.confidence_upper]))
+    assert not [c for c in ax.collections if isinstance(c, PolyCollection)]  # no shaded band
+    colours = {tuple(np.round(c.lines[2][0].get_color()[0][:3], 3)) for c in bars[:2]}
+    assert len(colours) == 2  # points outside the training range in another colour
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    what = ("90 % prediction interval for a new $y$" if interval == "prediction"
+            else "90 % confidence band for $\\hat f(x)$")
+    assert what in legend and "outside the training data's range (extrapolated)" in legend
+    assert ax.get_title().startswith(f"{what} (bootstrap, B=200)")
+    assert ("data" in legend) == (d == 1)  # the data only where the axis is the feature
+    if d > 1:  # points labelled by index and coordinates
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        assert labels[3] == "3\n(1.3, 0.5, 0.5)"
+
+
+@pytest.mark.parametrize("interval", ["confidence", "prediction"])
+def test_band_figure_on_a_grid_shades_the_band(interval):
+    pytest.importorskip("matplotlib")
+    from matplotlib.collections import PolyCollection
+
+    from bigkernel.jobs.plots import band_figure
+
+    X, y = sine(120)
+    E = eval_grid(X, 0, 30)
+    outside = np.zeros(30, dtype=bool)
+    res = _band_result(E, interval, outside)
+    fig = band_figure(res, X, y, E, fitted_mean=res.mean, n_curves=3)  # default: a grid
+    ax = fig.axes[0]
+    assert not ax.containers  # no interval bars
+    shaded = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(shaded) == (2 if interval == "prediction" else 1)
+    top = shaded[0].get_paths()[0].vertices  # the requested interval: lower and upper edges
+    assert np.isclose(top[:, 1].min(), res.lower.min()) and np.isclose(top[:, 1].max(),
+                                                                      res.upper.max())
+    assert len(ax.lines) == 3 + 1  # replicate curves and the fitted curve
+    assert "band along" not in ax.get_title() and "(bootstrap, B=200)" in ax.get_title()
+    fig = band_figure(res, X, y, E, fitted_mean=res.mean, points=True)  # asked for bars
+    assert len(fig.axes[0].containers) == (2 if interval == "prediction" else 1)
+
+
 def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
     from bigkernel.jobs.plots import plot_band
 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    X, y = sine(50)
+    X, y = sine(100)  # its range holds X_EVAL
     res = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=2, random_state=1, store=tmp_path / "b.zarr")
     with pytest.raises(ImportError, match=r"pip install bigkernel\[plot\]"):
         plot_band(res, X, y, X_EVAL, path=tmp_path / "x.png")
@@ -419,3 +506,31 @@ def test_job_section_band_zarr_plot_and_resume(tmp_path, search):
     again = run_bootstrap_section(cfg, est, ds)  # the rerun resumes the kept store
     assert again["metrics"]["n_reused"] == 6 and again["metrics"]["n_computed"] == 0
     assert again["metrics"]["mean_band_width"] == first["metrics"]["mean_band_width"]
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_eval_points_with_other_features_fail_before_the_fit(tmp_path, inline):
+    from bigkernel.errors import DataError
+    from bigkernel.jobs.config import config_from_dict
+    from bigkernel.jobs.runner import check_inputs
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "X.npy", rng.normal(size=(50, 3)))
+    np.save(tmp_path / "y.npy", rng.normal(size=50))
+    for d in (2, 3):
+        np.save(tmp_path / f"E{d}.npy", rng.normal(size=(4, d)))
+
+    def cfg(d):
+        points = [[0.1, 0.2, 0.3][:d]] * 2 if inline else {"path": str(tmp_path / f"E{d}.npy")}
+        return config_from_dict({
+            "output": str(tmp_path / "out"), "bootstrap": {"eval": points},
+            "data": {"train": {"path": str(tmp_path / "X.npy"),
+                               "y_path": str(tmp_path / "y.npy")}},
+        })  # fmt: skip
+
+    fragment = ("bootstrap.eval: expected points of 3 features like the training data .*X.npy"
+                if inline else "bootstrap.eval.path .*E2.npy has 2 features, but the training "
+                "data .*X.npy has 3")
+    with pytest.raises(DataError, match=fragment):
+        check_inputs(cfg(2))
+    check_inputs(cfg(3))  # three values per point fit

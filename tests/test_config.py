@@ -26,7 +26,7 @@ from bigkernel.jobs.config import (
     load_config,
 )
 
-from tests._yaml import MINIMAL, error_of, with_model, write
+from tests._yaml import MINIMAL, error_of, with_bootstrap, with_model, write
 
 
 # --------------------------------------------------------------------------------------------
@@ -409,3 +409,89 @@ def test_ard_length_scales_must_match_synthetic_feature_count(tmp_path: Path) ->
             "model: {length_scale: [1.0, 2.0]}\n")
     message = error_of(write(tmp_path, text))
     assert "model.length_scale" in message and "one length scale per feature (5" in message
+
+
+# --------------------------------------------------------------------------------------------
+# bootstrap.eval as points in the YAML, bootstrap.interval
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "points"),
+    [
+        ("eval: [[0.1], [0.5]]\n", ((0.1,), (0.5,))),
+        ("eval: [0.1, 0.5, 2.0]\n", ((0.1,), (0.5,), (2.0,))),  # one feature, one value a point
+        ("eval: [[1, 2.5], [-3, 4.0e+2]]\n", ((1.0, 2.5), (-3.0, 400.0))),  # integers are numbers
+        ("eval:\n  - [0.1, 2.0, 3.0]\n  - [0.5, 1.0, 0.0]\n", ((0.1, 2.0, 3.0), (0.5, 1.0, 0.0))),
+    ],
+)
+def test_inline_eval_points_are_read_and_round_trip(tmp_path: Path, lines: str,
+                                                    points: tuple) -> None:
+    cfg = load_config(with_bootstrap(tmp_path, lines))
+    b = cfg.bootstrap
+    assert b is not None and b.eval == points and b.eval_grid is None
+    assert all(isinstance(v, float) for row in b.eval for v in row)
+    assert b.interval == "confidence"  # the default: a band for f-hat(x)
+    assert "bootstrap.eval.path" not in cfg.inputs()  # nothing to read
+    assert config_from_dict(cfg.to_dict()) == cfg
+    assert load_config(write(tmp_path, cfg.to_yaml(), name="again/dumped.yaml")) == cfg
+
+
+def test_interval_is_read_and_checked(tmp_path: Path) -> None:
+    cfg = load_config(with_bootstrap(tmp_path, "interval: prediction\n"))
+    assert cfg.bootstrap is not None and cfg.bootstrap.interval == "prediction"
+    assert config_from_dict(cfg.to_dict()) == cfg
+    message = error_of(with_bootstrap(tmp_path, "interval: predict\n"))
+    assert "bootstrap.interval: expected one of 'confidence', 'prediction'" in message
+    assert "did you mean 'prediction'?" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("[[0.1, 1.0], [0.2]]", "point 1 has 1 value(s) ([0.2] (list)) but point 0 has 2"),
+        ("[[0.1], 0.5]", "point 1 is 0.5 (number) but point 0 is [0.1] (list)"),
+        ("[0.5, [0.1]]", "point 1 is [0.1] (list) but point 0 is 0.5 (number)"),
+        ("[[0.1, abc]]", "point 0, feature 1: expected a number, found 'abc' (string)"),
+        ("[0.1, '2']", "point 1: expected a number, found '2' (string)"),
+        ("[1e-3]", "YAML 1.1 reads 1e-3 as text"),
+        ("[[true]]", "booleans are not numbers"),
+        ("[[.nan]]", "NaN is not allowed"),
+        ("[[.inf]]", "must be finite"),
+        ("[]", "the list is empty"),
+        ("[[], []]", "point 0 is an empty list"),
+        ("[{a: 1}]", "point 0: expected a number, found {'a': 1} (mapping)"),
+        ("3", "expected a list of points such as [[0.1, 2.0], [0.5, 1.0]]"),
+        ("e.zarr", "write `eval: {path: e.zarr}` for a data source"),
+    ],
+)
+def test_bad_inline_eval_points_name_the_point(tmp_path: Path, value: str,
+                                               fragment: str) -> None:
+    path = with_bootstrap(tmp_path, f"n_bootstraps: 10\neval: {value}\n")
+    message = error_of(path)
+    line = MINIMAL.count("\n") + 3  # the `eval:` line
+    assert f"job.yaml:{line}: bootstrap.eval: " in message and fragment in message
+    assert len(message.splitlines()) == 1  # one mistake, one message
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("[[0.1, 0.2]]", ("expected points of 10 features like the training data "
+                          "(data.make.n_features), found points of 2")),
+        ("[0.1, 0.2]", "a flat list [a, b, ...] means points of one feature"),
+    ],
+)
+def test_inline_eval_points_must_have_the_synthetic_feature_count(tmp_path: Path, value: str,
+                                                                  fragment: str) -> None:
+    head = "output: o\ndata: {make: {path: s.zarr, kind: friedman1, n_features: 10}}\n"
+    message = error_of(with_bootstrap(tmp_path, f"eval: {value}\n", head=head))
+    assert "bootstrap.eval: " in message and fragment in message
+    ten = "[" + ", ".join(["0.5"] * 10) + "]"
+    cfg = load_config(with_bootstrap(tmp_path, f"eval: [{ten}]\n", head=head))
+    assert cfg.bootstrap is not None and cfg.bootstrap.eval == ((0.5,) * 10,)
+
+
+def test_inline_eval_and_eval_grid_are_exclusive(tmp_path: Path) -> None:
+    message = error_of(with_bootstrap(tmp_path, "eval: [0.1]\neval_grid: {n_points: 3}\n"))
+    assert "bootstrap.eval_grid: " in message and "not both" in message

@@ -160,3 +160,112 @@ def test_fixed_alpha_jobs_primal_curve_and_exact_explanation(tmp_path):
 
 def test_report_of_unfinished_folder_is_an_error(tmp_path):
     assert main(["report", str(tmp_path)]) == 2
+
+
+def _band_job(tmp_path, bootstrap: str, data: str = "{kind: sine, n_samples: 3000, noise: 0.3, path: d.zarr}"):
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: b\noutput: out\nplots: true\ndata:\n  make: {data}\n"
+        "model: {gamma: 20.0, alpha: 1.0, n_components: 64}\n"
+        f"bootstrap:\n{bootstrap}cluster:\n  local: {{n_workers: 1, threads_per_worker: 1}}\n"
+    )
+    return job
+
+
+def _spy_band_figures(monkeypatch):
+    """Keep every figure the job's band plot draws (plot_band saves what band_figure returns)."""
+    from bigkernel.jobs import plots
+
+    figures, real = [], plots.band_figure
+
+    def spy(*args, **kwargs):
+        figures.append(real(*args, **kwargs))
+        return figures[-1]
+
+    monkeypatch.setattr(plots, "band_figure", spy)
+    return figures
+
+
+def test_points_job_reports_a_prediction_interval_with_out_of_range_flags(tmp_path, monkeypatch):
+    import zarr
+    from matplotlib.container import ErrorbarContainer
+
+    figures = _spy_band_figures(monkeypatch)
+    job = _band_job(tmp_path, "  n_bootstraps: 8\n  interval: prediction\n  plot: true\n"
+                              "  eval: [0.1, 0.5, 0.9, 1.5]\n")
+    assert main(["-q", "run", str(job)]) == 0
+    out = tmp_path / "out"
+    band = zarr.open_group(str(out / "bootstrap_band.zarr"), mode="r")
+    assert band.attrs["interval"] == "prediction"
+    np.testing.assert_array_equal(band["out_of_range"][:], [False, False, False, True])
+    np.testing.assert_array_equal(band["X_eval"][:, 0], [0.1, 0.5, 0.9, 1.5])
+    lower, upper = band["lower"][:], band["upper"][:]
+    # in range the prediction interval is wider than the band of f-hat (which leaves out the noise)
+    conf_width = band["confidence_upper"][:] - band["confidence_lower"][:]
+    assert np.all((upper - lower)[:3] > conf_width[:3])
+    metrics = json.loads((out / "metrics.json").read_text())
+    b = metrics["bootstrap"]
+    assert b["interval"] == "prediction" and b["n_out_of_range"] == 1 and b["n_eval"] == 4
+
+    # the CSV has every point, with the zarr's values
+    import csv
+
+    rows = list(csv.DictReader((out / "bootstrap_band.csv").open()))
+    assert [r["out_of_range"] for r in rows] == ["False", "False", "False", "True"]
+    np.testing.assert_array_equal([float(r["lower"]) for r in rows], lower)
+    np.testing.assert_array_equal([float(r["fitted"]) for r in rows], band["fitted"][:])
+    np.testing.assert_allclose([float(r["width"]) for r in rows], upper - lower)
+
+    # report.md and summary.txt say what the band is and give the table
+    report = (out / "report.md").read_text()
+    assert "90 % bootstrap prediction interval for a new observation y" in report
+    assert "| point | x | fitted | lower | upper | width | out of range |" in report
+    table = [line for line in report.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert len(table) == 4
+    assert table[3].startswith("| 3 | 1.5 |") and table[3].endswith("| **yes** |")
+    assert f"| {lower[0]:.4g} | {upper[0]:.4g} |" in table[0]
+    assert "1 of 4 points lie outside the training data's range" in report
+    assert "](bootstrap_band.csv)" in report and "bootstrap_band.png" in report
+    summary = (out / "summary.txt").read_text()
+    assert "prediction interval for a new observation y" in summary
+    assert sum(line.rstrip().endswith(("yes", "no")) for line in summary.splitlines()) == 4
+    assert "extrapolat" in (out / "job.log").read_text()  # the warning is logged, not lost
+
+    # the figure: interval bars, the out-of-range point apart; no shaded band
+    (fig,) = figures
+    ax = fig.axes[0]
+    assert len([c for c in ax.containers if isinstance(c, ErrorbarContainer)]) == 4
+    assert ax.get_title().startswith("90 % prediction interval for a new $y$ (bootstrap, B=8)")
+    assert _png_size(out / "bootstrap_band.png") == (700, 450)
+
+    # `bigkernel report` rebuilds the table from the folder alone
+    os.remove(out / "report.md")
+    assert main(["report", str(out)]) == 0
+    assert (out / "report.md").read_text().count("| **yes** |") == 1
+
+
+def test_grid_job_shows_twenty_points_and_says_where_the_rest_are(tmp_path, monkeypatch):
+    import zarr
+    from matplotlib.collections import PolyCollection
+
+    figures = _spy_band_figures(monkeypatch)
+    job = _band_job(tmp_path, "  n_bootstraps: 6\n  plot: true\n  eval_grid: {n_points: 50}\n")
+    assert main(["-q", "run", str(job)]) == 0
+    out = tmp_path / "out"
+    band = zarr.open_group(str(out / "bootstrap_band.zarr"), mode="r")
+    assert band.attrs["interval"] == "confidence" and not band["out_of_range"][:].any()
+    assert "confidence_lower" not in band  # the band is the confidence band itself
+    report = (out / "report.md").read_text()
+    assert "90 % bootstrap confidence band for the fitted function f-hat(x)" in report
+    assert "not where a new observation y will fall" in report
+    table = [line for line in report.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert len(table) == 20 and table[0].startswith("| 0 |") and table[-1].startswith("| 49 |")
+    assert "20 of 50 points, evenly spaced; all of them are in [`bootstrap_band.csv`]" in report
+    assert "outside the training data's range" not in report
+    assert len((out / "bootstrap_band.csv").read_text().splitlines()) == 1 + 50
+    summary = (out / "summary.txt").read_text()
+    assert "20 of 50 points" in summary and str(out / "bootstrap_band.csv") in summary
+    (fig,) = figures
+    ax = fig.axes[0]
+    assert not ax.containers and len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 1
+    assert ax.get_title() == "90 % confidence band for $\\hat f(x)$ (bootstrap, B=6)"

@@ -4,6 +4,26 @@ The lecture's procedure: B bootstrap data sets of n draws with replacement, refi
 predict at evaluation points, and take the ``50·(1 − c)`` and ``50·(1 + c)`` percentiles per
 point (5 % and 95 % for ``c = 0.9``) as the band.
 
+What the band is
+----------------
+``interval="confidence"`` (the default): a *pointwise confidence band for the fitted function*
+f̂(x) at the given level (percentile bootstrap) — how much the fit itself would move with
+another sample of the same size. It is **not** an interval for a new observation: it ignores
+the noise, and is typically far narrower than the residual spread.
+
+``interval="prediction"``: a pointwise *prediction interval* for a new observation
+``y = f(x) + ε`` at each evaluation point, by residual resampling (Davison & Hinkley 1997,
+Alg. 6.4): replicate ``r`` gives the prediction error ``δ*_r = f̂*_r(x) − (f̂(x) + ε*)`` with
+``ε*`` drawn from the centred residuals of the original fit f̂, inflated by ``√(n/(n − df))``;
+the interval is ``[f̂(x) − q_hi(δ*), f̂(x) − q_lo(δ*)]``. The residuals come from one extra pass
+over the data (a bounded, seeded sample of at most 20,000 rows, independent of the chunking:
+:mod:`bigkernel.numerics.residuals`). It assumes homoscedastic errors, independent of x. The
+confidence band of the same replicates comes with it.
+
+Evaluation points outside the per-feature range of the training X are flagged
+(``out_of_range``) and reported once by an :class:`~bigkernel.errors.ExtrapolationWarning`:
+there either interval only describes the model's extrapolation.
+
 How it runs
 -----------
 * Resampling draws multinomial *counts* per row, out of core and independent of the chunking
@@ -48,8 +68,9 @@ import logging
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
@@ -58,7 +79,13 @@ import numpy as np
 from dask.delayed import Delayed
 
 from bigkernel.data.sources import Dataset, as_dataset
-from bigkernel.errors import DataError, IncompleteStoreError, ParameterError
+from bigkernel.errors import (
+    DataError,
+    ExtrapolationWarning,
+    IncompleteStoreError,
+    ParameterError,
+    StoreMismatchError,
+)
 from bigkernel.runtime import active_client, compute, local_threads
 from bigkernel.bands.plans import ReplicatePlan, make_plan
 from bigkernel.io.band_store import (
@@ -68,9 +95,11 @@ from bigkernel.io.band_store import (
     open_store,
 )
 from bigkernel.numerics.resample import BLOCK_ROWS, METHODS, SCHEME, BootstrapWeights
+from bigkernel.numerics.residuals import EVAL_BLOCK, RESIDUAL_SAMPLE_ROWS, ResidualSample
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "INTERVALS",
     "BootstrapResult",
     "ReplicatePlan",
     "bootstrap",
@@ -104,19 +133,34 @@ STORE_KIND = "bigkernel.bootstrap"
 #: Rows at each end of a dask data set hashed into the store fingerprint.
 _DIGEST_ROWS = 1024
 
+#: Kinds of interval :func:`bootstrap` returns.
+INTERVALS = ("confidence", "prediction")
+
+#: Identity of the residual sample kept in a store (compared before it is reused).
+RESIDUAL_SCHEME = {"scheme": "bigkernel-residual-bottom-k-v1", "capacity": RESIDUAL_SAMPLE_ROWS,
+                   "eval_block": EVAL_BLOCK}
+
 
 # --------------------------------------------------------------------------------------------
 # Result
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True, repr=False)
 class BootstrapResult:
-    """Pointwise bootstrap band and the replicate predictions behind it.
+    """Pointwise bootstrap interval and the replicate predictions behind it.
+
+    With ``interval="confidence"``, ``lower``/``upper`` are a pointwise confidence band for the
+    fitted function f̂(x) at ``confidence_level`` (percentile bootstrap); not an interval for a
+    new observation — use ``interval="prediction"`` for that (then ``lower``/``upper`` are the
+    prediction interval and ``confidence_lower``/``confidence_upper`` the confidence band of
+    the same replicates). See :mod:`bigkernel.bands.bootstrap`.
 
     Attributes
     ----------
-    mean, lower, upper : ndarray of shape (n_eval,) or (n_eval, n_targets)
-        Mean of the replicate predictions and the percentile band, per evaluation point (and
-        target; 1-D when ``y`` was 1-D).
+    mean : ndarray of shape (n_eval,) or (n_eval, n_targets)
+        Mean of the replicate predictions per evaluation point (and target; 1-D when ``y`` was
+        1-D).
+    lower, upper : ndarray of shape (n_eval,) or (n_eval, n_targets)
+        The requested interval (see ``interval``).
     predictions : dask.array.Array of shape (B, n_eval) or (B, n_eval, n_targets)
         Lazy replicate predictions, read from the zarr store.
     n_computed : int
@@ -126,7 +170,7 @@ class BootstrapResult:
     store : str
         Path (or URL) of the zarr store.
     confidence_level : float
-        Central coverage of the band.
+        Central coverage of the interval.
     n_bootstraps : int
         Number of replicates B.
     random_state : int
@@ -135,6 +179,18 @@ class BootstrapResult:
         ``"multinomial"`` or ``"poisson"``.
     X_eval : ndarray of shape (n_eval, n_features) or None
         Evaluation points (read from the store; None for stores written without them).
+    interval : {"confidence", "prediction"}
+        What ``lower``/``upper`` are: the confidence band of f̂(x), or the prediction interval
+        for a new observation y at x.
+    confidence_lower, confidence_upper : ndarray like ``lower``
+        The confidence band of f̂(x) (equal to ``lower``/``upper`` when ``interval`` is
+        ``"confidence"``).
+    out_of_range : ndarray of bool, shape (n_eval,)
+        Evaluation point outside the per-feature training range ``[data_min, data_max]`` of at
+        least one feature: there the interval reflects the model's extrapolation. All False
+        when the range is unknown (stores written before it was recorded).
+    data_min, data_max : ndarray of shape (n_features,) or None
+        Per-feature range of the training X; None when unknown.
     """
 
     mean: np.ndarray
@@ -149,16 +205,31 @@ class BootstrapResult:
     random_state: int
     method: str
     X_eval: np.ndarray | None = None
+    interval: str = "confidence"
+    confidence_lower: np.ndarray | None = field(default=None)
+    confidence_upper: np.ndarray | None = field(default=None)
+    out_of_range: np.ndarray | None = field(default=None)
+    data_min: np.ndarray | None = None
+    data_max: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.confidence_lower is None:
+            object.__setattr__(self, "confidence_lower", self.lower)
+        if self.confidence_upper is None:
+            object.__setattr__(self, "confidence_upper", self.upper)
+        if self.out_of_range is None:
+            object.__setattr__(self, "out_of_range", np.zeros(self.mean.shape[0], dtype=bool))
 
     @property
     def width(self) -> np.ndarray:
-        """Band width ``upper - lower`` per evaluation point (and target)."""
+        """Interval width ``upper - lower`` per evaluation point (and target)."""
         return self.upper - self.lower
 
     def __repr__(self) -> str:
         return (
-            f"BootstrapResult(n_bootstraps={self.n_bootstraps}, n_eval={self.mean.shape[0]}, "
-            f"confidence_level={self.confidence_level}, method={self.method!r}, "
+            f"BootstrapResult(interval={self.interval!r}, n_bootstraps={self.n_bootstraps}, "
+            f"n_eval={self.mean.shape[0]}, confidence_level={self.confidence_level}, "
+            f"method={self.method!r}, n_out_of_range={int(np.sum(self.out_of_range))}, "
             f"n_computed={self.n_computed}, n_reused={self.n_reused}, store={self.store!r})"
         )
 
@@ -308,20 +379,98 @@ def _batch_dataset(ds: Dataset, batch: int, clone_data: bool) -> Dataset:
     return Dataset(X, y, ds.source)
 
 
-def _result(store: BootstrapStore, confidence_level: float, n_computed: int) -> BootstrapResult:
+def _check_interval(interval: Any) -> str:
+    if interval not in INTERVALS:
+        raise ParameterError(
+            f"interval must be one of {INTERVALS} ('confidence': band of the fitted function; "
+            f"'prediction': interval for a new observation); found {interval!r}."
+        )
+    return str(interval)
+
+
+def out_of_range(X_eval: np.ndarray, data_min: np.ndarray | None, data_max: np.ndarray | None) -> np.ndarray:
+    """Evaluation points outside the per-feature range ``[data_min, data_max]`` in any feature.
+
+    Parameters
+    ----------
+    X_eval : ndarray of shape (n_eval, n_features)
+    data_min, data_max : ndarray of shape (n_features,) or None
+        The training range; None (unknown) flags nothing.
+
+    Returns
+    -------
+    ndarray of bool, shape (n_eval,)
+    """
+    E = np.asarray(X_eval, dtype=np.float64)
+    if data_min is None or data_max is None:
+        return np.zeros(E.shape[0], dtype=bool)
+    return ((E < data_min) | (E > data_max)).any(axis=1)
+
+
+def _warn_extrapolation(E: np.ndarray, lo: np.ndarray, hi: np.ndarray, flags: np.ndarray,
+                        interval: str) -> None:
+    """One :class:`ExtrapolationWarning`: how many points, which features, the training range."""
+    outside = (E < lo) | (E > hi)
+    features = np.flatnonzero(outside.any(axis=0))
+    shown = [
+        f"feature {j}: {int(outside[:, j].sum())} points, training range [{lo[j]:.6g}, "
+        f"{hi[j]:.6g}], evaluation points in [{E[:, j].min():.6g}, {E[:, j].max():.6g}]"
+        for j in features[:10]
+    ]
+    if features.size > 10:
+        shown.append(f"... ({features.size - 10} more features)")
+    what = "confidence band" if interval == "confidence" else "prediction interval"
+    warnings.warn(
+        f"{int(flags.sum())} of {E.shape[0]} evaluation points lie outside the per-feature range "
+        f"of the training X ({'; '.join(shown)}). There the bootstrap {what} reflects the "
+        "model's extrapolation, not the data; such points are flagged in result.out_of_range.",
+        ExtrapolationWarning, stacklevel=3,
+    )
+
+
+def _check_residual_identity(info: Mapping[str, Any], path: str) -> None:
+    """Refuse a stored residual sample made by another sampling scheme."""
+    diffs = [f"  {k}: expected {v!r}, found {info.get(k)!r}" for k, v in RESIDUAL_SCHEME.items()
+             if info.get(k) != v]
+    if diffs:
+        raise StoreMismatchError(
+            f"bootstrap store {path!r} holds a residual sample made by another scheme; it "
+            "cannot serve this prediction interval. Differing fields:\n" + "\n".join(diffs)
+            + "\nUse a new store path."
+        )
+
+
+def _result(store: BootstrapStore, confidence_level: float, n_computed: int,
+            interval: str) -> BootstrapResult:
     fp = store.fingerprint
     single = int(fp.get("data", {}).get("y_ndim", 2)) == 1
     band = store.read_band(confidence_level)
+    lower, upper = band.lower, band.upper
+    if interval == "prediction":
+        found = store.read_residuals()
+        if found is None:
+            raise IncompleteStoreError(
+                f"bootstrap store {store.path!r} holds no residual sample, so it has no "
+                "prediction interval: run bigkernel.bootstrap(..., interval='prediction') with "
+                "this store (its replicates are reused), or read interval='confidence'."
+            )
+        lower, upper = store.read_prediction_interval(found[0], int(fp["seed"]), confidence_level)
     preds = store.predictions_dask()
+    arrays = [band.mean, lower, upper, band.lower, band.upper]
     if single:
-        band = type(band)(*(a[:, 0] for a in band))
+        arrays = [a[:, 0] for a in arrays]
         preds = preds[..., 0]
+    mean, lower, upper, c_lower, c_upper = arrays
+    E = store.read_eval_points()
+    lo, hi = store.read_range()
+    flags = out_of_range(E, lo, hi) if E is not None else np.zeros(store.n_eval, dtype=bool)
     return BootstrapResult(
-        mean=band.mean, lower=band.lower, upper=band.upper, predictions=preds,
+        mean=mean, lower=lower, upper=upper, predictions=preds,
         n_computed=n_computed, n_reused=store.n_replicates - n_computed, store=store.path,
         confidence_level=confidence_level, n_bootstraps=store.n_replicates,
         random_state=int(fp.get("seed", -1)), method=str(fp.get("resampling", {}).get("method")),
-        X_eval=store.read_eval_points(),
+        X_eval=E, interval=interval, confidence_lower=c_lower, confidence_upper=c_upper,
+        out_of_range=flags, data_min=lo, data_max=hi,
     )  # fmt: skip
 
 
@@ -340,8 +489,15 @@ def bootstrap(
     method: str = "multinomial",
     batch_size: int | None = None,
     client: Any = None,
+    interval: str = "confidence",
 ) -> BootstrapResult:
-    """Bootstrap percentile band of an estimator's predictions at ``X_eval``.
+    """Bootstrap interval of an estimator at ``X_eval``: by default a pointwise confidence
+    band for the fitted function f̂(x) at the given level (percentile bootstrap); not an
+    interval for a new observation — use ``interval="prediction"``.
+
+    The data are resampled B times (pairs), the estimator refitted on each, and its predictions
+    at ``X_eval`` stored; ``interval`` decides what the percentiles describe (see the module
+    docstring for the method and its assumptions).
 
     Parameters
     ----------
@@ -376,20 +532,42 @@ def bootstrap(
         memory bound of the plan).
     client : distributed.Client, optional
         Default: the active client, else the local scheduler.
+    interval : {"confidence", "prediction"}, default="confidence"
+        ``"confidence"``: percentiles of the replicate predictions f̂*_r(x), a pointwise
+        confidence band for the fitted function (how much f̂ would move with another sample;
+        it ignores the noise of y). ``"prediction"``: a pointwise interval for a new
+        observation y at x (Davison & Hinkley 1997, Alg. 6.4): the percentiles of
+        ``2 f̂(x) − f̂*_r(x) + ε*`` over replicates, with ε* drawn (from the seed, per replicate
+        and point) from a bounded sample (≤ 20,000 rows, chosen by a hash of (seed, row):
+        independent of the chunking) of the original fit's residuals, centred and scaled by
+        ``√(n / (n − df))``. Costs one unit-weight fit and one residual pass over the data, once
+        per store. Assumes homoscedastic errors independent of x. The confidence band of the
+        same replicates is kept in ``confidence_lower``/``confidence_upper``. Not part of the
+        store's identity: both use the same replicates, and a prediction run adds the residual
+        sample to a store made by a confidence run.
 
     Returns
     -------
     BootstrapResult
+
+    Warns
+    -----
+    ExtrapolationWarning
+        Once, when evaluation points lie outside the per-feature range of the training X
+        (flagged in ``result.out_of_range``): there the interval reflects the model's
+        extrapolation.
 
     Raises
     ------
     StoreMismatchError
         ``store`` holds a run of a different job (data, seed, model, resampling, B, X_eval).
     NotImplementedError
-        The estimator type has no bootstrap plan.
+        The estimator type has no bootstrap plan (or, for ``interval="prediction"``, its plan
+        has no ``residual_task``).
     """
     B = _check_int("n_bootstraps", n_bootstraps, 1)
     level = _check_confidence(confidence_level)
+    interval = _check_interval(interval)
     if method not in METHODS:
         raise ParameterError(f"method must be one of {METHODS}; found {method!r}.")
     if batch_size is not None:
@@ -411,6 +589,12 @@ def bootstrap(
     entropy = _resolve_seed(random_state, path if store is not None else None)
     workers = _workers(client)
     plan = make_plan(estimator, ds, E, entropy, workers)
+    if interval == "prediction" and not callable(getattr(plan, "residual_task", None)):
+        raise NotImplementedError(
+            f"interval='prediction' needs the bootstrap plan of {type(estimator).__name__} to "
+            "provide residual_task(ds, seed, capacity) (the original fit's residuals); use "
+            "interval='confidence'."
+        )
 
     fingerprint = {
         "kind": STORE_KIND,
@@ -422,6 +606,18 @@ def bootstrap(
     }
     bs = open_or_create_store(path, fingerprint, B, E.shape[0], k, plan.n_coef, eval_points=E)
     missing = bs.missing()
+    extra: dict[str, Any] = {}  # further results of the one compute, by name
+    if interval == "prediction":
+        found = bs.read_residuals()
+        if found is not None:
+            _check_residual_identity(found[1], bs.path)
+        else:
+            extra["residuals"] = plan.residual_task(ds, entropy, RESIDUAL_SAMPLE_ROWS)
+    data_min, data_max = bs.read_range()
+    if data_min is None and in_memory:
+        A = np.asarray(X)
+        data_min, data_max = A.min(axis=0), A.max(axis=0)
+    per_batch: list[list[Delayed]] = []
     if missing:
         m = batch_size or default_batch_size(len(missing), workers, plan.max_batch_size)
         batches = [tuple(missing[i : i + m]) for i in range(0, len(missing), m)]
@@ -430,7 +626,6 @@ def bootstrap(
         window = BATCHES_IN_FLIGHT_PER_WORKER * workers
         logger.info("bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d "
                     "(<= %d at a time)", len(missing), B, B - len(missing), len(batches), m, window)
-        per_batch: list[list[Delayed]] = []
         for b, reps in enumerate(batches):
             weights = BootstrapWeights(entropy, reps, n, method)
             # Batch b waits for batch b - window: otherwise the scheduler may run the chunk tasks
@@ -439,22 +634,45 @@ def bootstrap(
             after = per_batch[b - window] if b >= window else ()
             per_batch.append(plan.batch_tasks(_batch_dataset(ds, b, clone_data), weights, bs,
                                               after=after))
-        compute(*[t for tasks in per_batch for t in tasks], client=client, label="bootstrap")
+    else:
+        logger.info("bootstrap: all %d replicates found complete in %s", B, bs.path)
+    if data_min is None:
+        # dask input: a d-column min/max on the data's own chunk keys (shared with the passes
+        # that read the same keys, so no extra read when the data are shared)
+        extra["data_min"], extra["data_max"] = ds.X.min(axis=0), ds.X.max(axis=0)
+    tasks = [t for tasks in per_batch for t in tasks]
+    if tasks or extra:
+        out = compute(*tasks, *extra.values(), client=client, label="bootstrap")
+        extra = dict(zip(extra, out[len(tasks):]))
+    if "data_min" in extra:
+        data_min, data_max = extra["data_min"], extra["data_max"]
+    if data_min is not None and bs.read_range()[0] is None:
+        bs.write_range(data_min, data_max)
+    if "residuals" in extra:
+        sample: ResidualSample = extra["residuals"]
+        bs.write_residuals(sample, RESIDUAL_SCHEME)
+        logger.info("bootstrap: original fit df=%.1f on n=%d rows, residual sd %s (x%.4f for "
+                    "df), %d residuals kept", sample.df, sample.n,
+                    np.array2string(sample.sigma, precision=4), sample.scale,
+                    sample.residuals.shape[0])
+    if missing:
         left = bs.missing()
         if left:  # a plan whose tasks did not write their replicate
             raise IncompleteStoreError(
                 f"bootstrap store {bs.path!r}: {len(left)} replicates were not written by their "
                 "tasks; rerun to compute them."
             )
-    else:
-        logger.info("bootstrap: all %d replicates found complete in %s", B, bs.path)
-    return _result(bs, level, len(missing))
+    result = _result(bs, level, len(missing), interval)
+    if result.out_of_range.any():
+        _warn_extrapolation(E, result.data_min, result.data_max, result.out_of_range, interval)
+    return result
 
 
 def load_bootstrap(
     path: str | os.PathLike[str],
     confidence_level: float = 0.9,
     *,
+    interval: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> BootstrapResult:
     """Read a finished bootstrap run back from its store.
@@ -464,14 +682,21 @@ def load_bootstrap(
     path : str or os.PathLike
         The store of a :func:`bootstrap` run.
     confidence_level : float, default=0.9
-        Central coverage of the band to compute from the stored replicates.
+        Central coverage of the interval to compute from the stored replicates.
+    interval : {"confidence", "prediction"} or None, default=None
+        What ``lower``/``upper`` are (see :func:`bootstrap`). None: ``"prediction"`` when the
+        store holds a residual sample (a run with ``interval="prediction"`` wrote it), else
+        ``"confidence"``. ``"prediction"`` on a store without one raises
+        :class:`IncompleteStoreError`.
     storage_options : dict, optional
         fsspec options for URLs.
 
     Returns
     -------
     BootstrapResult
-        With ``n_computed == 0`` and ``n_reused == n_bootstraps``.
+        With ``n_computed == 0`` and ``n_reused == n_bootstraps``; ``out_of_range`` from the
+        stored training range (all False, ``data_min`` None, for stores written before it was
+        recorded). No warning is emitted.
 
     Raises
     ------
@@ -483,7 +708,10 @@ def load_bootstrap(
         Some replicates are missing; rerun :func:`bootstrap` with this store to finish it.
     """
     level = _check_confidence(confidence_level)
-    return _result(open_store(path, storage_options=storage_options), level, 0)
+    store = open_store(path, storage_options=storage_options)
+    if interval is None:
+        interval = "prediction" if store.read_residuals() is not None else "confidence"
+    return _result(store, level, 0, _check_interval(interval))
 
 
 def eval_grid(

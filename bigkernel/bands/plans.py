@@ -31,6 +31,15 @@ Solvers
   ``count`` times; the Gram tiles are cached in the task within its share of the memory
   budget (:class:`~bigkernel.numerics.gram_tiles.LocalGram`: the values do not depend on it).
 * :class:`~bigkernel.KernelRidge`: the plan of the solver it chose (fitted) or would choose.
+
+The original fit (``interval="prediction"``)
+-------------------------------------------
+A plan's ``residual_task`` fits once with unit weights — the same plan, so the same map,
+landmarks, kernel, scaling and α rule as every replicate: the fit f̂ the replicates scatter
+around — and makes one pass over the data for its residuals (sums and a bounded, seeded
+sample: :mod:`bigkernel.numerics.residuals`). Random features and Nyström: one pass of sums,
+one primal solve, one residual pass; exact: one dual solve on the rows in memory (its df by
+Hutchinson probes when it would not be computed otherwise, n > 2000).
 """
 
 from __future__ import annotations
@@ -48,9 +57,11 @@ from sklearn.base import clone
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
+from bigkernel.graph.residuals import residual_sample_graph
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.io.band_store import BootstrapStore, array_digest
 from bigkernel.models.exact import (
+    DEFAULT_PROBES,
     ExactKernelRidge,
     resolve_memory_budget,
 )
@@ -65,6 +76,7 @@ from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
 from bigkernel.numerics.primal import PrimalExpansion, solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
 from bigkernel.numerics.scaling import column_moments, safe_scale
+from bigkernel.numerics.residuals import ResidualSample, finish_residuals, residual_summary
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 
 __all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan"]
@@ -90,6 +102,12 @@ class ReplicatePlan(Protocol):
         Coefficients per target stored per replicate (0 stores none).
     max_batch_size : int
         Most replicates one batch may hold (memory bound of the plan).
+
+    Notes
+    -----
+    Optional, for ``interval="prediction"``: a method ``residual_task(ds, seed, capacity) ->
+    Delayed`` returning the :class:`~bigkernel.numerics.residuals.ResidualSample` of the fit
+    with unit weights (see the module docstring). Plans without it serve confidence bands only.
     """
 
     fingerprint: dict[str, Any]
@@ -222,8 +240,37 @@ class _FeatureReplicate:
         return replicate
 
 
+    def reference(self, stats: SufficientStats) -> _Reference:
+        """The fit with unit weights (``stats`` of the whole data) and its predictor."""
+        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype))
+        df = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
+        predict = PrimalExpansion(self.fmap, sol.coef, sol.intercept, self.dtype, self.block_rows)
+        return _Reference(predict, predict(self.X_eval), df)
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """The original fit: predictor, predictions at the evaluation points, degrees of freedom."""
+
+    predict: Any
+    center: np.ndarray
+    df: float
+
+
 def _run_replicate(model: Any, data: Any, index: int, replicate: int, store: BootstrapStore) -> int:
     return model.run(data, index, replicate, store)
+
+
+def _reference_fit(model: _FeatureReplicate, stats: SufficientStats) -> _Reference:
+    return model.reference(stats)
+
+
+def _predictor(ref: _Reference) -> Any:
+    return ref.predict
+
+
+def _finish_reference(ref: _Reference, summary) -> ResidualSample:
+    return finish_residuals(summary, ref.center, ref.df)
 
 
 class _FeaturePlan:
@@ -244,6 +291,14 @@ class _FeaturePlan:
             **fingerprint, "feature_map": feature_map_digest(fmap), "feature_dtype": dtype,
             "feature_block_rows": rows, "coef_layout": "rows 0..D-1 coef, row D intercept",
         }  # fmt: skip
+
+    def residual_task(self, ds: Dataset, seed: int, capacity: int) -> Delayed:
+        """Delayed :class:`ResidualSample` of the unit-weight fit: one pass of sums, one solve,
+        one residual pass."""
+        ref = dask.delayed(_reference_fit, pure=True)(self._model, self.estimator.stats_graph(ds, self.fmap))
+        Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
+        summary = residual_sample_graph(ds.X, Y, dask.delayed(_predictor, pure=True)(ref), seed, capacity)
+        return dask.delayed(_finish_reference, pure=True)(ref, summary)
 
     def batch_tasks(self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
                     after: Sequence[Delayed] = ()) -> list[Delayed]:
@@ -323,6 +378,31 @@ class _ExactReplicate:
         store.write_replicate(replicate, pred, coef)
         return replicate
 
+    def reference(self, data: tuple[np.ndarray, np.ndarray], seed: int, capacity: int) -> ResidualSample:
+        """The fit on all rows with unit weights, its predictions and residual sample."""
+        X, Y = data
+        est = self.estimator
+        if not est.n_probes:  # df is needed for the residual scale; probes give it above n = 2000
+            est = clone(est).set_params(n_probes=DEFAULT_PROBES)
+        ops: list[LocalGram] = []
+
+        def operator(n_rhs: int, reserve: int) -> LocalGram:
+            ops.append(LocalGram(self.kernel, X, max(0, self.cache_budget - reserve)))
+            return ops[0]
+
+        try:
+            sol, _, _ = est._solve(self.kernel, X, Y, operator, self.solve_budget, None)
+        finally:
+            for op in ops:
+                op.close()
+        fit = KernelExpansion(ops[0].tiler, sol.coef, sol.intercept)
+        df = float(sol.df[int(np.flatnonzero(sol.alphas == sol.alpha)[0])])
+        return finish_residuals(residual_summary(fit(X), Y, 0, seed, capacity), fit(self.X_eval), df)
+
+
+def _exact_reference(model: _ExactReplicate, data: tuple, seed: int, capacity: int) -> ResidualSample:
+    return model.reference(data, seed, capacity)
+
 
 def task_cache_budget(budget: int, workers: int) -> int:
     """Bytes of Gram tiles one exact replicate task may cache: its share of the budget."""
@@ -368,6 +448,10 @@ class _ExactPlan:
             "seed": int(work.random_state),
             "coef_layout": f"rows 0..{n - 1} dual coef per training row, row {n} intercept",
         }  # fmt: skip
+
+    def residual_task(self, ds: Dataset, seed: int, capacity: int) -> Delayed:
+        """Delayed :class:`ResidualSample` of the unit-weight fit (one task: data in memory)."""
+        return dask.delayed(_exact_reference, pure=True)(self._model, self._data, seed, capacity)
 
     def batch_tasks(self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
                     after: Sequence[Delayed] = ()) -> list[Delayed]:

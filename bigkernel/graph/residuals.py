@@ -1,4 +1,5 @@
-"""Evaluation graph for any fitted estimator (layer 2): per-chunk residual sums, tree-reduced."""
+"""Evaluation graphs for any fitted estimator (layer 2): per-chunk residual sums (or a bounded
+residual sample), tree-reduced."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import numpy as np
 from dask.delayed import Delayed
 
 from bigkernel.graph.stream import _sum, row_blocks, tree_reduce
+from bigkernel.numerics.residuals import residual_summary
 from bigkernel.numerics.sums import check_finite
 
-__all__ = ["residual_graph"]
+__all__ = ["residual_graph", "residual_sample_graph"]
 
 
 def _residuals_task(
@@ -51,3 +53,24 @@ def residual_graph(
         for start, xb, yb in row_blocks(X, Y)
     ]
     return tree_reduce(parts, _sum, name="residual-sum")
+
+
+def _sample_task(predict, X: np.ndarray, Y: np.ndarray, start: int, seed: int, capacity: int):
+    check_finite(X, Y, start)
+    return residual_summary(predict(np.asarray(X)), Y, start, seed, capacity)
+
+
+def residual_sample_graph(
+    X: da.Array, Y: da.Array, predict: Delayed, seed: int, capacity: int
+) -> Delayed:
+    """Delayed :class:`~bigkernel.numerics.residuals.ResidualSummary` of a predictor over the
+    row chunks of ``X`` (n, d) and ``Y`` (n, k): residual sums and the ``capacity`` rows of
+    smallest ``(seed, row)`` hash — the same rows whatever the chunking.
+
+    ``predict`` is a delayed numpy predictor (e.g. the output of a solve in the same graph).
+    """
+    parts = [
+        dask.delayed(_sample_task, pure=True)(predict, xb, yb, start, seed, capacity)
+        for start, xb, yb in row_blocks(X, Y)
+    ]
+    return tree_reduce(parts, _sum, name="residual-sample")

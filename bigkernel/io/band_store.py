@@ -8,12 +8,24 @@ Layout (a zarr v3 group at a local path or an fsspec URL)::
       coef             (B, p, k)      float64, chunks (1, p, k), fill NaN   (absent when p == 0)
       done             (B,)           uint8,   chunks (1,),      fill 0
       eval_points      (n_eval, d)    float64, one chunk   (optional; written once at creation)
+      data_min         (d,)           float64   per-feature range of the training X (optional;
+      data_max         (d,)           float64   written by the client once, when first known)
+      residual_center  (n_eval, k)    float64   f̂(X_eval) of the original fit       (optional:
+      residual_rows    (s,)           int64     rows of the sampled residuals          a run with
+      residuals        (s, k)         float64   centred, inflated residual sample;     interval=
+                                                attrs n, df, scale, mean, rss, scheme  "prediction")
 
 Each replicate owns one chunk of every array, so replicates written concurrently by different
 workers never touch the same object. A replicate writes its predictions, then its coefficients,
 then ``done[r] = 1`` — last, so a replicate interrupted anywhere before the flag is simply
 recomputed on resume. Values depend only on the replicate's seed, hence a resumed store holds
 the same bytes as an uninterrupted one, and so does the band computed from it.
+
+The optional arrays are added by the client only (never by replicate tasks) and never change
+the group's ``zarr.json``: a store written before they existed still loads (range unknown, no
+residual sample), and a confidence-only store gains the residual sample when a run with
+``interval="prediction"`` reuses it — its replicates are the same either way. The residual
+sample is complete once the ``complete`` attribute of ``residuals`` is set (written last).
 
 Group attributes are written by the client only, once, at creation and *after* the arrays (zarr
 v3 rewrites the whole ``zarr.json`` on an attribute update, so concurrent writers would lose
@@ -52,6 +64,7 @@ from bigkernel.errors import (
     ParameterError,
     StoreMismatchError,
 )
+from bigkernel.numerics.residuals import ResidualSample, prediction_interval
 from bigkernel.numerics.resample import Band, percentile_band
 
 __all__ = [
@@ -74,6 +87,8 @@ _PREDICTIONS = "predictions"
 _COEF = "coef"
 _DONE = "done"
 _EVAL_POINTS = "eval_points"
+_DATA_MIN, _DATA_MAX = "data_min", "data_max"
+_RES_CENTER, _RES_ROWS, _RESIDUALS = "residual_center", "residual_rows", "residuals"
 _ABSENT = "<absent>"
 
 
@@ -357,14 +372,122 @@ class BootstrapStore:
             mean[i0:i1], lower[i0:i1], upper[i0:i1] = band.mean, band.lower, band.upper
         return Band(mean=mean, lower=lower, upper=upper)
 
-    def read_eval_points(self) -> np.ndarray | None:
-        """The evaluation points recorded at creation, shape (n_eval, d), or None if absent."""
+    def read_prediction_interval(
+        self, sample: ResidualSample, seed: int, confidence_level: float = 0.9, *,
+        max_bytes: int = 2**28,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Bootstrap prediction interval per evaluation point from the stored replicates.
+
+        Parameters
+        ----------
+        sample : ResidualSample
+            The original fit's centre and residual sample (:meth:`read_residuals`).
+        seed : int
+            The run's seed (draws of the residuals, see
+            :func:`bigkernel.numerics.residuals.residual_draws`).
+        confidence_level : float, default=0.9
+            Central coverage.
+        max_bytes : int, default=2**28
+            Memory budget for replicate values held at once (slabs change speed, not values).
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_eval, k)
+
+        Raises
+        ------
+        IncompleteStoreError
+            If some replicate is not complete.
+        """
+        self._require_complete()
+        arr = self._array(_PREDICTIONS)
+        # two copies of a slab are held (replicates and errors)
+        step = max(1, int(max_bytes) // (2 * self.n_replicates * self.n_targets * 8))
+        shape = (self.n_eval, self.n_targets)
+        lower, upper = np.empty(shape), np.empty(shape)
+        for i0 in range(0, self.n_eval, step):
+            i1 = min(i0 + step, self.n_eval)
+            lower[i0:i1], upper[i0:i1] = prediction_interval(
+                arr[:, i0:i1, :], sample.center[i0:i1], sample.residuals, seed, i0, confidence_level
+            )
+        return lower, upper
+
+    def _optional(self, name: str) -> zarr.Array | None:
         group = zarr.open_group(self.path, mode="r", **_zarr_kwargs(self.storage_options))
         try:
-            node = group[_EVAL_POINTS]
+            node = group[name]
         except KeyError:
             return None
-        return np.asarray(node[:])
+        return node if isinstance(node, zarr.Array) else None
+
+    def read_eval_points(self) -> np.ndarray | None:
+        """The evaluation points recorded at creation, shape (n_eval, d), or None if absent."""
+        node = self._optional(_EVAL_POINTS)
+        return None if node is None else np.asarray(node[:])
+
+    # -- optional arrays (client side) --------------------------------------------------------
+    def _write_array(self, name: str, values: np.ndarray, attrs: Mapping[str, Any] | None = None) -> None:
+        group = zarr.open_group(self.path, mode="r+", **_zarr_kwargs(self.storage_options))
+        a = np.ascontiguousarray(values)
+        node = group.create_array(name, shape=a.shape, chunks=a.shape or None, dtype=a.dtype,
+                                  overwrite=True)
+        node[...] = a
+        if attrs:
+            node.attrs.update(dict(attrs))  # after the values: attributes mark them complete
+
+    def read_range(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Per-feature ``(data_min, data_max)`` of the training X, or ``(None, None)`` when the
+        store does not record it (stores written before it existed)."""
+        lo, hi = self._optional(_DATA_MIN), self._optional(_DATA_MAX)
+        if lo is None or hi is None or "complete" not in hi.attrs:
+            return None, None
+        return np.asarray(lo[:], dtype=np.float64), np.asarray(hi[:], dtype=np.float64)
+
+    def write_range(self, data_min: Any, data_max: Any) -> None:
+        """Record the training range (client only; ``data_max`` is written last and marks it)."""
+        lo = np.asarray(data_min, dtype=np.float64).reshape(-1)
+        hi = np.asarray(data_max, dtype=np.float64).reshape(-1)
+        if lo.shape != hi.shape:
+            raise ParameterError(f"data_min and data_max must have the same shape; found {lo.shape}, {hi.shape}.")
+        self._write_array(_DATA_MIN, lo)
+        self._write_array(_DATA_MAX, hi, {"complete": True})
+
+    def read_residuals(self) -> tuple[ResidualSample, dict[str, Any]] | None:
+        """The original fit's residual sample and its attributes, or None when the store has
+        no complete one (a store of confidence runs only, or an interrupted write)."""
+        node = self._optional(_RESIDUALS)
+        if node is None or not node.attrs.get("complete"):
+            return None
+        info = node.attrs.asdict()
+        center, rows = self._optional(_RES_CENTER), self._optional(_RES_ROWS)
+        sample = ResidualSample(
+            center=np.asarray(center[:], dtype=np.float64), residuals=np.asarray(node[:]),
+            rows=np.asarray(rows[:]), n=int(info["n"]), df=float(info["df"]),
+            scale=float(info["scale"]), mean=np.asarray(info["mean"], dtype=np.float64),
+            rss=np.asarray(info["rss"], dtype=np.float64),
+        )  # fmt: skip
+        return sample, info
+
+    def write_residuals(self, sample: ResidualSample, identity: Mapping[str, Any]) -> None:
+        """Record the original fit's residual sample (client only).
+
+        ``identity`` (JSON values: the sampling scheme and capacity) is stored with it and
+        compared by :func:`bigkernel.bootstrap` before the sample is reused. The ``complete``
+        attribute is written last.
+        """
+        if sample.center.shape != (self.n_eval, self.n_targets):
+            raise DataError(
+                f"residual centre must have shape ({self.n_eval}, {self.n_targets}); found "
+                f"{sample.center.shape}."
+            )
+        self._write_array(_RES_CENTER, sample.center)
+        self._write_array(_RES_ROWS, sample.rows)
+        info = {
+            **_normalise_fingerprint(identity), "n": sample.n, "df": sample.df,
+            "scale": sample.scale, "mean": sample.mean.tolist(), "rss": sample.rss.tolist(),
+            "complete": True,
+        }  # fmt: skip
+        self._write_array(_RESIDUALS, sample.residuals, info)
 
     def predictions_dask(self, *, complete_only: bool = False) -> da.Array:
         """Lazy dask array over the stored predictions, one chunk per replicate.

@@ -9,9 +9,18 @@ landmarks, scaling, γ (the searched one for a CV model) and chosen α held fixe
 rows of the training data set (holdout rows included: a holdout split is for scoring, the band
 is about the data set). Only the data are resampled.
 
+What the band is (``bootstrap.interval``): a confidence band for the fitted function f-hat(x)
+(default), or a prediction interval for a new y. Evaluation points come from ``eval_grid`` (a
+grid along one feature), ``eval`` as a data source, or ``eval`` as points written in the YAML.
+
 Outputs in the job's folder: the replicate store (``bootstrap.store``, kept so reruns resume it),
-``bootstrap_band.zarr`` (arrays ``X_eval``, ``mean``, ``lower``, ``upper``, ``fitted`` and the
-run's attributes; rewritten each run) and, with ``plot: true``, ``bootstrap_band.png``.
+``bootstrap_band.zarr`` (arrays ``X_eval``, ``mean``, ``lower``, ``upper``, ``fitted``,
+``out_of_range``, for a prediction interval ``confidence_lower``/``confidence_upper``, the
+training range ``data_min``/``data_max`` when known, and the run's attributes, ``interval``
+among them; rewritten each run), ``bootstrap_band.csv`` (every point: coordinates, fitted,
+lower, upper, width, out-of-range flag; :mod:`bigkernel.jobs.band_table`) and, with
+``plot: true``, ``bootstrap_band.png`` (a shaded band along a grid, interval bars at chosen
+points).
 """
 
 from __future__ import annotations
@@ -20,19 +29,24 @@ import copy
 import hashlib
 import logging
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 import zarr
 
 from bigkernel.data.sources import Dataset
+from bigkernel.errors import DataError, ExtrapolationWarning
+from bigkernel.jobs.band_table import band_columns, band_summary, write_band_csv
+from bigkernel.jobs.config import SourceConfig, eval_points_problem
 from bigkernel.runtime import compute
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
-__all__ = ["bootstrap_estimator", "bootstrap_seed", "run_bootstrap_section", "write_band"]
+__all__ = ["bootstrap_estimator", "bootstrap_seed", "check_eval_features", "evaluation_points",
+           "run_bootstrap_section", "write_band"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +98,73 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
         )
 
 
+def check_eval_features(cfg: Any, n_features: int, train: str) -> None:
+    """Before the fit: the evaluation points must have the training data's features.
+
+    Inline points (``bootstrap.eval: [[...], ...]``) are checked from the config, a data source
+    from its metadata; the grid is made from the training data and always fits.
+
+    Parameters
+    ----------
+    cfg : JobConfig
+    n_features : int
+        Columns of the training data.
+    train : str
+        Where the training data is (named in the message).
+
+    Raises
+    ------
+    DataError
+    """
+    bc = cfg.bootstrap
+    if bc is None or bc.eval is None:
+        return
+    if isinstance(bc.eval, SourceConfig):
+        # imported here: the runner imports this module lazily, from inside its functions
+        from bigkernel.jobs.runner import open_dataset
+
+        d = open_dataset(bc.eval, None, with_y=False).X.shape[1]
+        if d != n_features:
+            raise DataError(
+                f"bootstrap.eval.path {bc.eval.path} has {d} features, but the training data "
+                f"{train} has {n_features}: the band is evaluated at points with the columns "
+                "the model was fitted on; give evaluation data with the same features"
+            )
+        return
+    problem = eval_points_problem(bc.eval, n_features, train)
+    if problem:
+        raise DataError(f"bootstrap.eval: {problem}")
+
+
+def evaluation_points(cfg: Any, ds: Dataset, client: Any = None) -> tuple[np.ndarray, bool]:
+    """The band's evaluation points and whether they are chosen points (else a grid).
+
+    Parameters
+    ----------
+    cfg : JobConfig
+        With ``cfg.bootstrap`` set.
+    ds : Dataset
+        The training data (the grid spans it).
+    client : distributed.Client, optional
+
+    Returns
+    -------
+    X_eval : ndarray of shape (n_eval, n_features), float64
+    points : bool
+        True for ``eval`` (a data source or inline points), False for ``eval_grid``.
+    """
+    bc = cfg.bootstrap
+    if isinstance(bc.eval, SourceConfig):
+        from bigkernel.jobs.runner import open_dataset
+
+        eds = open_dataset(bc.eval, None, with_y=False)
+        (E,) = compute(eds.X, client=client, label="bootstrap-eval")
+        return np.asarray(E, dtype=np.float64), True
+    if bc.eval is not None:  # points written in the YAML
+        return np.asarray(bc.eval, dtype=np.float64).reshape(len(bc.eval), -1), True
+    return eval_grid(ds.X, bc.eval_grid.feature, bc.eval_grid.n_points, client=client), False
+
+
 def bootstrap_estimator(est: Any) -> Any:
     """The job's fitted model with its chosen α held fixed, for :func:`bootstrap`.
 
@@ -113,19 +194,33 @@ def write_band(path: str, result: BootstrapResult, X_eval: np.ndarray,
     """Write the band (and the fitted model's predictions) as a small zarr group at ``path``.
 
     Replaces what is at ``path``: the band is derived from the replicate store, which is kept.
+    Arrays: ``X_eval``, ``mean``, ``lower``, ``upper`` (the requested interval), ``fitted``,
+    ``out_of_range`` (bool per point), ``confidence_lower``/``confidence_upper`` for a
+    prediction interval, and ``data_min``/``data_max`` (the training range) when known;
+    attributes: ``interval``, ``confidence_level``, ``n_bootstraps``, ``method``, ...
     """
     group = zarr.open_group(path, mode="w")
     arrays = {"X_eval": X_eval, "mean": result.mean, "lower": result.lower, "upper": result.upper}
     if fitted is not None:
         arrays["fitted"] = fitted
+    if result.interval == "prediction":
+        arrays.update(confidence_lower=result.confidence_lower,
+                      confidence_upper=result.confidence_upper)
+    if result.data_min is not None:
+        arrays.update(data_min=result.data_min, data_max=result.data_max)
     for name, a in arrays.items():
         a = np.asarray(a, dtype=np.float64)
         group.create_array(name, shape=a.shape, chunks=a.shape, dtype="float64")[...] = a
+    outside = np.asarray(result.out_of_range, dtype=bool)
+    group.create_array("out_of_range", shape=outside.shape, chunks=outside.shape,
+                       dtype="bool")[...] = outside
     group.attrs.update({
-        "format": "bigkernel-bootstrap-band", "confidence_level": result.confidence_level,
+        "format": "bigkernel-bootstrap-band", "interval": result.interval,
+        "confidence_level": result.confidence_level,
         "n_bootstraps": result.n_bootstraps, "method": result.method,
         "random_state": result.random_state, "store": result.store,
         "n_computed": result.n_computed, "n_reused": result.n_reused,
+        "n_out_of_range": int(outside.sum()),
     })  # fmt: skip
     return path
 
@@ -160,34 +255,34 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
     dict
         ``{"outputs": {name: path}, "metrics": {...}}`` for metrics.json.
     """
-    # imported here: the runner imports this module lazily, from inside run_job
-    from bigkernel.jobs.runner import open_dataset
-
     bc = cfg.bootstrap
-    feature = bc.eval_grid.feature if bc.eval_grid is not None else 0
-    if bc.eval is not None:
-        eds = open_dataset(bc.eval, None, with_y=False)
-        (E,) = compute(eds.X, client=client, label="bootstrap-eval")
-        E = np.asarray(E, dtype=np.float64)
-    else:
-        E = eval_grid(ds.X, feature, bc.eval_grid.n_points, client=client)
-    result = bootstrap(
-        bootstrap_estimator(est), ds.X, ds.y, E, n_bootstraps=bc.n_bootstraps,
-        confidence_level=bc.confidence_level, random_state=bootstrap_seed(cfg.seed),
-        store=bc.store, method=bc.method, client=client,
-    )  # fmt: skip
+    E, points = evaluation_points(cfg, ds, client)
+    with warnings.catch_warnings(record=True) as caught:
+        # the job reports points outside the training range in its log, report and summary
+        warnings.simplefilter("always", ExtrapolationWarning)
+        result = bootstrap(
+            bootstrap_estimator(est), ds.X, ds.y, E, n_bootstraps=bc.n_bootstraps,
+            confidence_level=bc.confidence_level, random_state=bootstrap_seed(cfg.seed),
+            store=bc.store, method=bc.method, interval=bc.interval, client=client,
+        )  # fmt: skip
+    for w in caught:
+        if issubclass(w.category, ExtrapolationWarning):
+            logger.warning("bootstrap: %s", w.message)
+        else:  # not ours to swallow
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     fitted = est.predict(E)
-    outputs = {
-        "bootstrap_store": result.store,
-        "bootstrap_band": write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E,
-                                     fitted),
-    }
+    band_zarr = write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E, fitted)
+    band_csv = write_band_csv(os.path.join(cfg.output, "bootstrap_band.csv"),
+                              band_columns(result, E, fitted))
+    outputs = {"bootstrap_store": result.store, "bootstrap_band": band_zarr,
+               "bootstrap_band_csv": band_csv}
     if bc.plot:
         from bigkernel.jobs.plots import plot_band
 
         Xs, ys = _plot_sample(ds, client)
         outputs["bootstrap_plot"] = plot_band(
-            result, Xs, ys, E, fitted_mean=fitted, feature=feature,
+            result, Xs, ys, E, fitted_mean=fitted, points=points,
+            feature=bc.eval_grid.feature if bc.eval_grid is not None else 0,
             path=os.path.join(cfg.output, "bootstrap_band.png"),
         )
     width = np.asarray(result.upper - result.lower)
@@ -196,8 +291,10 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         "method": result.method, "n_eval": int(E.shape[0]), "n_computed": result.n_computed,
         "n_reused": result.n_reused, "random_state": result.random_state,
         "mean_band_width": float(width.mean()), "max_band_width": float(width.max()),
+        **band_summary(result, E, fitted), "band_zarr": band_zarr, "band_csv": band_csv,
     }  # fmt: skip
-    logger.info("bootstrap: B=%d (%d computed, %d reused), mean %g %% band width %.4g",
-                result.n_bootstraps, result.n_computed, result.n_reused,
-                round(100 * result.confidence_level), metrics["mean_band_width"])
+    logger.info("bootstrap: B=%d (%d computed, %d reused), %s, mean width %.4g, %d of %d points "
+                "outside the training range", result.n_bootstraps, result.n_computed,
+                result.n_reused, metrics["interval"], metrics["mean_band_width"],
+                metrics["n_out_of_range"], metrics["n_eval"])
     return {"outputs": outputs, "metrics": metrics}

@@ -71,6 +71,7 @@ __all__ = [
     "SecurityConfig",
     "SourceConfig",
     "config_from_dict",
+    "eval_points_problem",
     "load_config",
     "path_relation",
 ]
@@ -89,6 +90,9 @@ Form = Literal["cos", "cossin"]
 DType = Literal["float32", "float64"]
 MakeKind = Literal["friedman1", "sine"]
 BootstrapMethod = Literal["multinomial", "poisson"]
+BandInterval = Literal["confidence", "prediction"]
+#: Inline evaluation points (``bootstrap.eval: [[0.1, 2.0], [0.5, 1.0]]``): one tuple per point.
+EvalPoints = tuple[tuple[float, ...], ...]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 MATERN_NU = (0.5, 1.5, 2.5)
@@ -411,8 +415,13 @@ class BootstrapConfig:
         Coverage of the band, ``0 < c < 1``.
     method : {"multinomial", "poisson"}, default="multinomial"
         Multinomial(n, 1/n) draw counts, or Poisson(1) weights.
-    eval : SourceConfig or None, default=None
-        Evaluation points read from a source.
+    interval : {"confidence", "prediction"}, default="confidence"
+        What the band is: a confidence band for the fitted function f-hat(x), or a prediction
+        interval for a new observation y at x.
+    eval : SourceConfig, tuple of tuple of float, or None, default=None
+        Evaluation points read from a source, or given inline in the YAML as a list of points
+        (``[[0.1, 2.0], [0.5, 1.0]]``; ``[0.1, 0.5]`` is two points of one feature), held
+        here as one tuple per point.
     eval_grid : EvalGridConfig or None, default=EvalGridConfig()
         Evaluation points on a grid; the default when ``eval`` is not given.
     store : str, default="<output>/bootstrap.zarr"
@@ -423,7 +432,8 @@ class BootstrapConfig:
     n_bootstraps: int = 200
     confidence_level: float = 0.9
     method: BootstrapMethod = "multinomial"
-    eval: SourceConfig | None = None
+    interval: BandInterval = "confidence"
+    eval: SourceConfig | EvalPoints | None = None
     eval_grid: EvalGridConfig | None = field(default_factory=EvalGridConfig)
     store: str = "bootstrap.zarr"
     plot: bool = False
@@ -510,7 +520,8 @@ class JobConfig:
         for prefix, source in (
             ("data.train", self.data.train),
             ("predict", self.predict),
-            ("bootstrap.eval", self.bootstrap.eval if self.bootstrap else None),
+            ("bootstrap.eval", self.bootstrap.eval if self.bootstrap
+             and isinstance(self.bootstrap.eval, SourceConfig) else None),
         ):
             if source is not None:
                 found[f"{prefix}.path"] = source.path
@@ -1389,19 +1400,107 @@ def _parse_bootstrap(sec: _Section | None, data: DataConfig) -> BootstrapConfig 
     if sec.is_set("eval") and sec.is_set("eval_grid"):
         sec.report("eval_grid", "give bootstrap.eval (points from a data source) or "
                    "bootstrap.eval_grid (a grid along one feature), not both")
-    eval_sec = sec.section("eval")
     base = sec.ctx.output or sec.ctx.base_dir
     return BootstrapConfig(
         n_bootstraps=sec.value("n_bootstraps", _integer(gt=0), 200),
         confidence_level=sec.value("confidence_level", _number(gt=0, lt=1), 0.9),
         method=sec.value("method", _choice(get_args(BootstrapMethod)), "multinomial"),
-        eval=SourceConfig(**_parse_source(eval_sec, y_default=None, needs_y=False))
-        if eval_sec else None,
+        interval=sec.value("interval", _choice(get_args(BandInterval)), "confidence"),
+        eval=_parse_eval(sec, data),
         eval_grid=None if sec.is_set("eval") else _parse_grid(sec.optional_section("eval_grid"),
                                                               data),
         store=sec.value("store", _location(base), _resolve("bootstrap.zarr", base)),
         plot=sec.value("plot", _boolean, False),
     )
+
+
+_EVAL_FORMS = ("a list of points such as [[0.1, 2.0], [0.5, 1.0]] (one value per feature; "
+               "[0.1, 0.5, 2.0] for data of one feature), or a data source {path: ...}")
+
+
+def _parse_eval(sec: _Section, data: DataConfig) -> SourceConfig | EvalPoints | None:
+    """Parse ``bootstrap.eval``: a data source (mapping) or inline points (list)."""
+    raw = sec.raw.get("eval")
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        points = sec.value("eval", _eval_points, None)
+        problem = (eval_points_problem(points, data.make.n_features, "data.make.n_features")
+                   if points is not None and data.make is not None else None)
+        if problem:
+            sec.report("eval", problem)
+        return points
+    if not isinstance(raw, Mapping):
+        hint = f"; write `eval: {{path: {raw}}}` for a data source" if isinstance(raw, str) else ""
+        sec.report("eval", f"expected {_EVAL_FORMS}, found {_show(raw)}{hint}")
+        return None
+    eval_sec = sec.section("eval")
+    return SourceConfig(**_parse_source(eval_sec, y_default=None, needs_y=False))
+
+
+def _eval_points(value: Any) -> EvalPoints:
+    """Check inline evaluation points: a non-empty list of equal-length lists of finite numbers,
+    or a flat list of numbers (points of one feature)."""
+    if not value:
+        _fail(_EVAL_FORMS, value, "; the list is empty")
+    nested = [isinstance(item, list) for item in value]
+    if any(nested) and not all(nested):
+        i = nested.index(False) if nested[0] else nested.index(True)
+        raise _Invalid(
+            f"point {i} is {_show(value[i])} but point 0 is {_show(value[0])}: write every "
+            "point as a list of feature values ([[0.1], [0.5]]), or every point as one number "
+            "for data of one feature ([0.1, 0.5])"
+        )
+    rows = value if nested[0] else [[item] for item in value]
+    number = _number(expected="a number")
+    width = len(rows[0])
+    points = []
+    for i, row in enumerate(rows):
+        if not row:
+            raise _Invalid(f"point {i} is an empty list: give one value per feature")
+        if len(row) != width:
+            raise _Invalid(
+                f"point {i} has {len(row)} value(s) ({_show(row)}) but point 0 has {width}: every "
+                "point needs one value per feature of the training data"
+            )
+        values = []
+        for j, item in enumerate(row):
+            try:
+                values.append(number(item))
+            except _Invalid as exc:
+                where = f"point {i}, feature {j}" if nested[0] else f"point {i}"
+                raise _Invalid(f"{where}: {exc}") from None
+        points.append(tuple(values))
+    return tuple(points)
+
+
+def eval_points_problem(points: EvalPoints, n_features: int, data_name: str) -> str | None:
+    """Say why inline ``bootstrap.eval`` points do not fit the training data, or None.
+
+    Parameters
+    ----------
+    points : tuple of tuple of float
+        ``BootstrapConfig.eval`` given inline.
+    n_features : int
+        Columns of the training data.
+    data_name : str
+        How to name the training data in the message (a dotted key or a path).
+
+    Returns
+    -------
+    str or None
+        The problem, saying what was expected, what was found and how to fix it.
+    """
+    width = len(points[0])
+    if width == n_features:
+        return None
+    if width == 1 and n_features > 1:
+        fix = (f"a flat list [a, b, ...] means points of one feature; write each point as a list "
+               f"of {n_features} values, e.g. [[{', '.join(['0.0'] * n_features)}]]")
+    else:
+        fix = f"give each point {n_features} values, one per column of the training data"
+    return (f"expected points of {n_features} features like the training data ({data_name}), "
+            f"found points of {width}: {fix}")
 
 
 def _parse_grid(sec: _Section, data: DataConfig) -> EvalGridConfig:

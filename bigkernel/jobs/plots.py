@@ -15,12 +15,16 @@ import numpy as np
 
 from bigkernel.errors import DataError, ParameterError
 
-__all__ = ["plot_band"]
+__all__ = ["band_figure", "band_title", "plot_band"]
 
 logger = logging.getLogger(__name__)
 
 #: Training points drawn at most (an evenly spaced subset beyond that).
 MAX_POINTS = 2000
+#: Evaluation points (d > 1) up to which each tick also shows the point's coordinates.
+MAX_LABELLED_POINTS, MAX_LABELLED_FEATURES = 12, 3
+#: Colours of the bands: inside the training data's range, and outside it (extrapolation).
+IN_RANGE, OUT_OF_RANGE = "tab:blue", "tab:red"
 
 
 def _figure_factory():
@@ -63,6 +67,187 @@ def _pick_target(name: str, a: np.ndarray | None, target: int, n_rows: int) -> n
     return a[:, target]
 
 
+def band_title(confidence_level: float, interval: str) -> str:
+    """What a band is, for a title or a legend: e.g. "90 % confidence band for f-hat(x)".
+
+    Parameters
+    ----------
+    confidence_level : float
+    interval : {"confidence", "prediction"}
+        ``BootstrapResult.interval``.
+
+    Returns
+    -------
+    str
+        Mathtext (``$\\hat f(x)$``) for matplotlib.
+    """
+    level = f"{100 * confidence_level:g} %"
+    if interval == "prediction":
+        return f"{level} prediction interval for a new $y$"
+    return f"{level} confidence band for $\\hat f(x)$"
+
+
+def _is_grid(E: np.ndarray, feature: int) -> bool:
+    """Whether ``E`` is a grid as :func:`~bigkernel.bands.bootstrap.eval_grid` makes one:
+    evenly spaced increasing values of column ``feature``, the other columns constant."""
+    if E.shape[0] < 2:
+        return False
+    others = np.delete(E, feature, axis=1)
+    step = np.diff(E[:, feature])
+    return bool(np.all(others == others[0]) and np.all(step > 0)
+                and np.allclose(step, step[0], rtol=1e-6, atol=0.0))
+
+
+def band_figure(
+    result: Any,
+    X_train: Any,
+    y_train: Any,
+    X_eval: Any,
+    fitted_mean: Any = None,
+    n_curves: int = 5,
+    feature: int = 0,
+    *,
+    points: bool | None = None,
+    target: int = 0,
+    title: str | None = None,
+    figsize: tuple[float, float] = (7.0, 4.5),
+    dpi: int = 100,
+) -> Any:
+    """The bootstrap figure as a matplotlib ``Figure`` (see :func:`plot_band`, which saves it).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        On an Agg canvas; one axes.
+    """
+    new_figure = _figure_factory()
+    E = _as_2d("X_eval", X_eval)
+    n_eval, d = E.shape
+    if not 0 <= feature < d:
+        raise ParameterError(f"feature must be in [0, {d}); found {feature}.")
+    if isinstance(n_curves, bool) or int(n_curves) != n_curves or n_curves < 0:
+        raise ParameterError(f"n_curves must be an integer >= 0; found {n_curves!r}.")
+    band = {name: _pick_target(f"result.{name}", getattr(result, name), target, n_eval)
+            for name in ("mean", "lower", "upper", "confidence_lower", "confidence_upper")}
+    fitted = _pick_target("fitted_mean", fitted_mean, target, n_eval)
+    outside = np.asarray(result.out_of_range, dtype=bool).reshape(-1)
+    if outside.shape != (n_eval,):
+        raise DataError(f"result.out_of_range must have {n_eval} values; found {outside.shape}.")
+
+    Xt = _as_2d("X_train", np.asarray(X_train))
+    yt = _pick_target("y_train", np.asarray(y_train), target, Xt.shape[0])
+    if Xt.shape[0] > MAX_POINTS:
+        keep = np.linspace(0, Xt.shape[0] - 1, MAX_POINTS).astype(int)
+        Xt, yt = Xt[keep], yt[keep]
+
+    # constrained layout keeps a legend below the axes inside the figure
+    fig = new_figure(figsize=figsize, dpi=dpi, layout="constrained")
+    ax = fig.add_subplot()
+    grid = _is_grid(E, feature) if points is None else not points
+    draw = _draw_grid if grid else _draw_points
+    context = draw(ax, result, E, band, fitted, outside, Xt, yt, feature, int(n_curves), target)
+    ax.set_ylabel("y" if np.ndim(y_train) == 1 else f"y{target}")
+    if title is None:
+        title = (f"{band_title(result.confidence_level, result.interval)} "
+                 f"(bootstrap, B={result.n_bootstraps})")
+        title += f"\n{context}" if context else ""
+    if title:
+        ax.set_title(title, fontsize="medium")
+    if grid:
+        ax.legend(loc="best", fontsize="small")
+    else:  # bars span the whole axes: the legend goes below it
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16 if E.shape[1] == 1 else -0.22),
+                  ncol=2, fontsize="small", frameon=False)
+    return fig
+
+
+def _draw_grid(ax: Any, result: Any, E: np.ndarray, band: dict[str, np.ndarray], fitted: Any,
+               outside: np.ndarray, Xt: np.ndarray, yt: np.ndarray, feature: int, n_curves: int,
+               target: int) -> str:
+    """A grid: the band shaded along ``feature``, replicate curves and the fitted curve."""
+    x = E[:, feature]
+    order = np.argsort(x, kind="stable")
+    x = x[order]
+    centre, centre_label = ((fitted, "fitted $\\hat f(x)$") if fitted is not None
+                            else (band["mean"], "bootstrap mean"))
+    # data underneath, then the band(s), the replicate curves and the fitted curve on top
+    ax.scatter(Xt[:, feature], yt, s=8, color="0.5", alpha=0.4, linewidths=0, label="data",
+               zorder=1)
+    ax.fill_between(x, band["lower"][order], band["upper"][order], color=IN_RANGE, alpha=0.3,
+                    linewidth=0, label=band_title(result.confidence_level, result.interval),
+                    zorder=2)
+    if result.interval == "prediction":
+        ax.fill_between(x, band["confidence_lower"][order], band["confidence_upper"][order],
+                        color=IN_RANGE, alpha=0.45, linewidth=0,
+                        label=band_title(result.confidence_level, "confidence"), zorder=2)
+    m = min(n_curves, int(result.n_bootstraps))
+    if m:
+        preds = np.asarray(result.predictions[:m])
+        curves = (preds[:, :, target] if preds.ndim == 3 else preds)[:, order]
+        for i, c in enumerate(curves):
+            ax.plot(x, c, color="tab:orange", linewidth=0.8, alpha=0.8,
+                    label="bootstrap replicates" if i == 0 else None, zorder=3)
+    ax.plot(x, centre[order], color="black", linewidth=1.5, label=centre_label, zorder=4)
+    if outside.any():
+        ax.plot(E[outside, feature], centre[outside], "x", color=OUT_OF_RANGE, ms=6,
+                label="outside the training data's range", zorder=5)
+    d = E.shape[1]
+    ax.set_xlabel(f"x{feature}" if d > 1 else "x")
+    return f"along x{feature}, other features at the reference point" if d > 1 else ""
+
+
+def _draw_points(ax: Any, result: Any, E: np.ndarray, band: dict[str, np.ndarray], fitted: Any,
+                 outside: np.ndarray, Xt: np.ndarray, yt: np.ndarray, feature: int,
+                 n_curves: int, target: int) -> str:
+    """Chosen points: one interval bar per point (x = the feature for d = 1, else the index)."""
+    n_eval, d = E.shape
+    x = E[:, 0] if d == 1 else np.arange(n_eval, dtype=np.float64)
+    if d == 1:
+        ax.scatter(Xt[:, 0], yt, s=8, color="0.5", alpha=0.35, linewidths=0, label="data",
+                   zorder=1)
+    centre, centre_label = ((fitted, "fitted $\\hat f(x)$") if fitted is not None
+                            else (band["mean"], "bootstrap mean"))
+    what = band_title(result.confidence_level, result.interval)
+    bars = [("lower", "upper", what, {"elinewidth": 1.5, "capsize": 4})]
+    if result.interval == "prediction":  # the (narrower) band of f-hat inside the interval
+        bars.append(("confidence_lower", "confidence_upper",
+                     band_title(result.confidence_level, "confidence"),
+                     {"elinewidth": 5, "capsize": 0, "alpha": 0.45}))
+    for lo, hi, label, style in bars:
+        for sel, colour in ((~outside, IN_RANGE), (outside, OUT_OF_RANGE)):
+            if sel.any():
+                mid = (band[lo][sel] + band[hi][sel]) / 2  # a percentile band need not
+                half = (band[hi][sel] - band[lo][sel]) / 2  # contain the fitted value
+                ax.errorbar(x[sel], mid, yerr=half, fmt="none", ecolor=colour, zorder=2,
+                            label=label if colour == IN_RANGE or not (~outside).any() else None,
+                            **style)
+    if (~outside).any():
+        ax.plot(x[~outside], centre[~outside], "o", color="black", ms=5, linestyle="none",
+                label=centre_label, zorder=3)
+    if outside.any():  # one legend entry for the points outside, whatever is drawn there
+        ax.plot(x[outside], centre[outside], "X", color=OUT_OF_RANGE, ms=7, linestyle="none",
+                label="outside the training data's range (extrapolated)", zorder=3)
+    if d == 1:
+        ax.set_xlabel("x")
+        return f"at {n_eval} chosen points"
+    ax.set_xlabel("evaluation point (row of X_eval)")
+    if n_eval <= MAX_LABELLED_POINTS:
+        ax.set_xticks(x)
+        ax.set_xticklabels([_point_label(i, E[i]) for i in range(n_eval)], fontsize="x-small")
+    else:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return f"at {n_eval} chosen points of {d} features"
+
+
+def _point_label(i: int, row: np.ndarray) -> str:
+    """Tick label of evaluation point ``i``: its index and, for few features, its coordinates."""
+    if row.size > MAX_LABELLED_FEATURES:
+        return str(i)
+    return f"{i}\n(" + ", ".join(f"{v:.3g}" for v in row) + ")"
+
+
 def plot_band(
     result: Any,
     X_train: Any,
@@ -73,17 +258,27 @@ def plot_band(
     feature: int = 0,
     *,
     path: str | os.PathLike[str],
+    points: bool | None = None,
     target: int = 0,
     title: str | None = None,
     figsize: tuple[float, float] = (7.0, 4.5),
     dpi: int = 100,
 ) -> str:
-    """Save the lecture's bootstrap figure: data, fitted curve, replicate curves, band.
+    """Save the bootstrap figure: a band over a grid, or interval bars at chosen points.
 
-    For d = 1 this is the band over the input; for d > 1 the band along column ``feature``
-    with the other features held at a reference point (build ``X_eval`` with
-    :func:`bigkernel.bands.bootstrap.eval_grid`). The training points are then drawn against
-    that feature only, as context — they are not on the slice.
+    What is drawn says what the band is: the title and legend read "90 % confidence band for
+    f-hat(x)" (the band of the fitted function, ``result.interval == "confidence"``) or "90 %
+    prediction interval for a new y" (then the confidence band is drawn inside it). Evaluation
+    points outside the training data's range (``result.out_of_range``) are drawn in red and
+    named in the legend: the band there is an extrapolation.
+
+    * **A grid** (as :func:`bigkernel.bands.bootstrap.eval_grid` makes): the lecture's figure —
+      data, fitted curve, replicate curves, the band shaded along column ``feature``. For d > 1
+      the other features are held at a reference point and the training points are drawn
+      against ``feature`` only, as context — they are not on the slice.
+    * **Chosen points**: one interval bar per point, with the fitted value as a marker; the
+      horizontal axis is the feature for d = 1 (with the data), else the point's index (with
+      its coordinates on the tick labels for a few points of a few features).
 
     Parameters
     ----------
@@ -99,14 +294,18 @@ def plot_band(
         Predictions of the model fitted on all the data; default: the bootstrap mean (labelled
         so).
     n_curves : int, default=5
-        Replicate curves drawn (the first ones).
+        Replicate curves drawn on a grid (the first ones).
     feature : int, default=0
-        Column of ``X_eval`` on the horizontal axis.
+        Column of ``X_eval`` on the horizontal axis of a grid.
     path : str or os.PathLike
         Output PNG file.
+    points : bool, optional
+        Draw interval bars at the points (True) or a band along a grid (False). Default: a
+        grid when ``X_eval`` varies in column ``feature`` only, evenly spaced and increasing.
     target : int, default=0
         Target plotted when y has several.
     title : str, optional
+        Default: what the band is, B, and where it is evaluated.
     figsize : (float, float), default=(7.0, 4.5)
         Inches; the PNG is ``figsize * dpi`` pixels.
     dpi : int, default=100
@@ -116,58 +315,8 @@ def plot_band(
     str
         ``path``.
     """
-    new_figure = _figure_factory()
-    E = _as_2d("X_eval", X_eval)
-    n_eval = E.shape[0]
-    if not 0 <= feature < E.shape[1]:
-        raise ParameterError(f"feature must be in [0, {E.shape[1]}); found {feature}.")
-    if isinstance(n_curves, bool) or int(n_curves) != n_curves or n_curves < 0:
-        raise ParameterError(f"n_curves must be an integer >= 0; found {n_curves!r}.")
-    mean = _pick_target("result.mean", result.mean, target, n_eval)
-    lower = _pick_target("result.lower", result.lower, target, n_eval)
-    upper = _pick_target("result.upper", result.upper, target, n_eval)
-    fitted = _pick_target("fitted_mean", fitted_mean, target, n_eval)
-
-    Xt = _as_2d("X_train", np.asarray(X_train))
-    yt = _pick_target("y_train", np.asarray(y_train), target, Xt.shape[0])
-    if Xt.shape[0] > MAX_POINTS:
-        keep = np.linspace(0, Xt.shape[0] - 1, MAX_POINTS).astype(int)
-        Xt, yt = Xt[keep], yt[keep]
-
-    x = E[:, feature]
-    order = np.argsort(x, kind="stable")
-    x = x[order]
-    m = min(int(n_curves), int(result.n_bootstraps))
-    curves = None
-    if m:
-        preds = np.asarray(result.predictions[:m])
-        curves = (preds[:, :, target] if preds.ndim == 3 else preds)[:, order]
-
-    fig = new_figure(figsize=figsize, dpi=dpi)
-    ax = fig.add_subplot()
-    level = round(100 * result.confidence_level)
-    # data underneath, then the band, the replicate curves and the fitted curve on top
-    ax.scatter(Xt[:, feature], yt, s=8, color="0.5", alpha=0.4, linewidths=0, label="data",
-               zorder=1)
-    ax.fill_between(x, lower[order], upper[order], color="tab:blue", alpha=0.35, linewidth=0,
-                    label=f"{level} % bootstrap band (B = {result.n_bootstraps})", zorder=2)
-    if curves is not None:
-        for i, c in enumerate(curves):
-            ax.plot(x, c, color="tab:orange", linewidth=0.8, alpha=0.8,
-                    label="bootstrap replicates" if i == 0 else None, zorder=3)
-    if fitted is not None:
-        ax.plot(x, fitted[order], color="black", linewidth=1.5, label="fitted", zorder=4)
-    else:
-        ax.plot(x, mean[order], color="black", linewidth=1.5, label="bootstrap mean", zorder=4)
-    d = E.shape[1]
-    ax.set_xlabel(f"x{feature}" if d > 1 else "x")
-    ax.set_ylabel("y" if np.ndim(y_train) == 1 else f"y{target}")
-    if title is None and d > 1:
-        title = f"band along x{feature}, other features at the reference point"
-    if title:
-        ax.set_title(title)
-    ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
+    fig = band_figure(result, X_train, y_train, X_eval, fitted_mean, n_curves, feature,
+                      points=points, target=target, title=title, figsize=figsize, dpi=dpi)
     path = os.fspath(path)
     fig.savefig(path, format="png")
     logger.info("saved bootstrap band plot %s", path)

@@ -167,6 +167,7 @@ def write_report(output: str, metrics: dict[str, Any], figures: dict[str, str],
     for name, s in m["scores"].items():
         lines.append(f"| {name} | {s['n_samples']:,} | {s['rmse']:.4f} | {s['r2']:.4f} |")
     lines += ["", "| stage | seconds |", "|---|---|"] + [f"| {k} | {v:.2f} |" for k, v in m["timings_s"].items()]
+    lines += _bootstrap_band_section(m, output)
     for title, fig in figures.items():
         lines += ["", f"## {title}", "", f"![{title}]({os.path.relpath(fig, output)})"]
     for title, text in (notes or {}).items():
@@ -175,6 +176,13 @@ def write_report(output: str, metrics: dict[str, Any], figures: dict[str, str],
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path
+
+
+def _bootstrap_band_section(metrics: dict[str, Any], output: str) -> list[str]:
+    """report.md's section on the bootstrap band: what it is and a table of its values."""
+    from bigkernel.jobs.band_table import band_markdown
+
+    return band_markdown(metrics["bootstrap"], output) if metrics.get("bootstrap") else []
 
 
 def make_report(output: str, est, holdout: tuple[np.ndarray, ...] | None, metrics: dict[str, Any]) -> dict[str, str]:

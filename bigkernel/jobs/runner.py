@@ -160,6 +160,10 @@ def check_inputs(cfg: JobConfig) -> None:
         train = cfg.data.train.path
     else:
         n_features, train = cfg.data.make.n_features, cfg.data.make.path
+    if cfg.bootstrap is not None:
+        from bigkernel.jobs.bootstrap_job import check_eval_features
+
+        check_eval_features(cfg, n_features, train)
     if cfg.predict is not None:
         d = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False).X.shape[1]
         if d != n_features:
@@ -271,7 +275,8 @@ def _prepare_output(cfg: JobConfig) -> None:
     os.makedirs(cfg.output, exist_ok=True)
     stale = [done] + [os.path.join(cfg.output, name) for name in (
         STATUS_FILE, "summary.txt", "model.zarr", "report.md", "alpha_path.png", "predicted_vs_observed.png",
-        "holdout_sample.npz", "search_results.json", "bootstrap_band.zarr", "bootstrap_band.png")]
+        "holdout_sample.npz", "search_results.json", "bootstrap_band.zarr", "bootstrap_band.png",
+        "bootstrap_band.csv")]
     for path in stale + ([pred] if pred_inside else []):
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -490,7 +495,15 @@ def summary_text(m: dict[str, Any]) -> str:
                      f"candidates ({_search_kind(m['search']['cv'])})")
     for name, s in m["scores"].items():
         lines.append(f"{name:8s} n={s['n_samples']:,}  RMSE={s['rmse']:.4f}  R²={s['r2']:.4f}")
+    lines += _bootstrap_band_lines(m)
     lines.append("time:  " + ", ".join(f"{k} {v:.2f}s" for k, v in m["timings_s"].items()))
     for k, v in m["outputs"].items():
         lines.append(f"{k}: {v}")
     return "\n".join(lines) + "\n"
+
+
+def _bootstrap_band_lines(m: dict[str, Any]) -> list[str]:
+    """summary.txt's lines on the bootstrap band: what it is and its values (none without one)."""
+    from bigkernel.jobs.band_table import band_text
+
+    return band_text(m["bootstrap"]) if m.get("bootstrap") else []

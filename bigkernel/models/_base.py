@@ -120,6 +120,26 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             out = model(X)
         return out[:, 0] if single else out
 
+    # ----------------------------------------------------------------- training range
+    def _set_range(self, lo, hi) -> None:
+        """``data_min_`` / ``data_max_`` (float64, shape (n_features,)) of the training rows;
+        None when unknown (a model saved before they existed)."""
+        if lo is None or hi is None:
+            self.data_min_ = self.data_max_ = None
+            return
+        self.data_min_ = np.array(lo, dtype=np.float64).reshape(-1)
+        self.data_max_ = np.array(hi, dtype=np.float64).reshape(-1)
+
+    def _range_arrays(self) -> dict[str, np.ndarray]:
+        """The training range as saved arrays (none when unknown)."""
+        if getattr(self, "data_min_", None) is None:
+            return {}
+        return {"data_min": self.data_min_, "data_max": self.data_max_}
+
+    def _read_range(self, arrays: dict[str, np.ndarray]) -> None:
+        """Set the training range from saved arrays (optional: older models have none)."""
+        self._set_range(arrays.get("data_min"), arrays.get("data_max"))
+
     def _check_n_features(self, d: int) -> None:
         if d != self.n_features_in_:
             raise DataError(

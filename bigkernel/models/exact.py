@@ -152,6 +152,7 @@ class _DualPredictor:
         }  # fmt: skip
         if getattr(self, "scaler_mean_", None) is not None and self.standardize:
             arrays["scaler_mean"], arrays["scaler_scale"] = self.scaler_mean_, self.scaler_scale_
+        arrays.update(self._range_arrays())
         return arrays
 
     @staticmethod
@@ -251,6 +252,9 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         Preconditioner, Gram cache (tiles, dtype, bytes, fraction), matvecs and timings.
     n_features_in_ : int
     n_samples_fit_ : int
+    data_min_, data_max_ : ndarray of shape (n_features,) or None
+        Per-feature minimum and maximum of the training rows (rows of weight > 0, before
+        standardization); None for a model saved before they were recorded.
     """
 
     def __init__(
@@ -356,6 +360,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
                     sample_weight: np.ndarray | None = None) -> None:
         d = X.shape[1]
         self.n_features_in_ = d
+        self._set_range(X.min(axis=0), X.max(axis=0))  # the training rows, in memory, unscaled
         if self.standardize:
             mean, std = column_moments(X, sample_weight)
             self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
@@ -493,6 +498,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
         if "scaler_mean" in arrays:
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
+        self._read_range(arrays)
         self._expansion = KernelExpansion(tiler, coef, intercept)
 
 

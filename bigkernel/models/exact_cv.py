@@ -161,6 +161,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         Criterion, seconds per γ (Gram matrix, eigendecomposition, scoring), fit seconds, memory.
     n_features_in_ : int
     n_samples_fit_ : int
+    data_min_, data_max_ : ndarray of shape (n_features,) or None
+        Per-feature range of the training rows (None for a model saved before it was recorded).
     """
 
     def __init__(
@@ -316,6 +318,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             raise DataError(f"leave-one-out and GCV need at least 2 samples, found n_samples={n}")
         self._check_size(n, d, budget)
         self.n_features_in_ = d
+        self._set_range(X.min(axis=0), X.max(axis=0))
         if self.standardize:
             mean, std = column_moments(X)
             self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
@@ -445,6 +448,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.best_score_ = -math.inf if attrs["best_score_"] is None else float(attrs["best_score_"])
         if "scaler_mean" in arrays:
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
+        self._read_range(arrays)
 
 
 

@@ -141,6 +141,8 @@ class KernelRidge(_EstimatorBase):
     n_iter_ : int or ndarray
         CG iterations of the exact solver; 1 (one pass) for the approximate ones.
     n_features_in_ : int
+    data_min_, data_max_ : ndarray of shape (n_features,) or None
+        The training range, as recorded by the fitted solver.
     """
 
     def __init__(
@@ -257,7 +259,7 @@ class KernelRidge(_EstimatorBase):
     def _set_inner(self, est, solver: str, reason: str) -> None:
         self.estimator_, self.solver_, self.solver_reason_ = est, solver, reason
         self.n_features_in_ = est.n_features_in_
-        for name in ("alpha_", "df_", "intercept_", "gcv_"):
+        for name in ("alpha_", "df_", "intercept_", "gcv_", "data_min_", "data_max_"):
             setattr(self, name, getattr(est, name))
         self.n_iter_ = getattr(est, "n_iter_", 1)  # the approximate solvers: one pass
 

@@ -66,7 +66,7 @@ class NystroemRidge(_RandomFeatureBase):
 
     Attributes
     ----------
-    coef_, intercept_, alpha_, alphas_, df_, df_path_, gcv_, spectrum_, n_features_in_, n_samples_fit_
+    coef_, intercept_, alpha_, alphas_, df_, df_path_, gcv_, spectrum_, n_features_in_, n_samples_fit_, data_min_, data_max_
         As in :class:`~bigkernel.RandomFeatureRidge`.
     feature_map_ : NystroemMap
         Landmarks and ``K_mm^(-1/2)`` (saved with the model).
@@ -169,6 +169,7 @@ class NystroemRidge(_RandomFeatureBase):
         arrays = {
             "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
             "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_), **fm.arrays(),
+            **self._range_arrays(),
         }  # fmt: skip
         self._add_spectrum_state(attrs, arrays)
         return attrs, arrays
@@ -186,6 +187,7 @@ class NystroemRidge(_RandomFeatureBase):
         self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
+        self._read_range(arrays)
 
 
 def _sample_rows(rng: np.random.Generator, n: int, size: int, weights) -> np.ndarray:

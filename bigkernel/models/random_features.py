@@ -107,6 +107,8 @@ class _RandomFeatureBase(_EstimatorBase):
         self.spectrum_ = sol.spectrum
         self.n_samples_fit_ = int(round(float(stats.n[0])))
         self.n_features_in_ = fmap.n_features_in
+        # the range came with the pass (rows of weight > 0 only: training rows of a split)
+        self._set_range(*((None, None) if stats.x_min is None else (stats.x_min[0], stats.x_max[0])))
         logger.info("fitted %s: n=%s D=%d alpha=%.3g df=%.1f", type(self).__name__,
                     f"{self.n_samples_fit_:,}", fmap.n_components, self.alpha_, self.df_)
         return self
@@ -153,7 +155,7 @@ class _RandomFeatureBase(_EstimatorBase):
         arrays = {
             "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
             "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
-            "fmap_weights": fm.weights,
+            "fmap_weights": fm.weights, **self._range_arrays(),
         }  # fmt: skip
         if fm.offsets is not None:
             arrays["fmap_offsets"] = fm.offsets
@@ -186,6 +188,7 @@ class _RandomFeatureBase(_EstimatorBase):
         self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
+        self._read_range(arrays)
 
 
 @register_model
@@ -248,6 +251,9 @@ class RandomFeatureRidge(_RandomFeatureBase):
     feature_map_ : FeatureMap
     n_features_in_ : int
     n_samples_fit_ : int
+    data_min_, data_max_ : ndarray of shape (n_features,) or None
+        Per-feature minimum and maximum of the training rows (rows of weight > 0), accumulated
+        in the fit's one pass; None for a model saved before they were recorded.
     """
 
     def __init__(

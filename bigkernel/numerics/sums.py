@@ -5,7 +5,8 @@ holdout or folds, multinomial counts for bootstrap replicates), the statistics o
 
     n = Σ w,  Σφ = Φᵀw,  Σy = Yᵀw,  Σy² = (Y²)ᵀw,  ΦᵀWΦ,  ΦᵀWY
 
-all float64. They add across blocks, so a whole data set reduces to one small object.
+all float64, and the per-feature range (min and max of X over the rows with w > 0). They add
+(the range: min/max) across blocks, so a whole data set reduces to one small object.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class SufficientStats:
     sum_y, sum_yy : ndarray of shape (m, k)
     gram : ndarray of shape (m, D, D)
     phi_y : ndarray of shape (m, D, k)
+    x_min, x_max : ndarray of shape (m, d) or None
+        Per-feature minimum and maximum of X over the set's rows (+inf / -inf for an empty
+        set); None when not tracked (e.g. the difference of two sets, :func:`cv.subtract`).
     """
 
     n: np.ndarray
@@ -38,17 +42,24 @@ class SufficientStats:
     sum_yy: np.ndarray
     gram: np.ndarray
     phi_y: np.ndarray
+    x_min: np.ndarray | None = None
+    x_max: np.ndarray | None = None
 
     @classmethod
-    def zeros(cls, m: int, n_components: int, n_targets: int) -> SufficientStats:
-        """All-zero statistics, the identity of ``+``."""
+    def zeros(cls, m: int, n_components: int, n_targets: int, n_features: int | None = None) -> SufficientStats:
+        """All-zero statistics, the identity of ``+`` (with an empty range when ``n_features``
+        is given)."""
         D, k = n_components, n_targets
+        lo = hi = None
+        if n_features is not None:
+            lo, hi = np.full((m, n_features), np.inf), np.full((m, n_features), -np.inf)
         return cls(
             np.zeros(m), np.zeros((m, D)), np.zeros((m, k)), np.zeros((m, k)),
-            np.zeros((m, D, D)), np.zeros((m, D, k)),
+            np.zeros((m, D, D)), np.zeros((m, D, k)), lo, hi,
         )  # fmt: skip
 
     def __add__(self, other: SufficientStats) -> SufficientStats:
+        lo, hi = _range_union(self, other)
         return SufficientStats(
             self.n + other.n,
             self.sum_phi + other.sum_phi,
@@ -56,6 +67,8 @@ class SufficientStats:
             self.sum_yy + other.sum_yy,
             self.gram + other.gram,
             self.phi_y + other.phi_y,
+            lo,
+            hi,
         )
 
     def __iadd__(self, other: SufficientStats) -> SufficientStats:
@@ -65,21 +78,34 @@ class SufficientStats:
         self.sum_yy += other.sum_yy
         self.gram += other.gram
         self.phi_y += other.phi_y
+        self.x_min, self.x_max = _range_union(self, other)
         return self
 
     def select(self, i: int) -> SufficientStats:
         """Statistics of set ``i`` alone (leading axis kept, of length 1)."""
         s = slice(i, i + 1)
+        lo, hi = (None, None) if self.x_min is None else (self.x_min[s], self.x_max[s])
         return SufficientStats(
-            self.n[s], self.sum_phi[s], self.sum_y[s], self.sum_yy[s], self.gram[s], self.phi_y[s]
-        )
+            self.n[s], self.sum_phi[s], self.sum_y[s], self.sum_yy[s], self.gram[s], self.phi_y[s],
+            lo, hi,
+        )  # fmt: skip
 
     def total(self) -> SufficientStats:
-        """Statistics of the union of all sets (sum over the leading axis)."""
+        """Statistics of the union of all sets (sum over the leading axis; range: min/max)."""
+        lo = hi = None
+        if self.x_min is not None:
+            lo, hi = self.x_min.min(axis=0, keepdims=True), self.x_max.max(axis=0, keepdims=True)
         return SufficientStats(
             *(a.sum(axis=0, keepdims=True) for a in
-              (self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y))
+              (self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y)), lo, hi,
         )  # fmt: skip
+
+
+def _range_union(a: SufficientStats, b: SufficientStats) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Range of the union of two sets' rows; unknown (None) if either is unknown."""
+    if a.x_min is None or b.x_min is None:
+        return None, None
+    return np.minimum(a.x_min, b.x_min), np.maximum(a.x_max, b.x_max)
 
 
 def sums_precision(dtype) -> float:
@@ -157,7 +183,12 @@ def block_stats(
     partition = weights if hasattr(weights, "groups") else None
     W = None if weights is None or partition else np.asarray(weights(start, stop), dtype=np.float64)
     m = len(partition.keep) if partition else (1 if W is None else W.shape[0])
-    accs = [SufficientStats.zeros(m, f.n_components, Y.shape[1]) for f in maps]
+    accs = [SufficientStats.zeros(m, f.n_components, Y.shape[1], X.shape[1]) for f in maps]
+    # the range rides along the pass (d columns: no extra read); one array per set, shared by
+    # the maps (every map sees the same rows)
+    x_lo, x_hi = accs[0].x_min, accs[0].x_max
+    for acc in accs[1:]:
+        acc.x_min, acc.x_max = x_lo, x_hi
     # sub-block edges at global multiples of block_rows, so a sub-block does not depend on the chunk
     first = -(-start // block_rows) * block_rows
     edges = sorted({start, stop, *range(first, stop, block_rows)})
@@ -172,6 +203,7 @@ def block_stats(
             pieces = [(i, slice(bounds[j], bounds[j + 1])) for i, j in enumerate(partition.keep)]
         else:
             pieces = [(0, slice(None))]
+        _accumulate_range(x_lo, x_hi, x, pieces, None if W is None else W[:, rows])
         for f, acc in zip(maps, accs):
             for i, sl in pieces:
                 if x[sl].shape[0] == 0:
@@ -189,6 +221,23 @@ def block_stats(
         acc.gram *= c * c
         acc.phi_y *= c
     return accs[0] if single else accs
+
+
+def _accumulate_range(lo: np.ndarray, hi: np.ndarray, x: np.ndarray, pieces, W: np.ndarray | None) -> None:
+    """Fold the rows of a sub-block into each set's range: rows of piece ``i`` (a partition
+    group) or, with weights ``W`` (m × rows), the rows of weight > 0 in set ``j``."""
+    if W is None:
+        for i, sl in pieces:
+            if x[sl].shape[0]:
+                np.minimum(lo[i], x[sl].min(axis=0), out=lo[i])
+                np.maximum(hi[i], x[sl].max(axis=0), out=hi[i])
+        return
+    for j in range(W.shape[0]):
+        keep = W[j] > 0
+        if keep.any():
+            xk = x[keep]
+            np.minimum(lo[j], xk.min(axis=0), out=lo[j])
+            np.maximum(hi[j], xk.max(axis=0), out=hi[j])
 
 
 def _accumulate(acc: SufficientStats, i: int, phi: np.ndarray, y: np.ndarray) -> None:
