@@ -1,6 +1,7 @@
 """What the bootstrap interval is: confidence band of f̂ or prediction interval for a new y;
 evaluation points outside the training range are flagged and warned about."""
 
+import itertools
 import os
 import warnings
 
@@ -163,7 +164,7 @@ def test_residual_sample_is_independent_of_the_chunking():
     whole = residual_summary(pred, Y, 0, seed=9, capacity=cap)
     for cuts in ([0, 1000], [0, 130, 131, 600, 1000], list(range(0, 1001, 50))):
         parts = [residual_summary(pred[a:b], Y[a:b], a, seed=9, capacity=cap)
-                 for a, b in zip(cuts[:-1], cuts[1:])]
+                 for a, b in itertools.pairwise(cuts)]
         total = parts[0]
         for p in parts[1:]:
             total = total + p

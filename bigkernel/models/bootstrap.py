@@ -111,6 +111,7 @@ __all__ = [
     "default_batch_size",
     "eval_grid",
     "load_bootstrap",
+    "out_of_range",
 ]
 
 logger = logging.getLogger(__name__)
@@ -650,10 +651,10 @@ def bootstrap(
         # dask input: a d-column min/max on the data's own chunk keys (shared with the passes
         # that read the same keys, so no extra read when the data are shared)
         extra["data_min"], extra["data_max"] = ds.X.min(axis=0), ds.X.max(axis=0)
-    tasks = [t for tasks in per_batch for t in tasks]
-    if tasks or extra:
-        out = compute(*tasks, *extra.values(), client=client, label="bootstrap")
-        extra = dict(zip(extra, out[len(tasks):]))
+    replicate_tasks = [t for batch in per_batch for t in batch]
+    if replicate_tasks or extra:  # one compute: replicates, original fit, range
+        out = compute(*replicate_tasks, *extra.values(), client=client, label="bootstrap")
+        extra = dict(zip(extra, out[len(replicate_tasks):]))
     if "data_min" in extra:
         data_min, data_max = extra["data_min"], extra["data_max"]
     if data_min is not None and bs.read_range()[0] is None:

@@ -77,7 +77,11 @@ from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.gram import KernelExpansion, LocalGram
 from bigkernel.numerics.primal import solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
-from bigkernel.numerics.residuals import ResidualSample, finish_residuals, residual_summary
+from bigkernel.numerics.residuals import (
+    ResidualSample,
+    finish_residuals,
+    residual_summary,
+)
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 
 __all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan"]

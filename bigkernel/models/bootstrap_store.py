@@ -64,8 +64,12 @@ from bigkernel.errors import (
     ParameterError,
     StoreMismatchError,
 )
-from bigkernel.numerics.residuals import DRAWS_PER_REPLICATE, ResidualSample, prediction_interval
 from bigkernel.numerics.resample import Band, percentile_band
+from bigkernel.numerics.residuals import (
+    DRAWS_PER_REPLICATE,
+    ResidualSample,
+    prediction_interval,
+)
 
 __all__ = [
     "FORMAT",

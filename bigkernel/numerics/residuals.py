@@ -204,7 +204,7 @@ def finish_residuals(summary: ResidualSummary, center: np.ndarray, df: float) ->
         ``df`` is not finite or not below the number of rows (the fit interpolates: its
         residuals say nothing about the noise).
     """
-    n = int(round(summary.n))
+    n = round(summary.n)
     if not math.isfinite(df) or not df < n:
         raise DataError(
             f"the prediction interval needs the noise level from the fit's residuals, which "
