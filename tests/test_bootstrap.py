@@ -271,15 +271,18 @@ def test_local_cluster_gives_the_local_band(tmp_path):
     distributed = pytest.importorskip("distributed")
     X, y = sine(300)
     Xd, yd = da.from_array(X, chunks=(100, 1)), da.from_array(y, chunks=100)
+    # interval="prediction": the original fit and its residual pass run on the cluster too
     local = bootstrap(rff(), Xd, yd, X_EVAL, n_bootstraps=8, random_state=3,
-                      store=tmp_path / "local.zarr", batch_size=2)
+                      store=tmp_path / "local.zarr", batch_size=2, interval="prediction")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         remote = bootstrap(rff(), Xd, yd, X_EVAL, n_bootstraps=8, random_state=3,
-                           store=tmp_path / "cluster.zarr", batch_size=2, client=client)
+                           store=tmp_path / "cluster.zarr", batch_size=2, client=client,
+                           interval="prediction")
     assert remote.n_computed == 8
-    for name in ("mean", "lower", "upper"):
+    np.testing.assert_array_equal(remote.data_min, X.min(axis=0))
+    for name in ("mean", "lower", "upper", "confidence_lower", "confidence_upper"):
         np.testing.assert_allclose(getattr(remote, name), getattr(local, name), rtol=1e-12,
                                    atol=1e-12)
 

@@ -95,7 +95,12 @@ from bigkernel.io.band_store import (
     open_store,
 )
 from bigkernel.numerics.resample import BLOCK_ROWS, METHODS, SCHEME, BootstrapWeights
-from bigkernel.numerics.residuals import EVAL_BLOCK, RESIDUAL_SAMPLE_ROWS, ResidualSample
+from bigkernel.numerics.residuals import (
+    DRAWS_PER_REPLICATE,
+    EVAL_BLOCK,
+    RESIDUAL_SAMPLE_ROWS,
+    ResidualSample,
+)
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -106,6 +111,7 @@ __all__ = [
     "default_batch_size",
     "eval_grid",
     "load_bootstrap",
+    "out_of_range",
 ]
 
 logger = logging.getLogger(__name__)
@@ -136,9 +142,14 @@ _DIGEST_ROWS = 1024
 #: Kinds of interval :func:`bootstrap` returns.
 INTERVALS = ("confidence", "prediction")
 
-#: Identity of the residual sample kept in a store (compared before it is reused).
-RESIDUAL_SCHEME = {"scheme": "bigkernel-residual-bottom-k-v1", "capacity": RESIDUAL_SAMPLE_ROWS,
-                   "eval_block": EVAL_BLOCK}
+#: Name of the residual sampling and drawing scheme (:mod:`bigkernel.numerics.residuals`).
+RESIDUAL_SCHEME = "bigkernel-residual-bottom-k-v1"
+
+
+def _residual_identity() -> dict[str, Any]:
+    """Identity of the residual sample kept in a store (compared before it is reused)."""
+    return {"scheme": RESIDUAL_SCHEME, "capacity": RESIDUAL_SAMPLE_ROWS, "eval_block": EVAL_BLOCK,
+            "draws_per_replicate": DRAWS_PER_REPLICATE}
 
 
 # --------------------------------------------------------------------------------------------
@@ -430,7 +441,7 @@ def _warn_extrapolation(E: np.ndarray, lo: np.ndarray, hi: np.ndarray, flags: np
 
 def _check_residual_identity(info: Mapping[str, Any], path: str) -> None:
     """Refuse a stored residual sample made by another sampling scheme."""
-    diffs = [f"  {k}: expected {v!r}, found {info.get(k)!r}" for k, v in RESIDUAL_SCHEME.items()
+    diffs = [f"  {k}: expected {v!r}, found {info.get(k)!r}" for k, v in _residual_identity().items()
              if info.get(k) != v]
     if diffs:
         raise StoreMismatchError(
@@ -640,17 +651,17 @@ def bootstrap(
         # dask input: a d-column min/max on the data's own chunk keys (shared with the passes
         # that read the same keys, so no extra read when the data are shared)
         extra["data_min"], extra["data_max"] = ds.X.min(axis=0), ds.X.max(axis=0)
-    tasks = [t for tasks in per_batch for t in tasks]
-    if tasks or extra:
-        out = compute(*tasks, *extra.values(), client=client, label="bootstrap")
-        extra = dict(zip(extra, out[len(tasks):]))
+    replicate_tasks = [t for batch in per_batch for t in batch]
+    if replicate_tasks or extra:  # one compute: replicates, original fit, range
+        out = compute(*replicate_tasks, *extra.values(), client=client, label="bootstrap")
+        extra = dict(zip(extra, out[len(replicate_tasks):]))
     if "data_min" in extra:
         data_min, data_max = extra["data_min"], extra["data_max"]
     if data_min is not None and bs.read_range()[0] is None:
         bs.write_range(data_min, data_max)
     if "residuals" in extra:
         sample: ResidualSample = extra["residuals"]
-        bs.write_residuals(sample, RESIDUAL_SCHEME)
+        bs.write_residuals(sample, _residual_identity())
         logger.info("bootstrap: original fit df=%.1f on n=%d rows, residual sd %s (x%.4f for "
                     "df), %d residuals kept", sample.df, sample.n,
                     np.array2string(sample.sigma, precision=4), sample.scale,

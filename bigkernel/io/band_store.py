@@ -64,8 +64,12 @@ from bigkernel.errors import (
     ParameterError,
     StoreMismatchError,
 )
-from bigkernel.numerics.residuals import ResidualSample, prediction_interval
 from bigkernel.numerics.resample import Band, percentile_band
+from bigkernel.numerics.residuals import (
+    DRAWS_PER_REPLICATE,
+    ResidualSample,
+    prediction_interval,
+)
 
 __all__ = [
     "FORMAT",
@@ -401,8 +405,9 @@ class BootstrapStore:
         """
         self._require_complete()
         arr = self._array(_PREDICTIONS)
-        # two copies of a slab are held (replicates and errors)
-        step = max(1, int(max_bytes) // (2 * self.n_replicates * self.n_targets * 8))
+        # a slab holds the replicates and DRAWS_PER_REPLICATE prediction errors per replicate
+        per_point = (1 + DRAWS_PER_REPLICATE) * self.n_replicates * self.n_targets * 8
+        step = max(1, int(max_bytes) // per_point)
         shape = (self.n_eval, self.n_targets)
         lower, upper = np.empty(shape), np.empty(shape)
         for i0 in range(0, self.n_eval, step):
