@@ -418,5 +418,7 @@ def check_int(name: str, value: Any, minimum: int | None = None, *, caller: str 
     For functions (not estimators) whose integer parameters have no table, e.g.
     ``bootstrap(n_bootstraps=...)``.
     """
+    if is_integer(value) and (minimum is None or value >= minimum):  # the common case, cheaply
+        return int(value)
     return int(check_param(name, value, [Interval(Integral, minimum, None, closed="left")],
                            caller=caller, default=default))
