@@ -50,6 +50,7 @@ __all__ = [
     "check_param",
     "describe",
     "is_integer",
+    "join_or",
     "make_constraint",
     "validate_params",
 ]
@@ -340,10 +341,11 @@ def make_constraint(constraint: Any) -> Constraint:
 
 def describe(constraints: Iterable[Any]) -> str:
     """Every allowed form in words: ``"a number > 0, a non-empty list of numbers > 0 or 'gcv'"``."""
-    return _join([make_constraint(c).describe() for c in constraints])
+    return join_or([make_constraint(c).describe() for c in constraints])
 
 
-def _join(parts: Sequence[str]) -> str:
+def join_or(parts: Sequence[str]) -> str:
+    """``"a, b or c"``."""
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
 
 
@@ -394,7 +396,7 @@ def _check(name: str, value: Any, constraints: Sequence[Any], caller: str | None
     forms = [make_constraint(c) for c in constraints]
     if any(c.is_satisfied_by(value) for c in forms):
         return
-    expected = _join([c.describe() for c in forms])
+    expected = join_or([c.describe() for c in forms])
     hint = next((h for h in (c.hint(value) for c in forms) if h), "")
     message = f"{caller + ': ' if caller else ''}{name} must be {expected}; found {_found(value)}{hint}"
     message += "" if message.endswith("?") else "."
