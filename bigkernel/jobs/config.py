@@ -45,7 +45,6 @@ Null
 from __future__ import annotations
 
 import difflib
-import math
 import numbers
 import os
 import re

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 from numbers import Integral, Real
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
@@ -106,7 +107,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
 
     #: the allowed forms of each ``__init__`` parameter (see :mod:`bigkernel.validation`),
     #: checked by :meth:`_check_params` at the start of every fit
-    _parameter_constraints: dict = {}
+    _parameter_constraints: ClassVar[dict[str, list]] = {}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -13,6 +13,7 @@ import logging
 import math
 import time
 from numbers import Integral, Real
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
@@ -302,7 +303,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.random_state = random_state
 
     # ----------------------------------------------------------------- parameters
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict[str, list]] = {
         "kernel": KERNEL,  # names are checked when the kernel is built (make_kernel)
         "alpha": ALPHA,
         "gamma": GAMMA,

@@ -13,6 +13,7 @@ import math
 import time
 from numbers import Integral, Real
 from types import SimpleNamespace
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
@@ -207,7 +208,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.random_state = random_state
 
     # ----------------------------------------------------------------- parameters
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict[str, list]] = {
         "kernel": KERNEL,  # names are checked when the kernel is built (make_kernel)
         "gammas": GRID,
         "length_scales": GRID,

@@ -17,6 +17,7 @@ The rule (:func:`choose_solver`), from n, the kernel and the memory budget:
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
@@ -193,7 +194,7 @@ class KernelRidge(_EstimatorBase):
     # ----------------------------------------------------------------- parameters
     #: the solvers' own entries, read from their tables (one rule each), and the solver choice;
     #: the chosen solver checks its cross-parameter rules when it is fitted
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict[str, list]] = {
         **{name: ExactKernelRidge._parameter_constraints[name] for name in (
             "kernel", "alpha", "gamma", "degree", "coef0", "length_scale", "nu", "kernel_params",
             "fit_intercept", "memory_budget", "tol", "max_iter", "preconditioner", "rank", "n_probes",

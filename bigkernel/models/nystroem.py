@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
@@ -118,7 +119,7 @@ class NystroemRidge(_RandomFeatureBase):
         self.standardize = standardize
 
     # ----------------------------------------------------------------- parameters
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict[str, list]] = {
         "kernel": KERNEL,  # names are checked when the kernel is built (make_kernel)
         "gamma": GAMMA,
         "degree": DEGREE,

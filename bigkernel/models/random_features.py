@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
@@ -63,7 +64,7 @@ class _RandomFeatureBase(_EstimatorBase):
     """Shared machinery of the random-feature estimators: checks, data, pass, predict, state."""
 
     #: the table entries of both random-feature estimators
-    _common_constraints: dict = {
+    _common_constraints: ClassVar[dict[str, list]] = {
         "kernel": [Options(str, KERNELS)],  # placeholder for the kernel registry (i10-kernels)
         "nu": NU,
         "n_components": [COUNT],
@@ -281,7 +282,7 @@ class RandomFeatureRidge(_RandomFeatureBase):
         self.standardize = standardize
 
     # ----------------------------------------------------------------- parameters
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict[str, list]] = {
         **_RandomFeatureBase._common_constraints,
         "gamma": GAMMA,
         "length_scale": LENGTH_SCALE,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from numbers import Integral
+from typing import ClassVar
 
 import numpy as np
 
@@ -104,7 +105,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.standardize = standardize
 
     # ----------------------------------------------------------------- parameters
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict[str, list]] = {
         **_RandomFeatureBase._common_constraints,
         "gammas": GRID,
         "length_scales": GRID,
