@@ -10,6 +10,7 @@ import logging
 import sys
 
 from bigkernel._version import __version__
+from bigkernel.data.synthetic import DEFAULT_NOISE
 from bigkernel.errors import BigkernelError
 
 logger = logging.getLogger("bigkernel")
@@ -45,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     mk.add_argument("output", help="zarr group to write (arrays X and y)")
     mk.add_argument("--n-samples", type=_count, default=100_000, help="rows (accepts 1e8)")
     mk.add_argument("--n-features", type=int, default=None, help="friedman1: >= 5 (default 10); sine: 1")
-    mk.add_argument("--noise", type=float, default=None, help="noise sd (friedman1 1.0, sine 0.3)")
+    mk.add_argument("--noise", type=float, default=None, help="noise sd (default: " + ", ".join(f"{kind} {sd}" for kind, sd in DEFAULT_NOISE.items()) + ")")
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--chunk-rows", type=_count, default=131_072)
     mk.add_argument("--overwrite", action="store_true")
@@ -138,8 +139,7 @@ def _cmd_make_data(args) -> int:
     from bigkernel.data.synthetic import SyntheticSpec, make_data
 
     d = args.n_features or (10 if args.kind == "friedman1" else 1)
-    noise = args.noise if args.noise is not None else (1.0 if args.kind == "friedman1" else 0.3)
-    spec = SyntheticSpec(args.kind, args.n_samples, d, noise, args.seed)
+    spec = SyntheticSpec(args.kind, args.n_samples, d, args.noise, args.seed)  # None: the kind's default
     path = make_data(spec, args.output, chunk_rows=args.chunk_rows, overwrite=args.overwrite)
     sys.stdout.write(json.dumps({"path": path, "n_samples": spec.n_samples, "n_features": d}) + "\n")
     return 0

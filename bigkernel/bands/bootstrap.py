@@ -71,7 +71,7 @@ import tempfile
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import dask.array as da
@@ -101,6 +101,7 @@ from bigkernel.numerics.residuals import (
     RESIDUAL_SAMPLE_ROWS,
     ResidualSample,
 )
+from bigkernel.validation import Interval, Options, check_int, check_param, is_integer
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -303,25 +304,15 @@ def _check_X_eval(X_eval: Any, n_features: int) -> np.ndarray:
     return np.ascontiguousarray(E)
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ParameterError(f"{name} must be an integer >= {minimum}; found {value!r}.")
-    return int(value)
-
-
-def _check_confidence(confidence_level: Any) -> float:
-    if (isinstance(confidence_level, bool) or not isinstance(confidence_level, Real)
-            or not 0.0 < float(confidence_level) < 1.0):
-        raise ParameterError(
-            f"confidence_level must be in (0, 1), e.g. 0.9 for a 90 % band; found "
-            f"{confidence_level!r}."
-        )
-    return float(confidence_level)
+def _check_confidence(confidence_level: Any, caller: str) -> float:
+    """The band's coverage, in (0, 1) (0.9 for a 90 % band)."""
+    return float(check_param("confidence_level", confidence_level, [Interval(Real, 0, 1, closed="neither")],
+                             caller=caller, default=0.9))
 
 
 def _resolve_seed(random_state: Any, store_path: str | None) -> int:
     """Integer entropy of the resampling; None reuses an existing store's seed (resume)."""
-    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+    if is_integer(random_state):
         if random_state < 0:
             raise ParameterError(f"random_state must be >= 0; found {random_state}.")
         return int(random_state)
@@ -391,12 +382,9 @@ def _batch_dataset(ds: Dataset, batch: int, clone_data: bool) -> Dataset:
 
 
 def _check_interval(interval: Any) -> str:
-    if interval not in INTERVALS:
-        raise ParameterError(
-            f"interval must be one of {INTERVALS} ('confidence': band of the fitted function; "
-            f"'prediction': interval for a new observation); found {interval!r}."
-        )
-    return str(interval)
+    """'confidence' (band of the fitted function) or 'prediction' (interval for a new y)."""
+    return str(check_param("interval", interval, [Options(str, INTERVALS)], caller="bootstrap",
+                           default="confidence"))
 
 
 def out_of_range(X_eval: np.ndarray, data_min: np.ndarray | None, data_max: np.ndarray | None) -> np.ndarray:
@@ -576,13 +564,13 @@ def bootstrap(
         The estimator type has no bootstrap plan (or, for ``interval="prediction"``, its plan
         has no ``residual_task``).
     """
-    B = _check_int("n_bootstraps", n_bootstraps, 1)
-    level = _check_confidence(confidence_level)
+    B = check_int("n_bootstraps", n_bootstraps, 1, caller="bootstrap", default=200)
+    level = _check_confidence(confidence_level, "bootstrap")
     interval = _check_interval(interval)
     if method not in METHODS:
         raise ParameterError(f"method must be one of {METHODS}; found {method!r}.")
     if batch_size is not None:
-        batch_size = _check_int("batch_size", batch_size, 1)
+        batch_size = check_int("batch_size", batch_size, 1, caller="bootstrap")
     if y is None:
         raise DataError("bootstrap() requires y; found None.")
 
@@ -718,7 +706,7 @@ def load_bootstrap(
     IncompleteStoreError
         Some replicates are missing; rerun :func:`bootstrap` with this store to finish it.
     """
-    level = _check_confidence(confidence_level)
+    level = _check_confidence(confidence_level, "load_bootstrap")
     store = open_store(path, storage_options=storage_options)
     if interval is None:
         interval = "prediction" if store.read_residuals() is not None else "confidence"
@@ -749,7 +737,7 @@ def eval_grid(
     -------
     ndarray of shape (n_points, n_features), float64
     """
-    n_points = _check_int("n_points", n_points, 1)
+    n_points = check_int("n_points", n_points, 1, caller="eval_grid", default=200)
     if isinstance(X, da.Array):
         if X.ndim != 2:
             raise DataError(f"X must be 2-D (n_samples, n_features); found shape {X.shape}.")
@@ -763,7 +751,7 @@ def eval_grid(
             raise DataError(f"X must be 2-D (n_samples, n_features); found shape {A.shape}.")
         lo, hi = A.min(axis=0), A.max(axis=0)
     d = A.shape[1]
-    feature = _check_int("feature", feature, 0)
+    feature = check_int("feature", feature, 0, caller="eval_grid", default=0)
     if feature >= d:
         raise ParameterError(f"feature must be < n_features = {d}; found {feature}.")
     if reference is None:

@@ -78,6 +78,7 @@ from bigkernel.numerics.resample import BootstrapWeights
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.residuals import ResidualSample, finish_residuals, residual_summary
 from bigkernel.numerics.sums import SufficientStats, sums_precision
+from bigkernel.validation import is_integer
 
 __all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan"]
 
@@ -194,7 +195,7 @@ def _with_seed(est: Any, seed_entropy: int) -> Any:
     """An unfitted clone with an integer ``random_state`` (derived when it is not one)."""
     est = clone(est)
     seed = est.random_state
-    if not isinstance(seed, Integral) or isinstance(seed, bool):
+    if not is_integer(seed):
         # no integer seed: derive it from the bootstrap seed, so the run (and its resume) is
         # reproducible from the bootstrap seed alone
         est.set_params(random_state=derived_seed(seed_entropy))

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 GEN_ROWS = 2**16
 DATA_FORMAT = "bigkernel-data"
 KINDS = ("friedman1", "sine")
+#: default noise standard deviation of each kind (the CLI's make-data and job configs read it)
+DEFAULT_NOISE = {"friedman1": 1.0, "sine": 0.3}
 
 
 @dataclass(frozen=True)
@@ -37,19 +39,22 @@ class SyntheticSpec:
     n_samples : int, default=100000
     n_features : int, default=10
         1 for ``"sine"``.
-    noise : float, default=1.0
+    noise : float or None, default=None
+        None: the kind's :data:`DEFAULT_NOISE` (friedman1 1.0, sine 0.3).
     seed : int, default=0
     """
 
     kind: str = "friedman1"
     n_samples: int = 100_000
     n_features: int = 10
-    noise: float = 1.0
+    noise: float | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ParameterError(f"unknown synthetic data kind {self.kind!r}; choose one of {list(KINDS)}")
+        if self.noise is None:
+            object.__setattr__(self, "noise", DEFAULT_NOISE[self.kind])
         if int(self.n_samples) <= 0:
             raise ParameterError(f"n_samples must be positive, got {self.n_samples}")
         if self.kind == "friedman1" and self.n_features < 5:

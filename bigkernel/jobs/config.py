@@ -45,7 +45,6 @@ Null
 from __future__ import annotations
 
 import difflib
-import math
 import numbers
 import os
 import re
@@ -56,7 +55,22 @@ from typing import Any, Literal, NoReturn, get_args
 import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
+from ..data.synthetic import DEFAULT_NOISE
 from ..errors import ConfigError, DataNotFoundError
+from ..models.exact import ExactKernelRidge
+from ..models.kernel_ridge import KernelRidge
+from ..models.nystroem import NystroemRidge
+from ..models.random_features import RandomFeatureRidge
+from ..models.random_features_cv import RandomFeatureRidgeCV
+from ..validation import (
+    Interval,
+    InvalidParameterError,
+    ListOf,
+    Options,
+    check_param,
+    join_or,
+    make_constraint,
+)
 
 __all__ = [
     "BootstrapConfig",
@@ -149,8 +163,9 @@ class MakeDataConfig:
         Number of rows, > 0.
     n_features : int, default=10 for friedman1, 1 for sine
         Number of columns of X.
-    noise : float, default=1.0
-        Standard deviation of the Gaussian noise added to y, >= 0.
+    noise : float, default=1.0 for friedman1, 0.3 for sine
+        Standard deviation of the Gaussian noise added to y, >= 0; None (as constructed without
+        it) means the kind's default, :data:`bigkernel.data.synthetic.DEFAULT_NOISE`.
     seed : int, default=the job's ``seed``
         Seed of the generator, >= 0.
     chunk_rows : int, default=131_072
@@ -163,7 +178,7 @@ class MakeDataConfig:
     kind: MakeKind = "friedman1"
     n_samples: int = 200_000
     n_features: int = 10
-    noise: float = 1.0
+    noise: float | None = None
     seed: int = 0
     chunk_rows: int = 131_072
     path: str
@@ -819,10 +834,8 @@ def _yaml_number_spelling(text: str, integer: bool) -> str:
     return spelled + (f"e{exp_sign or '+'}{exp}" if exp is not None else "")
 
 
-def _reject_non_number(value: Any, expected: str, integer: bool) -> None:
-    """Raise unless ``value`` is a real number; explain booleans and numbers read as text."""
-    if isinstance(value, bool):
-        _fail(expected, value, "; booleans are not numbers")
+def _reject_number_text(value: Any, expected: str, integer: bool) -> None:
+    """Raise if ``value`` is a number YAML 1.1 read as text, saying how to write it."""
     if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value.strip()):
         spelled = _yaml_number_spelling(value.strip(), integer)
         fix = f"; write {spelled}" if spelled else ""
@@ -831,55 +844,98 @@ def _reject_non_number(value: Any, expected: str, integer: bool) -> None:
             f"not a number (a float needs a decimal point and a signed exponent, and quotes "
             f"always make text){fix}"
         )
-    if not isinstance(value, numbers.Real):
-        _fail(expected, value)
 
 
-def _bounds(gt: float | None, ge: float | None, lt: float | None, le: float | None) -> str:
-    """Describe bounds such as ``>= 0 and < 1``."""
-    parts = [f"{op} {bound:g}" for op, bound in ((">", gt), (">=", ge), ("<", lt), ("<=", le))
-             if bound is not None]
-    return " and ".join(parts)
+_BOOLEAN = make_constraint("boolean")
 
 
-def _within_bounds(value: float, gt: float | None, ge: float | None, lt: float | None,
-                   le: float | None) -> bool:
-    """Whether ``value`` satisfies every given bound."""
-    return ((gt is None or value > gt) and (ge is None or value >= ge)
-            and (lt is None or value < lt) and (le is None or value <= le))
+def _describe(form: Any) -> str:
+    """A constraint in the config's words (YAML writes true and false in lower case)."""
+    return "true or false" if form is _BOOLEAN else form.describe()
+
+
+def _satisfying(forms: Sequence[Any], expected: str | None = None) -> Check:
+    """Check a value by constraints of :mod:`bigkernel.validation` (the estimators' own rules).
+
+    A refused value is the parameter error said in the config's terms: ``expected ..., found
+    <the YAML value><why>``, reported against the key and its line. Numbers YAML 1.1 reads as
+    text are explained first. Returns the value, as int or float where a number is expected.
+    """
+    forms = [make_constraint(form) for form in forms]
+    expected = expected or join_or([_describe(form) for form in forms])
+    numeric = any(isinstance(f, Interval) or isinstance(f, Options) and f.type is not str for f in forms)
+    integer = any(isinstance(f, Interval) and f.type is numbers.Integral for f in forms)
+
+    def check(value: Any) -> Any:
+        if numeric:
+            _reject_number_text(value, expected, integer)
+        try:
+            check_param("value", value, forms)
+        except InvalidParameterError as exc:
+            _fail(expected, value, exc.hint)
+        kind = next(f for f in forms if f.is_satisfied_by(value))
+        if isinstance(kind, Interval) and kind.type is numbers.Integral:
+            return int(value)
+        if isinstance(kind, Interval) or isinstance(kind, Options) and kind.type is not str:
+            return float(value)
+        return value
+
+    return check
+
+
+def _interval(kind: type, gt: float | None, ge: float | None, lt: float | None = None,
+              le: float | None = None) -> Interval:
+    """The :class:`~bigkernel.validation.Interval` of bounds such as ``gt=0, lt=1``."""
+    closed = {(True, True): "both", (True, False): "left", (False, True): "right", (False, False): "neither"}
+    return Interval(kind, ge if ge is not None else gt, le if le is not None else lt,
+                    closed=closed[ge is not None, le is not None])
 
 
 def _integer(*, gt: int | None = None, ge: int | None = None) -> Check:
     """Check for an integer (not a boolean, not a float) within bounds."""
-    expected = f"an integer {_bounds(gt, ge, None, None)}".strip()
-
-    def check(value: Any) -> int:
-        _reject_non_number(value, expected, integer=True)
-        if not isinstance(value, numbers.Integral):
-            hint = "; write it without a decimal point" if float(value).is_integer() else ""
-            _fail(expected, value, hint)
-        if not _within_bounds(int(value), gt, ge, None, None):
-            _fail(expected, value)
-        return int(value)
-
-    return check
+    return _satisfying([_interval(numbers.Integral, gt, ge)])
 
 
 def _number(*, gt: float | None = None, ge: float | None = None, lt: float | None = None,
             le: float | None = None, expected: str | None = None) -> Check:
     """Check for a finite real number (not a boolean) within bounds; returns a float."""
-    expected = expected or f"a number {_bounds(gt, ge, lt, le)}".strip()
+    return _satisfying([_interval(numbers.Real, gt, ge, lt, le)], expected)
 
-    def check(value: Any) -> float:
-        _reject_non_number(value, expected, integer=False)
-        number = float(value)
-        if math.isnan(number):
-            _fail(expected, value, "; NaN is not allowed")
-        if math.isinf(number):
-            _fail(expected, value, "; the value must be finite")
-        if not _within_bounds(number, gt, ge, lt, le):
-            _fail(expected, value)
-        return number
+
+def _param(owner: type, name: str, *, words: Sequence[str] | None = None,
+           null_word: str | None = None) -> Check:
+    """Check a ``model`` key by the parameter table of the estimator that takes it.
+
+    One rule, read by both: ``owner._parameter_constraints[name]``. A YAML value takes the forms
+    of that entry that YAML can write (numbers, lists, text options, booleans; not Python types);
+    whether null is allowed is the key's business (``nullable``). ``words`` replace the entry's
+    text options by the config's own keywords, matched case-insensitively (alpha 'cv', 'loo');
+    ``null_word`` is the text that stands for the entry's None (preconditioner 'none'). A list
+    is checked item by item, naming the index.
+    """
+    entry = [make_constraint(form) for form in owner._parameter_constraints[name]]
+    allows_none = any(form.is_satisfied_by(None) for form in entry)
+    texts = [o for f in entry if isinstance(f, Options) and f.type is str for o in f.options]
+    forms = [f for f in entry if isinstance(f, (Interval, ListOf)) or f is _BOOLEAN
+             or isinstance(f, Options) and f.type is not str]
+    strict = (texts if words is None else []) + ([null_word] if null_word and allows_none else [])
+    shown = [*(words or ()), *strict]
+    if forms:
+        expected = join_or([_describe(f) for f in forms] + [repr(w) for w in shown])
+    else:
+        expected = Options(str, shown).describe()
+    scalar = _satisfying(forms + ([Options(str, strict)] if strict else []), expected)
+    items = next((f.item for f in forms if isinstance(f, ListOf)), None)
+    item = _satisfying([items], expected) if items is not None else None
+
+    def check(value: Any) -> Any:
+        if words and isinstance(value, str) and value.strip().lower() in words:
+            return value.strip().lower()
+        if item is not None and isinstance(value, (list, tuple)):
+            if not value:
+                _fail(expected, value, "; the list is empty")
+            return tuple(_list_item(item, index, v) for index, v in enumerate(value))
+        return scalar(value)
 
     return check
 
@@ -1211,7 +1267,7 @@ def _parse_make(sec: _Section) -> MakeDataConfig:
         kind=kind,
         n_samples=sec.value("n_samples", _integer(gt=0), 200_000),
         n_features=sec.value("n_features", _integer(gt=0), default_features),
-        noise=sec.value("noise", _number(ge=0), 1.0),
+        noise=sec.value("noise", _number(ge=0), DEFAULT_NOISE[kind]),
         seed=sec.ctx.seed if seed is None else seed,
         chunk_rows=sec.value("chunk_rows", _integer(gt=0), 131_072),
         path=sec.required("path", _location(sec.ctx.base_dir), "the zarr group to write, "
@@ -1248,7 +1304,7 @@ def _parse_data(top: _Section) -> DataConfig:
 def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
     """Parse ``model`` and check the fields that constrain one another."""
     model = ModelConfig(
-        solver=sec.value("solver", _choice(get_args(Solver)), "random_features"),
+        solver=sec.value("solver", _param(KernelRidge, "solver"), "random_features"),
         kernel=sec.value("kernel", _choice(get_args(Kernel)), "rbf"),
         gamma=sec.value("gamma", _positive_or_list(
             "a number > 0, a non-empty list of numbers > 0 (searched), or 'cv'", word="cv"), None,
@@ -1257,27 +1313,26 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
             "a number > 0 or a non-empty list of numbers > 0 (one per feature)"), None,
             nullable=True),
         nu=sec.value("nu", _nu, 1.5),
-        n_components=sec.value("n_components", _integer(gt=0), 1024),
-        sampler=sec.value("sampler", _choice(get_args(Sampler)), "iid"),
-        form=sec.value("form", _choice(get_args(Form)), "cos"),
-        alpha=sec.value("alpha", _positive_or_list(
-            "a number > 0, a non-empty list of numbers > 0, 'loo', 'gcv' or 'cv'", word=("gcv", "cv", "loo")),
-            "gcv"),
-        cv=sec.value("cv", _integer(gt=1), 5),
-        standardize=sec.value("standardize", _boolean, False),
-        fit_intercept=sec.value("fit_intercept", _boolean, True),
-        dtype=sec.value("dtype", _choice(get_args(DType)), "float64"),
+        n_components=sec.value("n_components", _param(RandomFeatureRidge, "n_components"), 1024),
+        sampler=sec.value("sampler", _param(RandomFeatureRidge, "sampler"), "iid"),
+        form=sec.value("form", _param(RandomFeatureRidge, "form"), "cos"),
+        alpha=sec.value("alpha", _param(RandomFeatureRidge, "alpha", words=("loo", "gcv", "cv")), "gcv"),
+        cv=sec.value("cv", _param(RandomFeatureRidgeCV, "cv", words=()), 5),  # 'gcv' is alpha's, in a job
+        standardize=sec.value("standardize", _param(RandomFeatureRidge, "standardize"), False),
+        fit_intercept=sec.value("fit_intercept", _param(RandomFeatureRidge, "fit_intercept"), True),
+        dtype=sec.value("dtype", _param(RandomFeatureRidge, "dtype"), "float64"),
         random_state=sec.value("random_state", _integer(ge=0), None, nullable=True),
         degree=sec.value("degree", _integer(gt=0), 3),
         coef0=sec.value("coef0", _number(), 1.0),
-        tol=sec.value("tol", _number(gt=0, lt=1), 1e-6),
-        max_iter=sec.value("max_iter", _integer(gt=0), None, nullable=True),
-        preconditioner=sec.value("preconditioner", _choice(get_args(Preconditioner)), "rpcholesky"),
-        rank=sec.value("rank", _integer(gt=0), None, nullable=True),
+        tol=sec.value("tol", _param(ExactKernelRidge, "tol"), 1e-6),
+        max_iter=sec.value("max_iter", _param(ExactKernelRidge, "max_iter"), None, nullable=True),
+        preconditioner=sec.value("preconditioner", _param(ExactKernelRidge, "preconditioner", null_word="none"),
+                                 "rpcholesky"),
+        rank=sec.value("rank", _param(ExactKernelRidge, "rank"), None, nullable=True),
         memory_budget=sec.value("memory_budget", _byte_size, None, nullable=True),
-        gram_dtype=sec.value("gram_dtype", _choice(get_args(GramDType)), "auto"),
-        n_probes=sec.value("n_probes", _integer(ge=0), 8),
-        landmarks=sec.value("landmarks", _choice(get_args(Landmarks)), "rpcholesky"),
+        gram_dtype=sec.value("gram_dtype", _param(ExactKernelRidge, "dtype"), "auto"),
+        n_probes=sec.value("n_probes", _param(ExactKernelRidge, "n_probes"), 8),
+        landmarks=sec.value("landmarks", _param(NystroemRidge, "landmarks"), "rpcholesky"),
     )
     if model.random_state is None:
         model = replace(model, random_state=sec.ctx.seed)

@@ -1,10 +1,17 @@
-"""What every bigkernel estimator shares: sklearn tags, input validation, zarr I/O hooks."""
+"""What every bigkernel estimator shares: sklearn tags, parameter and input validation, zarr I/O
+hooks, and the parameter-table entries several estimators use."""
 
 from __future__ import annotations
+
+import functools
+import inspect
+from numbers import Integral, Real
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_consistent_length, validate_data
 
 from bigkernel.data.sources import Dataset, as_dataset
@@ -12,6 +19,33 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.model_store import save_model
 from bigkernel.io.predictions import predict_to_zarr
+from bigkernel.kernels.functions import Kernel
+from bigkernel.numerics.fourier_features import MATERN_NUS
+from bigkernel.validation import Interval, ListOf, Options, is_integer, validate_params
+
+# --------------------------------------------------------------------------------------------
+# Entries of the parameter tables (``_parameter_constraints``) that several estimators share
+# --------------------------------------------------------------------------------------------
+#: a finite number > 0
+POSITIVE = Interval(Real, 0, None, closed="neither")
+#: an integer > 0 (written as > 0, not >= 1, so estimator and job config say the same)
+COUNT = Interval(Integral, 0, None, closed="neither")
+#: the ridge penalty: a number, a list scored by GCV, or the default grid
+ALPHA = [POSITIVE, ListOf(POSITIVE), Options(str, ("gcv",))]
+#: a searched grid (the CV estimators): a list, or one value
+GRID = [ListOf(POSITIVE), POSITIVE, None]
+#: bytes, a size such as "4GB" (parsed by ``resolve_memory_budget``) or None (half the memory)
+MEMORY_BUDGET = [POSITIVE, str, None]
+# Kernel parameters. Placeholders: the kernel registry (issue 10, branch i10-kernels) is to own
+# these entries; the kernels' own checks (bigkernel.kernels.functions) still run when a kernel
+# is built, and today's rules (nu for "matern", names of kernels) stay where they are.
+KERNEL = [str, dict, Kernel]
+GAMMA = [POSITIVE, None]
+LENGTH_SCALE = [POSITIVE, "array-like", None]
+NU = [Options(Real, MATERN_NUS), None]
+DEGREE = [POSITIVE]
+COEF0 = [Interval(Real, None, None, closed="neither")]
+KERNEL_PARAMS = [dict, None]
 
 
 class RowWeights:
@@ -53,15 +87,48 @@ def single_target(a: np.ndarray, single: bool) -> np.ndarray:
     return a[:, 0].copy() if single else a
 
 
+def int_seed(random_state) -> int:
+    """``random_state`` if it is an integer, else a seed drawn from it (None, RandomState)."""
+    if is_integer(random_state):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+
+@functools.cache
+def _init_defaults(cls: type) -> dict:
+    """The default of each ``__init__`` parameter of ``cls`` (offered as the fix of an error)."""
+    return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
 class _EstimatorBase(RegressorMixin, BaseEstimator):
     """Multi-output regressor taking numpy or dask input; subclasses implement ``fit``,
     ``predict``, ``_get_state`` and ``_set_state``."""
+
+    #: the allowed forms of each ``__init__`` parameter (see :mod:`bigkernel.validation`),
+    #: checked by :meth:`_check_params` at the start of every fit
+    _parameter_constraints: ClassVar[dict[str, list]] = {}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = True
         return tags
+
+    # ----------------------------------------------------------------- parameters
+    def _check_params(self) -> None:
+        """Check every parameter against the table, then the rules that relate several."""
+        self._validate_params()
+        self._check_rules()
+
+    def _validate_params(self) -> None:
+        """Check every parameter against ``_parameter_constraints`` (overrides scikit-learn's
+        private method of the same name, which reads scikit-learn's own constraint objects)."""
+        validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__,
+                        defaults=_init_defaults(type(self)))
+
+    def _check_rules(self) -> None:
+        """Rules a table cannot express (several parameters together); none by default."""
 
     # ----------------------------------------------------------------- data
     def fit(self, X, y, sample_weight=None):

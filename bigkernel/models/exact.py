@@ -13,18 +13,31 @@ import logging
 import math
 import time
 from numbers import Integral, Real
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
 import psutil
 from dask.utils import parse_bytes
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, NotPSDError, ParameterError
-from bigkernel.models._base import single_target, _EstimatorBase
+from bigkernel.models._base import (
+    ALPHA,
+    COEF0,
+    COUNT,
+    DEGREE,
+    GAMMA,
+    KERNEL,
+    KERNEL_PARAMS,
+    LENGTH_SCALE,
+    MEMORY_BUDGET,
+    NU,
+    _EstimatorBase,
+    int_seed,
+    single_target,
+)
 from bigkernel.runtime import active_client, compute
 from bigkernel.solvers.gram_operator import GramOperator
 from bigkernel.numerics.dual import describe_df, solve_dual
@@ -35,6 +48,7 @@ from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.sums import check_finite
 from bigkernel.io.model_store import register_model
+from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
 
@@ -108,12 +122,6 @@ def default_exact_rank(n: int, memory_budget: int) -> int:
     """
     by_memory = int(memory_budget // (4 * 3 * 8 * max(n, 1)))
     return int(max(1, min(n, max(100, math.ceil(7.0 * math.sqrt(n))), max(by_memory, 1))))
-
-
-def _seed(random_state) -> int:
-    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
-        return int(random_state)
-    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
 class _DualPredictor:
@@ -299,23 +307,32 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.random_state = random_state
 
     # ----------------------------------------------------------------- parameters
-    def _check_params(self) -> None:
-        check_choice("preconditioner", self.preconditioner, PRECONDITIONERS)
-        check_choice("dtype", self.dtype, DTYPES)
-        if not isinstance(self.alpha, str) or self.alpha != "gcv":
-            resolve_alphas(self.alpha)
-        if isinstance(self.tol, bool) or not isinstance(self.tol, Real) or not (0 < self.tol < 1):
-            raise ParameterError(f"tol must be a number in (0, 1), got {self.tol!r}")
-        for name in ("max_iter", "rank"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral) or v < 1):
-                raise ParameterError(f"{name} must be a positive integer or None, got {v!r}")
-        if self.n_probes is not None and (
-            isinstance(self.n_probes, bool) or not isinstance(self.n_probes, Integral) or self.n_probes < 0
-        ):
-            raise ParameterError(f"n_probes must be an integer >= 0 or None, got {self.n_probes!r}")
-        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
-            raise ParameterError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "kernel": KERNEL,  # names are checked when the kernel is built (make_kernel)
+        "alpha": ALPHA,
+        "gamma": GAMMA,
+        "degree": DEGREE,
+        "coef0": COEF0,
+        "length_scale": LENGTH_SCALE,
+        "nu": NU,
+        "kernel_params": KERNEL_PARAMS,
+        "fit_intercept": ["boolean"],
+        "tol": [Interval(Real, 0, 1, closed="neither")],
+        "max_iter": [COUNT, None],
+        "preconditioner": [Options(str, tuple(p for p in PRECONDITIONERS if p)), None],
+        "rank": [COUNT, None],
+        "memory_budget": MEMORY_BUDGET,
+        "dtype": [Options(str, DTYPES)],
+        "n_probes": [Interval(Integral, 0, None, closed="left"), None],
+        "standardize": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
+    def _check_rules(self) -> None:
+        self._check_memory_budget()
+
+    def _check_memory_budget(self) -> None:
+        """A size given as text must parse (``"4GB"``)."""
         resolve_memory_budget(self.memory_budget)
 
     def _make_kernel(self, n_features: int) -> Kernel:
@@ -395,7 +412,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         closes it. ``sample_weight`` (all > 0) weights the rows (see :func:`solve_dual`).
         """
         n, d = X.shape
-        seed = _seed(self.random_state)
+        seed = int_seed(self.random_state)
         rank = min(n, self.rank or default_exact_rank(n, budget)) if self.preconditioner else 0
         alphas_fixed = None if isinstance(self.alpha, str) else resolve_alphas(self.alpha)[0]
         n_alphas = EXACT_GCV_GRID.size if alphas_fixed is None else alphas_fixed.size

@@ -13,16 +13,26 @@ import math
 import time
 from numbers import Integral, Real
 from types import SimpleNamespace
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.models._search import best_index, cv_results, search_params
-from bigkernel.models._base import single_target, _EstimatorBase
+from bigkernel.models._base import (
+    COEF0,
+    DEGREE,
+    GRID,
+    KERNEL,
+    KERNEL_PARAMS,
+    MEMORY_BUDGET,
+    NU,
+    _EstimatorBase,
+    single_target,
+)
 from bigkernel.runtime import compute
 from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
 from bigkernel.numerics.fourier_features import gamma_from_length_scale
@@ -32,6 +42,7 @@ from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.sums import check_finite
 from bigkernel.io.model_store import register_model
+from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
 
@@ -199,28 +210,37 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.random_state = random_state
 
     # ----------------------------------------------------------------- parameters
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "kernel": KERNEL,  # names are checked when the kernel is built (make_kernel)
+        "gammas": GRID,
+        "length_scales": GRID,
+        "alphas": GRID,
+        "criterion": [Options(str, CRITERIA)],
+        "degree": DEGREE,
+        "coef0": COEF0,
+        "nu": NU,
+        "kernel_params": KERNEL_PARAMS,
+        "fit_intercept": ["boolean"],
+        "standardize": ["boolean"],
+        "max_n": [Interval(Integral, 2, None, closed="left"), None],
+        "memory_budget": MEMORY_BUDGET,
+        "random_state": ["random_state"],
+    }
+
     def _kernel_name(self) -> str | None:
         return self.kernel.lower() if isinstance(self.kernel, str) else None
 
     def _fixed_bandwidth(self) -> bool:
         return bool(set(self.kernel_params or {}) & set(_BANDWIDTH_KEYS))
 
-    def _check_params(self) -> None:
-        check_choice("criterion", self.criterion, CRITERIA)
-        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
-            raise ParameterError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
-        if not isinstance(self.kernel, (str, dict, Kernel)):
-            raise ParameterError(f"kernel must be a name, a Kernel or a dict, got {type(self.kernel).__name__}")
+    def _check_rules(self) -> None:
+        self._check_search()
+        resolve_memory_budget(self.memory_budget)  # a size given as text must parse
+
+    def _check_search(self) -> None:
+        """A bandwidth to search, given one way, for a kernel that has it."""
         if self.gammas is not None and self.length_scales is not None:
             raise ParameterError("give gammas or length_scales, not both")
-        for name in ("gammas", "length_scales", "alphas"):
-            values = getattr(self, name)
-            if values is not None:
-                arr = np.atleast_1d(np.asarray(values, dtype=object))
-                if arr.ndim != 1 or arr.size == 0 or not all(
-                    isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v) and v > 0 for v in arr
-                ):
-                    raise ParameterError(f"{name} must be a non-empty list of positive numbers, got {values!r}")
         name = self._kernel_name()
         if self.gammas is not None and (name not in GAMMA_KERNELS or self._fixed_bandwidth()):
             fixed = " with a bandwidth in kernel_params" if self._fixed_bandwidth() else ""
@@ -233,10 +253,6 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 f"length_scales: kernel {self.kernel!r} has no length scale to search here; length_scales "
                 f"exist for kernels {', '.join(LENGTH_SCALE_KERNELS)} (given by name)"
             )
-        if self.max_n is not None and (isinstance(self.max_n, bool) or not isinstance(self.max_n, Integral)
-                                       or self.max_n < 2):
-            raise ParameterError(f"max_n must be an integer >= 2 or None, got {self.max_n!r}")
-        resolve_memory_budget(self.memory_budget)
 
     def _bandwidths(self, n_features: int) -> list[float | None]:
         """The γ grid (``[None]``: the kernel's own bandwidth, γ not searched)."""

@@ -17,12 +17,12 @@ The rule (:func:`choose_solver`), from n, the kernel and the memory budget:
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.models._base import RowWeights, _EstimatorBase, check_sample_weight
@@ -34,6 +34,7 @@ from bigkernel.numerics import fourier_features as features
 from bigkernel.numerics.gram_tiles import plan_gram
 from bigkernel.kernels.functions import Kernel
 from bigkernel.io.model_store import register_model
+from bigkernel.validation import Options
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +193,18 @@ class KernelRidge(_EstimatorBase):
         self.standardize = standardize
         self.random_state = random_state
 
+    # ----------------------------------------------------------------- parameters
+    #: the solvers' own entries, read from their tables (one rule each), and the solver choice;
+    #: the chosen solver checks its cross-parameter rules when it is fitted
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **{name: ExactKernelRidge._parameter_constraints[name] for name in (
+            "kernel", "alpha", "gamma", "degree", "coef0", "length_scale", "nu", "kernel_params",
+            "fit_intercept", "memory_budget", "tol", "max_iter", "preconditioner", "rank", "n_probes",
+            "dtype", "standardize", "random_state")},
+        **{name: NystroemRidge._parameter_constraints[name] for name in ("n_components", "landmarks")},
+        "solver": [Options(str, SOLVERS)],
+    }
+
     def _build(self, solver: str):
         common = dict(alpha=self.alpha, gamma=self.gamma, length_scale=self.length_scale, nu=self.nu,
                       fit_intercept=self.fit_intercept, random_state=self.random_state,
@@ -218,7 +231,6 @@ class KernelRidge(_EstimatorBase):
         return RandomFeatureRidge(self.kernel, n_components=self.n_components, dtype=feature_dtype, **common)
 
     def _pick(self, n: int, d: int, n_targets: int) -> tuple[str, str]:
-        check_choice("solver", self.solver, SOLVERS)
         if self.solver != "auto":
             return self.solver, f"solver={self.solver!r} was asked for"
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
@@ -238,6 +250,7 @@ class KernelRidge(_EstimatorBase):
         -------
         self
         """
+        self._check_params()
         if y is None:
             raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         ds, _ = self._as_dataset(X, y, reset=True)
@@ -247,6 +260,7 @@ class KernelRidge(_EstimatorBase):
 
     def fit_dataset(self, ds: Dataset, weights=None):
         """Fit from a validated dataset (for orchestrators); see the solvers' ``fit_dataset``."""
+        self._check_params()
         n, d = ds.X.shape
         k = 1 if ds.y.ndim == 1 else ds.y.shape[1]
         solver, reason = self._pick(n, d, k)

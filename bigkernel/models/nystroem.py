@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import logging
-from numbers import Integral
+from typing import ClassVar
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import DataError
 from bigkernel.runtime import compute
+from bigkernel.models._base import (
+    ALPHA,
+    COEF0,
+    COUNT,
+    DEGREE,
+    GAMMA,
+    KERNEL,
+    KERNEL_PARAMS,
+    LENGTH_SCALE,
+    NU,
+)
 from bigkernel.models.exact import build_kernel
-from bigkernel.models.random_features import _is_dtype, _RandomFeatureBase
+from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
 from bigkernel.kernels.functions import Kernel
 from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
@@ -22,8 +32,9 @@ from bigkernel.numerics.nystroem_features import (
     select_landmarks,
 )
 from bigkernel.numerics.sums import sums_precision
-from bigkernel.numerics.primal import resolve_alphas, solve_primal
+from bigkernel.numerics.primal import solve_primal
 from bigkernel.io.model_store import register_model
+from bigkernel.validation import Options
 
 logger = logging.getLogger(__name__)
 
@@ -108,16 +119,26 @@ class NystroemRidge(_RandomFeatureBase):
         self.standardize = standardize
 
     # ----------------------------------------------------------------- parameters
-    def _check_params(self) -> None:
-        check_choice("landmarks", self.landmarks, LANDMARK_METHODS)
-        check_choice("dtype", str(np.dtype(self.dtype)) if _is_dtype(self.dtype) else self.dtype, ("float32", "float64"))
-        if isinstance(self.n_components, bool) or not isinstance(self.n_components, Integral) or self.n_components <= 0:
-            raise ParameterError(f"n_components must be a positive integer, got {self.n_components!r}")
-        if self.chunk_rows is not None and (not isinstance(self.chunk_rows, Integral) or self.chunk_rows <= 0):
-            raise ParameterError(f"chunk_rows must be a positive integer or None, got {self.chunk_rows!r}")
-        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
-            raise ParameterError(f"kernel_params must be a dict or None, got {self.kernel_params!r}")
-        resolve_alphas(self.alpha)
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "kernel": KERNEL,  # names are checked when the kernel is built (make_kernel)
+        "gamma": GAMMA,
+        "degree": DEGREE,
+        "coef0": COEF0,
+        "length_scale": LENGTH_SCALE,
+        "nu": NU,
+        "kernel_params": KERNEL_PARAMS,
+        "n_components": [COUNT],
+        "landmarks": [Options(str, LANDMARK_METHODS)],
+        "alpha": ALPHA,
+        "fit_intercept": ["boolean"],
+        "random_state": ["random_state"],
+        "dtype": FEATURE_DTYPE,
+        "chunk_rows": [COUNT, None],
+        "standardize": ["boolean"],
+    }
+
+    def _check_rules(self) -> None:
+        """Any kernel: no rule beyond the table (the kernel checks its own parameters)."""
 
     def _make_kernel(self, n_features: int) -> Kernel:
         # the same kernel construction as the exact solver, so solvers are comparable

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import logging
-from numbers import Integral, Real
+from typing import ClassVar
 
 import dask.array as da
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import DataError
 from bigkernel.graph.stream import stats_graph
-from bigkernel.models._base import single_target, RowWeights, _EstimatorBase
+from bigkernel.models._base import (
+    ALPHA,
+    COUNT,
+    GAMMA,
+    LENGTH_SCALE,
+    NU,
+    RowWeights,
+    _EstimatorBase,
+    int_seed,
+    single_target,
+)
 from bigkernel.runtime import compute
 from bigkernel.numerics.fourier_features import (
     FORMS,
@@ -25,9 +34,10 @@ from bigkernel.numerics.fourier_features import (
     make_feature_map,
 )
 from bigkernel.numerics.scaling import column_moments, safe_scale
-from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, resolve_alphas, solve_primal
+from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.io.model_store import register_model
+from bigkernel.validation import DTypes, Options
 
 logger = logging.getLogger(__name__)
 
@@ -46,27 +56,38 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
     return int(2 ** np.clip(np.floor(np.log2(max(rows, 1))), 8, 13))
 
 
+#: feature dtypes: by name, or as a numpy dtype
+FEATURE_DTYPE = [Options(str, ("float32", "float64")), DTypes(("float32", "float64"))]
+
+
 class _RandomFeatureBase(_EstimatorBase):
     """Shared machinery of the random-feature estimators: checks, data, pass, predict, state."""
 
-    def _check_common_params(self) -> None:
-        check_choice("kernel", self.kernel, KERNELS)
-        check_choice("sampler", self.sampler, SAMPLERS)
-        check_choice("form", self.form, FORMS)
-        check_choice("dtype", str(np.dtype(self.dtype)) if _is_dtype(self.dtype) else self.dtype, ("float32", "float64"))
+    #: the table entries of both random-feature estimators
+    _common_constraints: ClassVar[dict[str, list]] = {
+        "kernel": [Options(str, KERNELS)],  # placeholder for the kernel registry (i10-kernels)
+        "nu": NU,
+        "n_components": [COUNT],
+        "sampler": [Options(str, SAMPLERS)],
+        "form": [Options(str, FORMS)],
+        "fit_intercept": ["boolean"],
+        "random_state": ["random_state"],
+        "dtype": FEATURE_DTYPE,
+        "chunk_rows": [COUNT, None],
+        "standardize": ["boolean"],
+    }
+
+    def _check_rules(self) -> None:
+        self._check_matern_nu()
+
+    def _check_matern_nu(self) -> None:
+        """The Matérn sampler's smoothness (the table lets other kernels leave ``nu`` unused)."""
         if self.kernel == "matern":
             check_choice("nu", self.nu, MATERN_NUS)
-        if isinstance(self.n_components, bool) or not isinstance(self.n_components, Integral) or self.n_components <= 0:
-            raise ParameterError(f"n_components must be a positive integer, got {self.n_components!r}")
-        if self.chunk_rows is not None and (not isinstance(self.chunk_rows, Integral) or self.chunk_rows <= 0):
-            raise ParameterError(f"chunk_rows must be a positive integer or None, got {self.chunk_rows!r}")
 
     def _seed(self) -> int:
         """The feature-map seed: ``random_state`` if an int, else drawn from it."""
-        seed = self.random_state
-        if not isinstance(seed, Integral) or isinstance(seed, bool):
-            seed = int(check_random_state(seed).randint(np.iinfo(np.int32).max))
-        return int(seed)
+        return int_seed(self.random_state)
 
     def _feature_map(self, n_features: int, seed: int, gamma=None, length_scale=None) -> FeatureMap:
         fmap = make_feature_map(
@@ -288,13 +309,12 @@ class RandomFeatureRidge(_RandomFeatureBase):
         self.standardize = standardize
 
     # ----------------------------------------------------------------- parameters
-    def _check_params(self) -> None:
-        self._check_common_params()
-        if self.gamma is not None and (
-            isinstance(self.gamma, bool) or not isinstance(self.gamma, Real) or not np.isfinite(self.gamma) or self.gamma <= 0
-        ):
-            raise ParameterError(f"gamma must be a positive number or None, got {self.gamma!r}")
-        resolve_alphas(self.alpha)
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **_RandomFeatureBase._common_constraints,
+        "gamma": GAMMA,
+        "length_scale": LENGTH_SCALE,
+        "alpha": ALPHA,
+    }
 
     def _make_feature_map(self, n_features: int) -> FeatureMap:
         return self._feature_map(n_features, self._seed(), self.gamma, self.length_scale)
@@ -315,11 +335,3 @@ class RandomFeatureRidge(_RandomFeatureBase):
         """Set the fitted attributes from one set of statistics."""
         sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype))
         return self._set_fitted(sol, fmap, y_ndim, stats)
-
-
-def _is_dtype(value) -> bool:
-    try:
-        np.dtype(value)
-        return True
-    except TypeError:
-        return False

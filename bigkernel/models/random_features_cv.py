@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from numbers import Integral
+from typing import ClassVar
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.runtime import compute
 from bigkernel.models._search import best_index, cv_results
+from bigkernel.models._base import GRID
 from bigkernel.models.random_features import _RandomFeatureBase
 from bigkernel.numerics.cv import cv_path
 from bigkernel.numerics.fourier_features import gamma_from_length_scale
@@ -18,6 +20,7 @@ from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
 from bigkernel.numerics.sums import sums_precision
 from bigkernel.io.model_store import register_model
+from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
 
@@ -101,23 +104,25 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.chunk_rows = chunk_rows
         self.standardize = standardize
 
-    def _check_params(self) -> None:
-        self._check_common_params()
+    # ----------------------------------------------------------------- parameters
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **_RandomFeatureBase._common_constraints,
+        "gammas": GRID,
+        "length_scales": GRID,
+        "alphas": GRID,
+        "cv": [Interval(Integral, 2, None, closed="left"), Options(str, ("gcv",))],
+    }
+
+    def _check_rules(self) -> None:
+        super()._check_rules()
+        self._check_search()
+
+    def _check_search(self) -> None:
+        """A bandwidth to search, given one way."""
         if self.kernel == "fourier":
             raise ParameterError("kernel='fourier' has no bandwidth to search; use RandomFeatureRidge(alpha='gcv')")
         if self.gammas is not None and self.length_scales is not None:
             raise ParameterError("give gammas or length_scales, not both")
-        for name in ("gammas", "length_scales", "alphas"):
-            values = getattr(self, name)
-            if values is not None:
-                arr = np.atleast_1d(np.asarray(values, dtype=object))
-                if arr.size == 0 or not all(
-                    isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and np.isfinite(v) and v > 0
-                    for v in arr
-                ):
-                    raise ParameterError(f"{name} must be a non-empty list of positive numbers, got {values!r}")
-        if self.cv != "gcv" and (isinstance(self.cv, bool) or not isinstance(self.cv, Integral) or self.cv < 2):
-            raise ParameterError(f"cv must be an integer >= 2 or 'gcv', got {self.cv!r}")
 
     def _bandwidths(self, n_features: int) -> list[float]:
         if self.length_scales is not None:
@@ -161,7 +166,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
             folds = st if split is not None else None
             total = st.total() if split is not None else st
             path = eigen_path(total, self.fit_intercept, eps)
-            alphas, _ = resolve_alphas(list(self.alphas) if self.alphas is not None else "gcv", path)
+            alphas, _ = resolve_alphas(np.atleast_1d(self.alphas).tolist() if self.alphas is not None else "gcv", path)
             if self.alphas is None:
                 alphas = DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
             alphas_per_gamma.append(alphas)

@@ -19,6 +19,7 @@ import math
 import numbers
 
 from bigkernel.errors import ParameterError
+from bigkernel.validation import check_int
 
 __all__ = [
     "fits_in_budget",
@@ -31,12 +32,6 @@ __all__ = [
 _F64 = 8
 #: fixed allowance for small arrays and Python objects (means, shapes, views): 64 KiB
 OVERHEAD_BYTES = 64 * 1024
-
-
-def _count(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ParameterError(f"{name} must be an integer >= {minimum}, found {value!r}")
-    return int(value)
 
 
 def _nonneg(name: str, value: object) -> float:
@@ -86,8 +81,8 @@ def gram_block_bytes(
     -------
     int
     """
-    rows, m, d = _count("rows", rows), _count("m", m), _count("d", d)
-    itemsize, n_rhs = _count("itemsize", itemsize), _count("n_rhs", n_rhs, 0)
+    rows, m, d = check_int("rows", rows, 1), check_int("m", m, 1), check_int("d", d, 1)
+    itemsize, n_rhs = check_int("itemsize", itemsize, 1), check_int("n_rhs", n_rhs, 0)
     kernel_extra = _nonneg("kernel_extra", kernel_extra)
     return math.ceil(rows * _per_row(m, d, itemsize, kernel_extra, n_rhs) + _fixed(m, d, n_rhs))
 
@@ -123,7 +118,7 @@ def gram_block_rows(
     ParameterError
         If not even one row fits; the message gives the minimum budget.
     """
-    n = _count("n", n)
+    n = check_int("n", n, 1)
     budget = _nonneg("budget_bytes", budget_bytes)
     need_one = gram_block_bytes(1, m, d, itemsize, kernel_extra, n_rhs=n_rhs)
     if need_one > budget:
@@ -161,10 +156,10 @@ def gram_block_size(
     ParameterError
         If not even a 1×1 block fits.
     """
-    n, d = _count("n", n), _count("d", d)
+    n, d = check_int("n", n, 1), check_int("d", d, 1)
     budget = _nonneg("budget_bytes", budget_bytes)
     extra = _nonneg("kernel_extra", kernel_extra)
-    itemsize, n_rhs = _count("itemsize", itemsize), _count("n_rhs", n_rhs, 0)
+    itemsize, n_rhs = check_int("itemsize", itemsize, 1), check_int("n_rhs", n_rhs, 0)
     need_one = gram_block_bytes(1, 1, d, itemsize, extra, n_rhs=n_rhs)
     if need_one > budget:
         raise ParameterError(
@@ -184,7 +179,7 @@ def gram_block_size(
 
 def gram_bytes(n: int, itemsize: int) -> int:
     """Bytes of the full ``n × n`` Gram matrix stored with ``itemsize`` bytes per entry."""
-    return _count("n", n) ** 2 * _count("itemsize", itemsize)
+    return check_int("n", n, 1) ** 2 * check_int("itemsize", itemsize, 1)
 
 
 def fits_in_budget(n: int, itemsize: int, budget_bytes: int) -> bool:

@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from bigkernel.errors import DataError, NotPSDError, ParameterError
+from bigkernel.validation import check_int
 
 logger = logging.getLogger(__name__)
 
@@ -140,10 +141,8 @@ def _column_tols(tol: ArrayLike, m: int) -> np.ndarray:
 
 
 def _check_options(max_iter: int | None, recompute_every: int, n: int) -> int:
-    for name, v in (("max_iter", max_iter), ("recompute_every", recompute_every)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
-            raise ParameterError(f"{name} must be a positive integer, found {v!r}")
-    return 10 * n if max_iter is None else int(max_iter)
+    check_int("recompute_every", recompute_every, 1)
+    return 10 * n if max_iter is None else check_int("max_iter", max_iter, 1)
 
 
 def _breakdown(what: str, values: np.ndarray, cols: np.ndarray, it: int) -> None:

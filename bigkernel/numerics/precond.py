@@ -33,6 +33,7 @@ from scipy.linalg import LinAlgError, cholesky, solve_triangular
 from threadpoolctl import threadpool_limits
 
 from bigkernel.errors import DataError, ParameterError
+from bigkernel.validation import check_int
 
 logger = logging.getLogger(__name__)
 
@@ -74,14 +75,8 @@ def default_rank(n: int) -> int:
     -------
     int
     """
-    n = _positive_int("n", n)
+    n = check_int("n", n, 1)
     return min(n, max(100, math.ceil(2.0 * math.sqrt(n))))
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ParameterError(f"{name} must be a positive integer, found {value!r}")
-    return int(value)
 
 
 def kernel_columns(kernel: Callable[..., np.ndarray], X: ArrayLike) -> Columns:
@@ -167,7 +162,7 @@ def nystrom_factor(
     -------
     LowRankFactor
     """
-    n, rank = _positive_int("n", n), min(_positive_int("rank", rank), n)
+    n, rank = check_int("n", n, 1), min(check_int("rank", rank, 1), n)
     S = np.sort(_rng(random_state).choice(n, size=rank, replace=False))
     C = _fetch(columns, S, n)
     L = C @ _psd_inv_sqrt(C[S])
@@ -209,8 +204,8 @@ def rpcholesky_factor(
     n = d.size
     if n == 0 or not np.all(np.isfinite(d)) or d.min() < 0:
         raise DataError("diag must be a non-empty array of finite values >= 0 (a kernel diagonal)")
-    rank = min(_positive_int("rank", rank), n)
-    block = min(rank, 100) if block_size is None else _positive_int("block_size", block_size)
+    rank = min(check_int("rank", rank, 1), n)
+    block = min(rank, 100) if block_size is None else check_int("block_size", block_size, 1)
     rng = _rng(random_state)
     F = np.zeros((n, rank))
     pivots: list[int] = []

@@ -44,6 +44,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bigkernel.errors import ParameterError
+from bigkernel.validation import is_integer
 
 __all__ = [
     "BLOCK_ROWS",
@@ -87,7 +88,7 @@ def _root(seed: SeedLike) -> _Root:
         else:
             entropy = int(entropy)
         return entropy, tuple(int(k) for k in seed.spawn_key), int(seed.pool_size)
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+    if is_integer(seed):
         if seed < 0:
             raise ParameterError(f"seed must be a non-negative integer; found {seed}.")
         return int(seed), (), _DEFAULT_POOL_SIZE
