@@ -323,7 +323,8 @@ PARAMETER_CASES = [
      "model.n_components: expected an integer > 0, found 0"),
     ({"n_components": -5}, "n_components must be a positive integer", "n_components: -5",
      "model.n_components: .*found -5"),
-    ({"kernel": "gausian"}, "kernel must be one of .*got 'gausian'", "kernel: gausian",
+    ({"kernel": "gausian"}, "unknown kernel 'gausian'; valid kernels are rbf, laplacian, matern, fourier",
+     "kernel: gausian",
      "model.kernel: expected one of 'rbf', 'laplacian', 'matern', 'fourier'"),
     ({"kernel": "laplacain"}, "did you mean 'laplacian'", "kernel: laplacain", "did you mean 'laplacian'\\?"),
 ]

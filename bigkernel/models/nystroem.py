@@ -14,7 +14,7 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.runtime import compute
 from bigkernel.models.exact import build_kernel
 from bigkernel.models.random_features import _is_dtype, _RandomFeatureBase
-from bigkernel.kernels.functions import Kernel
+from bigkernel.kernels.base import Kernel
 from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
     NystroemMap,
@@ -43,7 +43,7 @@ class NystroemRidge(_RandomFeatureBase):
     Parameters
     ----------
     kernel : str or Kernel, default="rbf"
-        Any name of :func:`~bigkernel.kernels.functions.make_kernel` or a Kernel.
+        Any name of :func:`~bigkernel.kernels.factory.make_kernel` or a Kernel.
     gamma, degree, coef0, length_scale, nu, kernel_params
         Kernel parameters, as in :class:`~bigkernel.ExactKernelRidge`.
     n_components : int, default=100

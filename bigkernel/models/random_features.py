@@ -16,14 +16,8 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_block, predict_graph, stats_graph
 from bigkernel.models._base import RowWeights, _EstimatorBase
 from bigkernel.runtime import compute
-from bigkernel.numerics.fourier_features import (
-    FORMS,
-    KERNELS,
-    MATERN_NUS,
-    SAMPLERS,
-    FeatureMap,
-    make_feature_map,
-)
+from bigkernel.kernels.registry import check_kernel_name
+from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
 from bigkernel.numerics.primal import resolve_alphas, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.io.model_store import register_model
@@ -49,12 +43,12 @@ class _RandomFeatureBase(_EstimatorBase):
     """Shared machinery of the random-feature estimators: checks, data, pass, predict, state."""
 
     def _check_common_params(self) -> None:
-        check_choice("kernel", self.kernel, KERNELS)
+        spec = check_kernel_name(self.kernel, "random_features")
         check_choice("sampler", self.sampler, SAMPLERS)
         check_choice("form", self.form, FORMS)
         check_choice("dtype", str(np.dtype(self.dtype)) if _is_dtype(self.dtype) else self.dtype, ("float32", "float64"))
-        if self.kernel == "matern":
-            check_choice("nu", self.nu, MATERN_NUS)
+        if "nu" in spec.param_names():
+            spec.check_choice("nu", self.nu)
         if isinstance(self.n_components, bool) or not isinstance(self.n_components, Integral) or self.n_components <= 0:
             raise ParameterError(f"n_components must be a positive integer, got {self.n_components!r}")
         if self.chunk_rows is not None and (not isinstance(self.chunk_rows, Integral) or self.chunk_rows <= 0):
