@@ -326,7 +326,8 @@ PARAMETER_CASES = [
      "n_components: 0", "model.n_components: expected an integer > 0, found 0"),
     ({"n_components": -5}, "n_components must be an integer > 0; found -5", "n_components: -5",
      "model.n_components: .*found -5"),
-    ({"kernel": "gausian"}, "kernel must be one of .*found 'gausian'", "kernel: gausian",
+    ({"kernel": "gausian"}, "unknown kernel 'gausian'; valid kernels are rbf, laplacian, matern, fourier",
+     "kernel: gausian",
      "model.kernel: expected one of 'rbf', 'laplacian', 'matern', 'fourier'"),
     ({"kernel": "laplacain"}, "did you mean 'laplacian'", "kernel: laplacain", "did you mean 'laplacian'\\?"),
 ]

@@ -363,7 +363,7 @@ def test_local_gram_gives_the_same_bits_cached_or_recomputed(monkeypatch):
     """LocalGram's values do not depend on its budget (what makes exact replicates bitwise
     reproducible on any worker), and the budget does decide what is cached."""
     from bigkernel.numerics.gram_tiles import GramTiler, LocalGram
-    from bigkernel.kernels.functions import make_kernel
+    from bigkernel.kernels import make_kernel
 
     monkeypatch.setattr("bigkernel.numerics.gram_tiles.TILE_MAX", 40)  # 4 × 4 tiles, 10 upper ones
     X, _, _ = data()

@@ -16,7 +16,7 @@ from bigkernel.numerics.budget import (
     gram_block_size,
     gram_bytes,
 )
-from bigkernel.kernels.functions import RBF, Matern
+from bigkernel.kernels import RBF, Matern
 
 MiB = 2**20
 CASES = list(

@@ -8,7 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from bigkernel.errors import BigkernelError, DataError, NotPSDError, ParameterError
 from bigkernel.numerics.cg import CGResult, conjugate_gradient
-from bigkernel.kernels.functions import RBF
+from bigkernel.kernels import RBF
 from bigkernel.numerics.precond import build_preconditioner, kernel_columns
 
 

@@ -17,7 +17,7 @@ from bigkernel import ExactKernelRidge
 from bigkernel.data.sources import as_dataset
 from bigkernel.errors import NotPSDError, ParameterError
 from bigkernel.models import exact as exact_module
-from bigkernel.kernels.functions import RBF, Matern
+from bigkernel.kernels import RBF, Matern
 from bigkernel.numerics.splits import HoldoutSplit
 from tests.conftest import friedman
 

@@ -15,7 +15,7 @@ import bigkernel
 from bigkernel import ExactKernelRidge, ExactKernelRidgeCV
 from bigkernel.data.sources import as_dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.kernels.functions import RBF, Laplacian
+from bigkernel.kernels import RBF, Laplacian
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.splits import HoldoutSplit
 from tests.conftest import friedman

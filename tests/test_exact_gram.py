@@ -20,7 +20,7 @@ from bigkernel.numerics.gram_tiles import (
     tile_matvec,
     upper_tiles,
 )
-from bigkernel.kernels.functions import RBF, Laplacian, Matern, Polynomial, make_kernel
+from bigkernel.kernels import RBF, Laplacian, Matern, Polynomial, make_kernel
 
 MiB = 2**20
 KERNELS = [

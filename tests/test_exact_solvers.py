@@ -15,7 +15,7 @@ from bigkernel.cli import main
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import ParameterError
 from bigkernel.models.kernel_ridge import NYSTROEM_MAX_N, choose_solver
-from bigkernel.kernels.functions import RBF, Polynomial
+from bigkernel.kernels import RBF, Polynomial
 from bigkernel.numerics.nystroem_features import NystroemMap, select_landmarks
 from tests.conftest import friedman
 
@@ -138,7 +138,7 @@ def test_kernel_ridge_forced_solvers_and_round_trip(tmp_path):
         preds[solver] = m.predict(X[:300])
     assert _rel(preds["nystroem"], preds["exact"]) < 0.01
     assert _rel(preds["random_features"], preds["exact"]) < 0.05
-    with pytest.raises(ParameterError, match="no sampler"):
+    with pytest.raises(ParameterError, match="no random-feature sampler"):
         KernelRidge("polynomial", solver="random_features").fit(X, y)
 
 

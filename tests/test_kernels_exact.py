@@ -12,7 +12,7 @@ from sklearn.gaussian_process import kernels as gpk
 from sklearn.metrics import pairwise
 
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.kernels.functions import (
+from bigkernel.kernels import (
     KERNEL_NAMES,
     RBF,
     Constant,
@@ -274,9 +274,9 @@ def test_make_kernel_names_and_defaults():
 @pytest.mark.parametrize(
     "name,params,match",
     [
-        ("rbff", {}, "Did you mean 'rbf'"),
+        ("rbff", {}, "did you mean 'rbf'"),
         ("laplacien", {"gamma": 1.0}, "valid kernels are rbf, laplacian"),
-        ("rbf", {"gama": 1.0}, "Did you mean 'gamma'"),
+        ("rbf", {"gama": 1.0}, "did you mean 'gamma'"),
         ("rbf", {}, "n_features"),
         ("rbf", {"gamma": 0.0}, "gamma must be"),
         ("rbf", {"gamma": -1.0}, "gamma must be"),

@@ -7,7 +7,7 @@ import pytest
 from scipy.linalg import eigh
 
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.kernels.functions import RBF, Matern
+from bigkernel.kernels import RBF, Matern
 from bigkernel.numerics.precond import (
     LowRankFactor,
     LowRankPreconditioner,

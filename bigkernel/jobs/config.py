@@ -71,6 +71,7 @@ from ..validation import (
     join_or,
     make_constraint,
 )
+from ..kernels.registry import PATH_NEEDS, kernel_names, kernel_spec, kernels_searching, sampler_problem
 
 __all__ = [
     "BootstrapConfig",
@@ -91,11 +92,13 @@ __all__ = [
 ]
 
 Solver = Literal["random_features", "exact", "nystroem", "auto"]
-Kernel = Literal["rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", "periodic"]
-#: kernels with a random-feature sampler; the others need solver exact, nystroem or auto
-RFF_KERNELS = ("rbf", "laplacian", "matern", "fourier")
-#: kernels whose gamma the exact solver's search (ExactKernelRidgeCV) can vary
-EXACT_GAMMA_KERNELS = ("rbf", "laplacian", "matern", "polynomial", "sigmoid")
+#: a kernel of the registry (bigkernel/kernels/registry.py) usable on its own: JOB_KERNELS
+Kernel = str
+JOB_KERNELS = kernel_names(standalone_only=True)
+#: the registry paths a solver needs to serve its kernel (auto picks exact or nystroem, and
+#: random features only for kernels with a sampler)
+SOLVER_PATHS = {"random_features": ("random_features",), "exact": ("exact",),
+                "nystroem": ("nystroem",), "auto": ("exact", "nystroem")}
 Preconditioner = Literal["rpcholesky", "nystroem", "none"]
 GramDType = Literal["auto", "float32", "float64"]
 Landmarks = Literal["rpcholesky", "uniform"]
@@ -109,7 +112,6 @@ BandInterval = Literal["confidence", "prediction"]
 EvalPoints = tuple[tuple[float, ...], ...]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
-MATERN_NU = (0.5, 1.5, 2.5)
 DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
 #: Features a synthetic generator needs (minimum, maximum or None) and uses by default.
 MAKE_FEATURES = {"friedman1": (5, None, 10), "sine": (1, 1, 1)}
@@ -231,9 +233,10 @@ class ModelConfig:
         ``exact``: CG on the blocked Gram matrix (moderate n); ``nystroem``: Nyström features
         in the one-pass primal path; ``auto``: chosen from n and ``memory_budget`` (the job log
         says which and why).
-    kernel : {"rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", "periodic"}, default="rbf"
-        polynomial, linear, sigmoid and periodic need solver exact, nystroem or auto; fourier
-        (the fixed 1-D basis) needs random_features.
+    kernel : str, default="rbf"
+        A kernel of the README's kernel table (:data:`JOB_KERNELS`); its columns say which
+        solvers serve it: polynomial, linear, sigmoid and periodic need solver exact, nystroem
+        or auto; fourier (the fixed 1-D basis) needs random_features.
     gamma : float, tuple of float, "cv" or None, default=None
         Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
         is searched together with alpha (by K-fold CV when alpha or gamma is "cv", else by GCV);
@@ -1015,10 +1018,11 @@ def _choice(options: Sequence[str], *, upper: bool = False) -> Check:
 
 
 def _nu(value: Any) -> float:
-    """Check for a Matérn smoothness the random-feature sampler supports."""
-    expected = "one of " + ", ".join(str(nu) for nu in MATERN_NU)
+    """Check for a Matérn smoothness of the registry (the closed forms)."""
+    choices = kernel_spec("matern").param("nu").choices or ()
+    expected = "one of " + ", ".join(str(nu) for nu in choices)
     number = _number(expected=expected)(value)
-    if number not in MATERN_NU:
+    if number not in choices:
         _fail(expected, value)
     return number
 
@@ -1305,7 +1309,7 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
     """Parse ``model`` and check the fields that constrain one another."""
     model = ModelConfig(
         solver=sec.value("solver", _param(KernelRidge, "solver"), "random_features"),
-        kernel=sec.value("kernel", _choice(get_args(Kernel)), "rbf"),
+        kernel=sec.value("kernel", _choice(JOB_KERNELS), "rbf"),
         gamma=sec.value("gamma", _positive_or_list(
             "a number > 0, a non-empty list of numbers > 0 (searched), or 'cv'", word="cv"), None,
             nullable=True),
@@ -1347,9 +1351,9 @@ def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:
     if model.gamma is not None and model.length_scale is not None:
         sec.report("length_scale", "give gamma or length_scale, not both: they set the same "
                    "bandwidth (gamma = 1 / (2 * length_scale**2))")
-    if model.sampler == "orthogonal" and model.kernel != "rbf":
-        sec.report("sampler", f"sampler 'orthogonal' exists for kernel 'rbf' only, found "
-                   f"kernel {model.kernel!r}; use sampler 'iid'")
+    problem = sampler_problem(model.kernel, model.sampler)
+    if problem:
+        sec.report("sampler", problem)
     if model.n_components % 2 and (model.form == "cossin" or model.kernel == "fourier"):
         why = "form 'cossin'" if model.form == "cossin" else "kernel 'fourier'"
         sec.report("n_components", f"must be even with {why} (each frequency gives a cos and a "
@@ -1362,14 +1366,20 @@ def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:
                        f"{len(model.length_scale)}")
 
 
+def _or(words: Sequence[str]) -> str:
+    """``a, b or c``."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
 def _check_solver(sec: _Section, model: ModelConfig) -> None:
     """Report kernels and searches the chosen solver does not have."""
-    if model.solver == "random_features" and model.kernel not in RFF_KERNELS:
-        sec.report("kernel", f"kernel {model.kernel!r} has no random-feature sampler; use solver "
-                   f"exact, nystroem or auto, or one of {', '.join(RFF_KERNELS)}")
-    if model.solver != "random_features" and model.kernel == "fourier":
-        sec.report("kernel", "kernel 'fourier' is the fixed 1-D basis of the random-feature solver; "
-                   "use solver random_features")
+    spec = kernel_spec(model.kernel)
+    lacking = [path for path in SOLVER_PATHS[model.solver] if not spec.serves(path)]
+    if lacking:
+        solvers = [s for s, paths in SOLVER_PATHS.items() if all(map(spec.serves, paths))]
+        others = [k for k in JOB_KERNELS if all(map(kernel_spec(k).serves, SOLVER_PATHS[model.solver]))]
+        sec.report("kernel", f"kernel {model.kernel!r} has no {PATH_NEEDS[lacking[0]]} for solver "
+                   f"{model.solver!r}; use solver {_or(solvers)}, or one of {', '.join(others)}")
     searched = isinstance(model.gamma, tuple) or "cv" in (model.gamma, model.alpha)
     if model.alpha == "loo" and model.solver != "exact":
         sec.report("alpha", f"alpha 'loo' (closed-form leave-one-out) exists for solver exact only, "
@@ -1384,9 +1394,9 @@ def _check_solver(sec: _Section, model: ModelConfig) -> None:
             sec.report("cv", "solver exact has no K-fold CV: its (gamma, alpha) search scores by "
                        "closed-form leave-one-out (alpha 'cv' or 'loo') or GCV; remove cv")
         gamma_searched = isinstance(model.gamma, tuple) or model.gamma == "cv"
-        if gamma_searched and model.kernel not in EXACT_GAMMA_KERNELS:
+        if gamma_searched and "gamma" not in spec.searchable("exact"):
             sec.report("gamma", f"kernel {model.kernel!r} has no gamma to search; gamma lists and "
-                       f"'cv' exist for kernels {', '.join(EXACT_GAMMA_KERNELS)} (use alpha 'loo' "
+                       f"'cv' exist for kernels {', '.join(kernels_searching('exact', 'gamma'))} (use alpha 'loo' "
                        "to search alpha alone)")
 
 

@@ -25,6 +25,7 @@ from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import DataError, OutputExistsError
 from bigkernel.graph.residuals import residual_graph
 from bigkernel.jobs.config import JobConfig, SourceConfig
+from bigkernel.kernels.registry import kernel_spec
 from bigkernel.runtime import compute, progress_bars
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
@@ -98,19 +99,16 @@ def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
 
 def _build_exact_search(m, alpha, ls):
     """ExactKernelRidgeCV: closed-form LOO when "cv" or "loo" is asked for, else GCV."""
-    from bigkernel.models.exact_cv import (
-        GAMMA_KERNELS,
-        LENGTH_SCALE_KERNELS,
-        ExactKernelRidgeCV,
-    )
+    from bigkernel.models.exact_cv import ExactKernelRidgeCV
 
+    searchable = kernel_spec(m.kernel).searchable("exact")
     gammas = length_scales = kernel_params = None
     if isinstance(m.gamma, tuple):
         gammas = list(m.gamma)
-    elif m.gamma not in (None, "cv") and m.kernel in GAMMA_KERNELS:
+    elif m.gamma not in (None, "cv") and "gamma" in searchable:
         gammas = [m.gamma]  # one gamma (ignored, as scikit-learn does, by kernels without one)
     elif m.gamma is None and ls is not None:
-        if isinstance(ls, list) or m.kernel not in LENGTH_SCALE_KERNELS:
+        if isinstance(ls, list) or "length_scale" not in searchable:
             kernel_params = {"length_scale": ls}  # ARD scales or periodic: fixed, alpha searched
         else:
             length_scales = [ls]

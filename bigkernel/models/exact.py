@@ -42,7 +42,8 @@ from bigkernel.runtime import active_client, compute
 from bigkernel.solvers.gram_operator import GramOperator
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
-from bigkernel.kernels.functions import Kernel, make_kernel
+from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.factory import make_kernel
 from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import resolve_alphas
@@ -101,8 +102,6 @@ def build_kernel(est, n_features: int) -> Kernel:
         return Kernel.from_dict(est.kernel)
     params = {"gamma": est.gamma, "degree": est.degree, "coef0": est.coef0,
               "length_scale": est.length_scale, "nu": est.nu}  # fmt: skip
-    if isinstance(est.kernel, str) and est.kernel.lower() != "matern":
-        params.pop("nu")
     if isinstance(params["length_scale"], (list, tuple, np.ndarray)):
         params["length_scale"] = tuple(float(v) for v in params["length_scale"])
     params.update(est.kernel_params or {})
@@ -189,7 +188,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     kernel : str, Kernel or dict, default="rbf"
         ``"rbf"``, ``"laplacian"``, ``"matern"``, ``"polynomial"``, ``"linear"``,
         ``"sigmoid"`` (not PSD: warns), ``"periodic"``, ``"constant"``; or a
-        :class:`~bigkernel.kernels.functions.Kernel` (sums, products, scalings, ARD).
+        :class:`~bigkernel.kernels.base.Kernel` (sums, products, scalings, ARD).
     alpha : float, list of float or "gcv", default=1.0
         Ridge penalty (scikit-learn's scaling). A list is scored by GCV: exact for
         n <= 2000 (eigenvalues), else with the Hutchinson estimate of df; ``"gcv"`` scores

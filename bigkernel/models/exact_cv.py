@@ -35,9 +35,9 @@ from bigkernel.models._base import (
 )
 from bigkernel.runtime import compute
 from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
-from bigkernel.numerics.fourier_features import gamma_from_length_scale
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
-from bigkernel.kernels.functions import Kernel
+from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.registry import bandwidth_names, gamma_from_length_scale, kernel_spec, kernels_searching
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.sums import check_finite
@@ -58,10 +58,6 @@ DEFAULT_RELATIVE_ALPHAS = np.logspace(-7, 2, 20)
 #: default γ grid when neither ``gammas`` nor ``length_scales`` is given: multiples of 1/d
 DEFAULT_RELATIVE_GAMMAS = np.logspace(-2, 1, 7)
 CRITERIA = ("loo", "gcv")
-#: kernels with a ``gamma`` to search, and those whose length scale converts to one
-GAMMA_KERNELS = ("rbf", "laplacian", "matern", "polynomial", "sigmoid")
-LENGTH_SCALE_KERNELS = ("rbf", "laplacian", "matern")
-_BANDWIDTH_KEYS = ("gamma", "length_scale", "precision")
 _INSTEAD = (
     "use RandomFeatureRidgeCV (YAML: solver random_features with gamma: [..] or cv; one pass, any "
     "n), NystroemRidge, or ExactKernelRidge at a fixed gamma (alpha list scored by GCV); or raise max_n"
@@ -113,7 +109,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     kernel : str, Kernel or dict, default="rbf"
         As in :class:`ExactKernelRidge`. γ is searched for ``"rbf"``, ``"laplacian"``,
         ``"matern"`` (``ℓ = 1/√(2γ)``), ``"polynomial"`` and ``"sigmoid"``; other kernels,
-        :class:`~bigkernel.kernels.functions.Kernel` objects and kernels whose ``kernel_params``
+        :class:`~bigkernel.kernels.base.Kernel` objects and kernels whose ``kernel_params``
         fix a bandwidth search α only.
     gammas : sequence of float, default=None
         Bandwidths to search (exclusive with ``length_scales``); default 7 values log-spaced
@@ -228,10 +224,16 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     }
 
     def _kernel_name(self) -> str | None:
-        return self.kernel.lower() if isinstance(self.kernel, str) else None
+        """The registry name of a kernel given by name (aliases resolved), else None."""
+        return kernel_spec(self.kernel).name if isinstance(self.kernel, str) else None
+
+    def _searchable(self, bandwidth: str) -> bool:
+        """Whether the kernel's ``bandwidth`` (gamma, length_scale) can be searched here."""
+        name = self._kernel_name()
+        return name is not None and bandwidth in kernel_spec(name).searchable("exact") and not self._fixed_bandwidth()
 
     def _fixed_bandwidth(self) -> bool:
-        return bool(set(self.kernel_params or {}) & set(_BANDWIDTH_KEYS))
+        return bool(set(self.kernel_params or {}) & set(bandwidth_names()))
 
     def _check_rules(self) -> None:
         self._check_search()
@@ -241,17 +243,16 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         """A bandwidth to search, given one way, for a kernel that has it."""
         if self.gammas is not None and self.length_scales is not None:
             raise ParameterError("give gammas or length_scales, not both")
-        name = self._kernel_name()
-        if self.gammas is not None and (name not in GAMMA_KERNELS or self._fixed_bandwidth()):
+        if self.gammas is not None and not self._searchable("gamma"):
             fixed = " with a bandwidth in kernel_params" if self._fixed_bandwidth() else ""
             raise ParameterError(
                 f"gammas: kernel {self.kernel!r}{fixed} has no gamma to search; gammas exist for kernels "
-                f"{', '.join(GAMMA_KERNELS)} (given by name)"
+                f"{', '.join(kernels_searching('exact', 'gamma'))} (given by name)"
             )
-        if self.length_scales is not None and (name not in LENGTH_SCALE_KERNELS or self._fixed_bandwidth()):
+        if self.length_scales is not None and not self._searchable("length_scale"):
             raise ParameterError(
                 f"length_scales: kernel {self.kernel!r} has no length scale to search here; length_scales "
-                f"exist for kernels {', '.join(LENGTH_SCALE_KERNELS)} (given by name)"
+                f"exist for kernels {', '.join(kernels_searching('exact', 'length_scale'))} (given by name)"
             )
 
     def _bandwidths(self, n_features: int) -> list[float | None]:
@@ -260,7 +261,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             return [gamma_from_length_scale(self._kernel_name(), float(v)) for v in np.atleast_1d(self.length_scales)]
         if self.gammas is not None:
             return [float(v) for v in np.atleast_1d(self.gammas)]
-        if self._kernel_name() in GAMMA_KERNELS and not self._fixed_bandwidth():
+        if self._searchable("gamma"):
             return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
         return [None]
 

@@ -30,9 +30,9 @@ from bigkernel.runtime import local_threads
 from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
-from bigkernel.numerics import fourier_features as features
 from bigkernel.numerics.gram_tiles import plan_gram
-from bigkernel.kernels.functions import Kernel
+from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.registry import check_kernel_name, kernel_serves
 from bigkernel.io.model_store import register_model
 from bigkernel.validation import Options
 
@@ -74,8 +74,7 @@ def choose_solver(n: int, d: int, kernel, memory_budget: int, *, n_rhs: int = 1)
             f"tiles) is cached within the memory budget ({gb:.2f} GB)"
         )
     need = 4 * n * (n + 1) / 2 / 1e9
-    rff_ok = isinstance(kernel, str) and kernel in features.KERNELS
-    if not rff_ok:
+    if not kernel_serves(kernel, "random_features"):
         return "nystroem", (
             f"the Gram matrix of n={n:,} points ({need:.1f} GB even in float32) does not fit the "
             f"memory budget ({gb:.2f} GB), and kernel {_kernel_name(kernel)!r} has no random-feature "
@@ -221,11 +220,7 @@ class KernelRidge(_EstimatorBase):
                 self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
                 n_components=self.n_components, landmarks=self.landmarks, dtype=feature_dtype, **common,
             )  # fmt: skip
-        if not isinstance(self.kernel, str) or self.kernel not in features.KERNELS:
-            raise ParameterError(
-                f"solver='random_features' has no sampler for kernel {_kernel_name(self.kernel)!r}; "
-                f"use one of {list(features.KERNELS)}, or solver='nystroem'"
-            )
+        check_kernel_name(self.kernel, "random_features")
         if self.kernel_params:
             raise ParameterError("kernel_params do not apply to solver='random_features'")
         return RandomFeatureRidge(self.kernel, n_components=self.n_components, dtype=feature_dtype, **common)

@@ -24,7 +24,7 @@ from bigkernel.models._base import (
 )
 from bigkernel.models.exact import build_kernel
 from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
-from bigkernel.kernels.functions import Kernel
+from bigkernel.kernels.base import Kernel
 from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
     NystroemMap,
@@ -54,7 +54,7 @@ class NystroemRidge(_RandomFeatureBase):
     Parameters
     ----------
     kernel : str or Kernel, default="rbf"
-        Any name of :func:`~bigkernel.kernels.functions.make_kernel` or a Kernel.
+        Any name of :func:`~bigkernel.kernels.factory.make_kernel` or a Kernel.
     gamma, degree, coef0, length_scale, nu, kernel_params
         Kernel parameters, as in :class:`~bigkernel.ExactKernelRidge`.
     n_components : int, default=100

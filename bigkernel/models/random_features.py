@@ -9,7 +9,6 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._checks import check_choice
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError
 from bigkernel.graph.stream import stats_graph
@@ -25,14 +24,8 @@ from bigkernel.models._base import (
     single_target,
 )
 from bigkernel.runtime import compute
-from bigkernel.numerics.fourier_features import (
-    FORMS,
-    KERNELS,
-    MATERN_NUS,
-    SAMPLERS,
-    FeatureMap,
-    make_feature_map,
-)
+from bigkernel.kernels.registry import check_kernel_name
+from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
@@ -65,7 +58,7 @@ class _RandomFeatureBase(_EstimatorBase):
 
     #: the table entries of both random-feature estimators
     _common_constraints: ClassVar[dict[str, list]] = {
-        "kernel": [Options(str, KERNELS)],  # placeholder for the kernel registry (i10-kernels)
+        "kernel": [str],  # a name the registry knows for this path: _check_rules
         "nu": NU,
         "n_components": [COUNT],
         "sampler": [Options(str, SAMPLERS)],
@@ -78,12 +71,13 @@ class _RandomFeatureBase(_EstimatorBase):
     }
 
     def _check_rules(self) -> None:
-        self._check_matern_nu()
+        self._check_kernel()
 
-    def _check_matern_nu(self) -> None:
-        """The Matérn sampler's smoothness (the table lets other kernels leave ``nu`` unused)."""
-        if self.kernel == "matern":
-            check_choice("nu", self.nu, MATERN_NUS)
+    def _check_kernel(self) -> None:
+        """A kernel the random-feature path serves, with a smoothness its sampler has."""
+        spec = check_kernel_name(self.kernel, "random_features")
+        if "nu" in spec.param_names():
+            spec.check_choice("nu", self.nu)
 
     def _seed(self) -> int:
         """The feature-map seed: ``random_state`` if an int, else drawn from it."""

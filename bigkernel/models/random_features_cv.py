@@ -15,7 +15,7 @@ from bigkernel.models._search import best_index, cv_results
 from bigkernel.models._base import GRID
 from bigkernel.models.random_features import _RandomFeatureBase
 from bigkernel.numerics.cv import cv_path
-from bigkernel.numerics.fourier_features import gamma_from_length_scale
+from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
 from bigkernel.numerics.sums import sums_precision
@@ -119,8 +119,11 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
 
     def _check_search(self) -> None:
         """A bandwidth to search, given one way."""
-        if self.kernel == "fourier":
-            raise ParameterError("kernel='fourier' has no bandwidth to search; use RandomFeatureRidge(alpha='gcv')")
+        if not kernel_spec(self.kernel).searchable("random_features"):
+            raise ParameterError(
+                f"kernel={self.kernel!r} has no bandwidth to search; use RandomFeatureRidge(alpha='gcv'), or a "
+                f"kernel with one: {', '.join(kernels_searching('random_features', 'gamma'))}"
+            )
         if self.gammas is not None and self.length_scales is not None:
             raise ParameterError("give gammas or length_scales, not both")
 

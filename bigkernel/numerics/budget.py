@@ -4,7 +4,7 @@ Memory model of one Gram block ``K[rows, :m] = k(X[rows], Z)`` followed by a pro
 ``n_rhs`` vectors (all counts in bytes):
 
 * per row: ``m · (itemsize + kernel_extra)`` — the block in its storage dtype plus the
-  kernel's workspace per entry (:meth:`bigkernel.kernels.functions.Kernel.extra_bytes_per_entry`)
+  kernel's workspace per entry (:meth:`bigkernel.kernels.base.Kernel.extra_bytes_per_entry`)
   — plus ``8 · (2d + 1 + n_rhs)``: the row of ``X`` in float64 and its centred copy, its
   squared norm and its output entries;
 * per column: the same ``8 · (2d + 1 + n_rhs)`` for ``Z`` and the vectors multiplied;

@@ -4,8 +4,9 @@ A map is fixed by ``(kernel, n_features_in, n_components, seed, ...)`` alone: th
 drawn once, in float64, from ``numpy.random.default_rng(seed)``, so the features of a row never
 depend on how the data is chunked.
 
-Kernels and their spectral samplers (Rahimi & Recht 2007), with unit length scale ``ℓ = 1``
-after dividing inputs by ``ℓ`` (per feature for ARD):
+The kernels served here are the registry's (:mod:`bigkernel.kernels.registry`, path
+``random_features``); their spectral samplers (Rahimi & Recht 2007), with unit length scale
+``ℓ = 1`` after dividing inputs by ``ℓ`` (per feature for ARD):
 
 - ``rbf``: k(x, x') = exp(-‖x - x'‖² / (2ℓ²)) = exp(-γ‖x - x'‖²), γ = 1/(2ℓ²);
   frequencies ω ~ N(0, I/ℓ²). ``sampler="orthogonal"`` gives orthogonal random features
@@ -31,28 +32,16 @@ import numpy as np
 
 from bigkernel._checks import check_choice
 from bigkernel.errors import DataError, ParameterError
+from bigkernel.kernels.registry import (
+    DEFAULT_SAMPLER,
+    check_kernel_name,
+    kernel_spec,
+    length_scale_from_gamma,
+    sampler_problem,
+)
 
-KERNELS = ("rbf", "laplacian", "matern", "fourier")
-SAMPLERS = ("iid", "orthogonal")
+SAMPLERS = (DEFAULT_SAMPLER, "orthogonal")
 FORMS = ("cos", "cossin")
-MATERN_NUS = (0.5, 1.5, 2.5)
-
-
-def length_scale_from_gamma(kernel: str, gamma: float) -> float:
-    """Convert the ``gamma`` of a kernel to its length scale ``ℓ``.
-
-    rbf and matern: γ = 1/(2ℓ²); laplacian: γ = 1/ℓ.
-    """
-    if kernel == "laplacian":
-        return 1.0 / gamma
-    return 1.0 / math.sqrt(2.0 * gamma)
-
-
-def gamma_from_length_scale(kernel: str, length_scale: float) -> float:
-    """Inverse of :func:`length_scale_from_gamma`."""
-    if kernel == "laplacian":
-        return 1.0 / length_scale
-    return 1.0 / (2.0 * length_scale**2)
 
 
 def _unit_frequencies(
@@ -200,6 +189,7 @@ def make_feature_map(
     Parameters
     ----------
     kernel : {"rbf", "laplacian", "matern", "fourier"}
+        A kernel the registry's ``random_features`` path serves, or an alias of one.
     n_features_in : int
         Input dimension d.
     n_components : int
@@ -219,7 +209,7 @@ def make_feature_map(
     -------
     FeatureMap
     """
-    check_choice("kernel", kernel, KERNELS)
+    kernel = check_kernel_name(kernel, "random_features").name
     check_choice("sampler", sampler, SAMPLERS)
     check_choice("form", form, FORMS)
     d, m = int(n_features_in), int(n_components)
@@ -227,13 +217,11 @@ def make_feature_map(
         raise ParameterError(f"n_components must be a positive integer, got {n_components!r}")
     if kernel == "fourier":
         return _fourier_basis(d, m)
-    if kernel == "matern" and nu not in MATERN_NUS:
-        raise ParameterError(f"nu must be one of {MATERN_NUS} for the matern kernel, got {nu!r}")
-    if sampler == "orthogonal" and kernel != "rbf":
-        raise ParameterError(
-            f"sampler='orthogonal' is implemented for kernel='rbf' only, got kernel={kernel!r}; "
-            "use sampler='iid'"
-        )
+    if kernel == "matern":
+        kernel_spec("matern").check_choice("nu", nu)
+    problem = sampler_problem(kernel, sampler)
+    if problem:
+        raise ParameterError(problem)
     if form == "cossin" and m % 2:
         raise ParameterError(f"form='cossin' needs an even n_components, got {m}")
     ell = _resolve_length_scale(kernel, d, gamma, length_scale)

@@ -5,7 +5,7 @@ upper tiles (``i <= j``) are ever computed, each serves both ``K_ij`` and ``K_ji
 the operator is exactly symmetric and costs half the kernel evaluations.
 
 :class:`GramTiler` holds the (float64, centred) points and evaluates tiles. For the rbf family
-(any :class:`~bigkernel.kernels.functions.RBF`: ``gamma``, ARD ``length_scale`` or a precision
+(any :class:`~bigkernel.kernels.stationary.RBF`: ``gamma``, ARD ``length_scale`` or a precision
 matrix) it uses one GEMM on augmented points::
 
     a_i = [x̃_i, −½‖x̃_i‖², 1],  b_j = [x̃_j, 1, −½‖x̃_j‖²],  a_iᵀb_j = −½‖x̃_i − x̃_j‖²
@@ -33,7 +33,9 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.kernels.functions import RBF, Kernel, Scaled, _symmetrize_upper
+from bigkernel.kernels._blocks import _symmetrize_upper
+from bigkernel.kernels.base import Kernel, Scaled
+from bigkernel.kernels.stationary import RBF
 
 __all__ = [
     "TILE_MAX",

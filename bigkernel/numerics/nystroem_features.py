@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.gram_tiles import GramTiler
-from bigkernel.kernels.functions import Kernel
+from bigkernel.kernels.base import Kernel
 from bigkernel.numerics.precond import rpcholesky_factor
 
 __all__ = ["LANDMARK_METHODS", "NystroemMap", "landmark_pool_size", "select_landmarks"]

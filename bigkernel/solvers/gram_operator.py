@@ -19,7 +19,7 @@ import numpy as np
 from bigkernel.graph.gram_matvec import cache_graph, matvec_graph
 from bigkernel.runtime import active_client, compute, local_threads, persist
 from bigkernel.numerics.gram_tiles import GramPlan, GramTiler, plan_gram
-from bigkernel.kernels.functions import Kernel
+from bigkernel.kernels.base import Kernel
 
 logger = logging.getLogger(__name__)
 
