@@ -11,7 +11,7 @@
 
 from bigkernel.kernels.base import Kernel, Product, Scaled, Sum
 from bigkernel.kernels.dot_product import Linear, Polynomial, Sigmoid
-from bigkernel.kernels.factory import KERNEL_NAMES, make_kernel
+from bigkernel.kernels.factory import KERNEL_NAMES, kernel_from_dict, make_kernel
 from bigkernel.kernels.psd import PSDCheck, check_psd
 from bigkernel.kernels.registry import (
     check_kernel_name,
@@ -36,6 +36,7 @@ __all__ = [
     "Scaled",
     "KERNEL_NAMES",
     "make_kernel",
+    "kernel_from_dict",
     "PSDCheck",
     "check_psd",
     "check_kernel_name",

@@ -1,7 +1,7 @@
 """The exact-kernel base class and its algebra (layer 1: pure numpy, no dask, no files).
 
 A kernel is a small frozen object: ``k(X, Z)`` returns the ``(len(X), len(Z))`` Gram block,
-``k.diag(X)`` its diagonal ``k(x_i, x_i)``, and ``k.to_dict()`` / :meth:`Kernel.from_dict` a
+``k.diag(X)`` its diagonal ``k(x_i, x_i)``, and ``k.to_dict()`` / :func:`bigkernel.kernels.factory.kernel_from_dict` a
 JSON-able description used for persistence (no pickle). Kernels combine with ``k1 + k2``,
 ``k1 * k2`` and ``c * k`` (``c > 0``), the construction rules that keep a kernel positive
 semi-definite: :class:`Sum`, :class:`Product` and :class:`Scaled` live here, beside the base
@@ -94,27 +94,8 @@ class Kernel:
         return {}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able description; :meth:`Kernel.from_dict` rebuilds an equal kernel."""
+        """JSON-able description; :func:`bigkernel.kernels.factory.kernel_from_dict` rebuilds an equal kernel."""
         return {"name": self.name, **self._params()}
-
-    @staticmethod
-    def from_dict(spec: dict[str, Any]) -> Kernel:
-        """Rebuild a kernel from :meth:`to_dict` output."""
-        if not isinstance(spec, dict) or "name" not in spec:
-            raise ParameterError(
-                f"a kernel description is a dict with a 'name' key, found {spec!r}"
-            )
-        params = {k: v for k, v in spec.items() if k != "name"}
-        name = spec["name"]
-        if name in ("sum", "product"):
-            cls = Sum if name == "sum" else Product
-            return cls(tuple(Kernel.from_dict(k) for k in params["kernels"]))
-        if name == "scaled":
-            return Scaled(params["scale"], Kernel.from_dict(params["kernel"]))
-        # imported here: the factory imports every kernel class, and those import this module
-        from bigkernel.kernels.factory import make_kernel
-
-        return make_kernel(name, **params)
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.to_dict() == other.to_dict()  # type: ignore[union-attr]

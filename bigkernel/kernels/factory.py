@@ -13,7 +13,7 @@ from typing import Any
 from bigkernel._checks import did_you_mean
 from bigkernel.errors import ParameterError
 from bigkernel.kernels._blocks import _positive, _positive_int
-from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.base import Kernel, Product, Scaled, Sum
 from bigkernel.kernels.dot_product import Linear, Polynomial, Sigmoid
 from bigkernel.kernels.registry import (
     check_kernel_name,
@@ -32,6 +32,20 @@ KERNEL_NAMES: tuple[str, ...] = kernels_serving("exact")
 _CLASSES: dict[str, type[Kernel]] = {
     cls.name: cls for cls in (RBF, Laplacian, Matern, Polynomial, Linear, Sigmoid, Periodic, Constant)
 }
+
+
+def kernel_from_dict(spec: dict[str, Any]) -> Kernel:
+    """Rebuild a kernel from its :meth:`Kernel.to_dict` description (saved models)."""
+    if not isinstance(spec, dict) or "name" not in spec:
+        raise ParameterError(f"a kernel description is a dict with a 'name' key, found {spec!r}")
+    params = {k: v for k, v in spec.items() if k != "name"}
+    name = spec["name"]
+    if name in ("sum", "product"):
+        cls = Sum if name == "sum" else Product
+        return cls(tuple(kernel_from_dict(k) for k in params["kernels"]))
+    if name == "scaled":
+        return Scaled(params["scale"], kernel_from_dict(params["kernel"]))
+    return make_kernel(name, **params)
 
 
 def kernel_class(name: str) -> type[Kernel]:

@@ -19,8 +19,8 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.model_store import save_model
 from bigkernel.io.predictions import predict_to_zarr
-from bigkernel.kernels.functions import Kernel
-from bigkernel.numerics.fourier_features import MATERN_NUS
+from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.registry import kernel_spec
 from bigkernel.validation import Interval, ListOf, Options, is_integer, validate_params
 
 # --------------------------------------------------------------------------------------------
@@ -36,13 +36,13 @@ ALPHA = [POSITIVE, ListOf(POSITIVE), Options(str, ("gcv",))]
 GRID = [ListOf(POSITIVE), POSITIVE, None]
 #: bytes, a size such as "4GB" (parsed by ``resolve_memory_budget``) or None (half the memory)
 MEMORY_BUDGET = [POSITIVE, str, None]
-# Kernel parameters. Placeholders: the kernel registry (issue 10, branch i10-kernels) is to own
-# these entries; the kernels' own checks (bigkernel.kernels.functions) still run when a kernel
-# is built, and today's rules (nu for "matern", names of kernels) stay where they are.
+# Kernel parameters: the types here; names, paths and allowed values come from the kernel
+# registry (bigkernel.kernels.registry), checked in each estimator's _check_rules and when the
+# kernel is built.
 KERNEL = [str, dict, Kernel]
 GAMMA = [POSITIVE, None]
 LENGTH_SCALE = [POSITIVE, "array-like", None]
-NU = [Options(Real, MATERN_NUS), None]
+NU = [Options(Real, kernel_spec("matern").param("nu").choices), None]
 DEGREE = [POSITIVE]
 COEF0 = [Interval(Real, None, None, closed="neither")]
 KERNEL_PARAMS = [dict, None]

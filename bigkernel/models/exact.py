@@ -43,7 +43,7 @@ from bigkernel.solvers.gram_operator import GramOperator
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
 from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.factory import make_kernel
+from bigkernel.kernels.factory import kernel_from_dict, make_kernel
 from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import resolve_alphas
@@ -99,7 +99,7 @@ def build_kernel(est, n_features: int) -> Kernel:
     if isinstance(est.kernel, Kernel):
         return est.kernel
     if isinstance(est.kernel, dict):
-        return Kernel.from_dict(est.kernel)
+        return kernel_from_dict(est.kernel)
     params = {"gamma": est.gamma, "degree": est.degree, "coef0": est.coef0,
               "length_scale": est.length_scale, "nu": est.nu}  # fmt: skip
     if isinstance(params["length_scale"], (list, tuple, np.ndarray)):
@@ -499,7 +499,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         X, coef, intercept = self._read_dual_arrays(arrays)
-        self.kernel_ = Kernel.from_dict(attrs["kernel_"])
+        self.kernel_ = kernel_from_dict(attrs["kernel_"])
         tiler = GramTiler(self.kernel_, X)
         single = bool(attrs["single_output"])
         self.X_fit_ = tiler.X

@@ -37,6 +37,7 @@ from bigkernel.runtime import compute
 from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.kernels.registry import bandwidth_names, gamma_from_length_scale, kernel_spec, kernels_searching
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
@@ -449,7 +450,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         X, coef, intercept = self._read_dual_arrays(arrays)
         single = bool(attrs["single_output"])
-        self._set_model(GramTiler(Kernel.from_dict(attrs["kernel_"]), X), coef, intercept, single)
+        self._set_model(GramTiler(kernel_from_dict(attrs["kernel_"]), X), coef, intercept, single)
         self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
         self.gamma_ = None if attrs["gamma_"] is None else float(attrs["gamma_"])
         self.df_, self.df_path_ = float(attrs["df_"]), arrays["df_path"]

@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.gram_tiles import GramTiler
 from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.numerics.precond import rpcholesky_factor
 
 __all__ = ["LANDMARK_METHODS", "NystroemMap", "landmark_pool_size", "select_landmarks"]
@@ -147,7 +148,7 @@ class NystroemMap:
                 f"Nyström landmarks {Z.shape} and projection {P.shape} do not agree: expected (m, d) "
                 f"and (m, {meta['n_components']})"
             )
-        return cls(Kernel.from_dict(meta["kernel"]), Z, P, arrays.get("nystroem_mean"),
+        return cls(kernel_from_dict(meta["kernel"]), Z, P, arrays.get("nystroem_mean"),
                    arrays.get("nystroem_std"), dict(meta.get("params", {})))
 
 
