@@ -1,0 +1,435 @@
+"""Parsing each section of a job file into its dataclass, and the rules that relate fields
+(solver and kernel, evaluation points and features)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, get_args
+
+from bigkernel.data.synthetic import DEFAULT_NOISE
+from bigkernel.jobs.config.fields import (
+    _BYTES,
+    _address,
+    _bool_or_auto,
+    _boolean,
+    _choice,
+    _chunk_rows,
+    _Context,
+    _fail,
+    _integer,
+    _Invalid,
+    _location,
+    _memory_limit,
+    _nu,
+    _number,
+    _param,
+    _positive_or_list,
+    _resolve,
+    _Section,
+    _show,
+    _text,
+    _text_or_list,
+)
+from bigkernel.jobs.config.paths import _check_overlaps
+from bigkernel.jobs.config.schema import (
+    JOB_KERNELS,
+    MAKE_FEATURES,
+    SOLVER_PATHS,
+    BandInterval,
+    BootstrapConfig,
+    BootstrapMethod,
+    ClusterConfig,
+    DataConfig,
+    EvalGridConfig,
+    EvalPoints,
+    JobConfig,
+    LocalClusterConfig,
+    LogLevel,
+    MakeDataConfig,
+    MakeKind,
+    ModelConfig,
+    PredictConfig,
+    SecurityConfig,
+    SourceConfig,
+)
+from bigkernel.kernels.registry import (
+    PATH_NEEDS,
+    kernel_spec,
+    kernels_searching,
+    sampler_problem,
+)
+from bigkernel.models.exact import ExactKernelRidge
+from bigkernel.models.kernel_ridge import KernelRidge
+from bigkernel.models.nystroem import NystroemRidge
+from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+
+# --------------------------------------------------------------------------------------------
+# Parsers, one per section
+# --------------------------------------------------------------------------------------------
+
+
+def _parse_job(ctx: _Context) -> JobConfig:
+    """Parse and check the whole config; raise one ConfigError listing every problem."""
+    top = _Section(ctx, ctx.root, "")
+    ctx.seed = top.value("seed", _integer(ge=0), 0)
+    ctx.output = top.required("output", _location(ctx.base_dir), "the output folder, e.g. runs/job")
+    default_name = ctx.stem or os.path.basename(ctx.output.rstrip("/" + os.sep)) or "job"
+    data = _parse_data(top)
+    job = JobConfig(
+        name=top.value("name", _text, default_name),
+        output=ctx.output,
+        overwrite=top.value("overwrite", _boolean, False),
+        seed=ctx.seed,
+        data=data,
+        model=_parse_model(top.optional_section("model"), data),
+        predict=_parse_predict(top.section("predict")),
+        cluster=_parse_cluster(top.optional_section("cluster")),
+        bootstrap=_parse_bootstrap(top.section("bootstrap"), data),
+        progress=top.value("progress", _boolean, True),
+        plots=top.value("plots", _bool_or_auto, "auto"),
+        log_level=top.value("log_level", _choice(get_args(LogLevel), upper=True), "INFO"),
+        source=ctx.source,
+        base_dir=ctx.base_dir,
+    )
+    if not ctx.problems:
+        _check_overlaps(job, ctx)
+    ctx.raise_if_any()
+    return job
+
+
+def _parse_source(sec: _Section, *, y_default: str | None, needs_y: bool) -> dict[str, Any]:
+    """Parse the fields of a data source (path, x, y, y_path) into keyword arguments."""
+    path = sec.required("path", _location(sec.ctx.base_dir), "a zarr group or a .npy file")
+    x = sec.value("x", _text_or_list, "X")
+    y = sec.value("y", _text_or_list, y_default, nullable=True)
+    y_path = sec.value("y_path", _location(sec.ctx.base_dir), None, nullable=True)
+    is_npy = path.lower().endswith(".npy")
+    if y_path is not None and path and not is_npy:
+        sec.report("y_path", "y_path is only for a .npy path; name y's array inside the zarr "
+                   "group with `y:` instead")
+    elif needs_y and is_npy and y_path is None:
+        sec.report("path", "a .npy file holds X only: give the .npy file of y as `y_path:`")
+    elif needs_y and not is_npy and y is None:
+        sec.report("y", "training data needs targets: give the name of the y array (default 'y')")
+    return {"path": path, "x": x, "y": y, "y_path": y_path}
+
+
+def _parse_make(sec: _Section) -> MakeDataConfig:
+    """Parse ``data.make`` and check the feature count fits the generator."""
+    kind = sec.value("kind", _choice(get_args(MakeKind)), "friedman1")
+    low, high, default_features = MAKE_FEATURES[kind]
+    seed = sec.value("seed", _integer(ge=0), None, nullable=True)
+    make = MakeDataConfig(
+        kind=kind,
+        n_samples=sec.value("n_samples", _integer(gt=0), 200_000),
+        n_features=sec.value("n_features", _integer(gt=0), default_features),
+        noise=sec.value("noise", _number(ge=0), DEFAULT_NOISE[kind]),
+        seed=sec.ctx.seed if seed is None else seed,
+        chunk_rows=sec.value("chunk_rows", _integer(gt=0), 131_072),
+        path=sec.required("path", _location(sec.ctx.base_dir), "the zarr group to write, "
+                          "e.g. data/synthetic.zarr"),
+    )
+    too_few, too_many = make.n_features < low, high is not None and make.n_features > high
+    if sec.clean and (too_few or too_many):
+        allowed = f"exactly {low}" if high == low else f">= {low}"
+        sec.report("n_features", f"kind {kind!r} needs n_features {allowed}, found "
+                   f"{make.n_features}")
+    return make
+
+
+def _parse_data(top: _Section) -> DataConfig:
+    """Parse ``data``: exactly one of ``train`` and ``make``, plus chunking and holdout."""
+    if not top.is_set("data"):
+        top.report("data", "missing: give data.train (existing data) or data.make (synthetic)")
+    sec = top.section("data")
+    if sec is None:
+        return DataConfig()
+    if sec.is_set("train") == sec.is_set("make"):
+        sec.report(None, "give exactly one of data.train (existing data) and data.make "
+                   "(synthetic data)")
+    train_sec, make_sec = sec.section("train"), sec.section("make")
+    return DataConfig(
+        train=SourceConfig(**_parse_source(train_sec, y_default="y", needs_y=True))
+        if train_sec else None,
+        make=_parse_make(make_sec) if make_sec else None,
+        holdout_fraction=sec.value("holdout_fraction", _number(ge=0, lt=1), 0.2),
+        chunk_rows=sec.value("chunk_rows", _chunk_rows, "auto"),
+    )
+
+
+def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
+    """Parse ``model`` and check the fields that constrain one another."""
+    model = ModelConfig(
+        solver=sec.value("solver", _param(KernelRidge, "solver"), "random_features"),
+        kernel=sec.value("kernel", _choice(JOB_KERNELS), "rbf"),
+        gamma=sec.value("gamma", _positive_or_list(
+            "a number > 0, a non-empty list of numbers > 0 (searched), or 'cv'", word="cv"), None,
+            nullable=True),
+        length_scale=sec.value("length_scale", _positive_or_list(
+            "a number > 0 or a non-empty list of numbers > 0 (one per feature)"), None,
+            nullable=True),
+        nu=sec.value("nu", _nu, 1.5),
+        n_components=sec.value("n_components", _param(RandomFeatureRidge, "n_components"), 1024),
+        sampler=sec.value("sampler", _param(RandomFeatureRidge, "sampler"), "iid"),
+        form=sec.value("form", _param(RandomFeatureRidge, "form"), "cos"),
+        alpha=sec.value("alpha", _param(RandomFeatureRidge, "alpha", words=("loo", "gcv", "cv")), "gcv"),
+        cv=sec.value("cv", _param(RandomFeatureRidgeCV, "cv", words=()), 5),  # 'gcv' is alpha's, in a job
+        standardize=sec.value("standardize", _param(RandomFeatureRidge, "standardize"), False),
+        fit_intercept=sec.value("fit_intercept", _param(RandomFeatureRidge, "fit_intercept"), True),
+        dtype=sec.value("dtype", _param(RandomFeatureRidge, "dtype"), "float64"),
+        random_state=sec.value("random_state", _integer(ge=0), None, nullable=True),
+        degree=sec.value("degree", _integer(gt=0), 3),
+        coef0=sec.value("coef0", _number(), 1.0),
+        tol=sec.value("tol", _param(ExactKernelRidge, "tol"), 1e-6),
+        max_iter=sec.value("max_iter", _param(ExactKernelRidge, "max_iter"), None, nullable=True),
+        preconditioner=sec.value("preconditioner", _param(ExactKernelRidge, "preconditioner", null_word="none"),
+                                 "rpcholesky"),
+        rank=sec.value("rank", _param(ExactKernelRidge, "rank"), None, nullable=True),
+        memory_budget=sec.value("memory_budget", _byte_size, None, nullable=True),
+        gram_dtype=sec.value("gram_dtype", _param(ExactKernelRidge, "dtype"), "auto"),
+        n_probes=sec.value("n_probes", _param(ExactKernelRidge, "n_probes"), 8),
+        landmarks=sec.value("landmarks", _param(NystroemRidge, "landmarks"), "rpcholesky"),
+    )
+    if model.random_state is None:
+        model = replace(model, random_state=sec.ctx.seed)
+    _check_model(sec, model, data)
+    return model
+
+
+def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:
+    """Report model fields that contradict one another or the synthetic data."""
+    if not sec.clean:
+        return
+    if model.gamma is not None and model.length_scale is not None:
+        sec.report("length_scale", "give gamma or length_scale, not both: they set the same "
+                   "bandwidth (gamma = 1 / (2 * length_scale**2))")
+    problem = sampler_problem(model.kernel, model.sampler)
+    if problem:
+        sec.report("sampler", problem)
+    if model.n_components % 2 and (model.form == "cossin" or model.kernel == "fourier"):
+        why = "form 'cossin'" if model.form == "cossin" else "kernel 'fourier'"
+        sec.report("n_components", f"must be even with {why} (each frequency gives a cos and a "
+                   f"sin feature), found {model.n_components}")
+    _check_solver(sec, model)
+    if isinstance(model.length_scale, tuple) and data.make is not None and not sec.ctx.problems:
+        if len(model.length_scale) != data.make.n_features:
+            sec.report("length_scale", f"expected one length scale per feature "
+                       f"({data.make.n_features}, data.make.n_features), found "
+                       f"{len(model.length_scale)}")
+
+
+def _or(words: Sequence[str]) -> str:
+    """``a, b or c``."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _check_solver(sec: _Section, model: ModelConfig) -> None:
+    """Report kernels and searches the chosen solver does not have."""
+    spec = kernel_spec(model.kernel)
+    lacking = [path for path in SOLVER_PATHS[model.solver] if not spec.serves(path)]
+    if lacking:
+        solvers = [s for s, paths in SOLVER_PATHS.items() if all(map(spec.serves, paths))]
+        others = [k for k in JOB_KERNELS if all(map(kernel_spec(k).serves, SOLVER_PATHS[model.solver]))]
+        sec.report("kernel", f"kernel {model.kernel!r} has no {PATH_NEEDS[lacking[0]]} for solver "
+                   f"{model.solver!r}; use solver {_or(solvers)}, or one of {', '.join(others)}")
+    searched = isinstance(model.gamma, tuple) or "cv" in (model.gamma, model.alpha)
+    if model.alpha == "loo" and model.solver != "exact":
+        sec.report("alpha", f"alpha 'loo' (closed-form leave-one-out) exists for solver exact only, "
+                   f"found solver {model.solver!r}; with random_features use alpha 'cv' (K-fold, "
+                   "cv: K) or 'gcv'")
+    elif model.solver not in ("random_features", "exact") and searched:
+        sec.report("solver", f"the (gamma, alpha) search of lists or 'cv' exists for solvers "
+                   f"random_features and exact only, found solver {model.solver!r}; give one gamma "
+                   "and an alpha, a list of alphas or 'gcv'")
+    if model.solver == "exact" and (searched or model.alpha == "loo"):
+        if sec.is_set("cv"):
+            sec.report("cv", "solver exact has no K-fold CV: its (gamma, alpha) search scores by "
+                       "closed-form leave-one-out (alpha 'cv' or 'loo') or GCV; remove cv")
+        gamma_searched = isinstance(model.gamma, tuple) or model.gamma == "cv"
+        if gamma_searched and "gamma" not in spec.searchable("exact"):
+            sec.report("gamma", f"kernel {model.kernel!r} has no gamma to search; gamma lists and "
+                       f"'cv' exist for kernels {', '.join(kernels_searching('exact', 'gamma'))} (use alpha 'loo' "
+                       "to search alpha alone)")
+
+
+def _byte_size(value: Any) -> int | str:
+    """Check for a number of bytes > 0 or a size such as "8GB"."""
+    if isinstance(value, str):
+        if _BYTES.fullmatch(value.strip()):
+            return value
+        _fail("a number of bytes > 0 or a size such as '8GB'", value)
+    return _integer(gt=0)(value)
+
+
+def _parse_predict(sec: _Section | None) -> PredictConfig | None:
+    """Parse ``predict``; its output is resolved inside the job's output folder."""
+    if sec is None:
+        return None
+    source = _parse_source(sec, y_default=None, needs_y=False)
+    base = sec.ctx.output or sec.ctx.base_dir
+    output = sec.value("output", _location(base), _resolve("predictions.zarr", base))
+    return PredictConfig(**source, output=output)
+
+
+def _parse_cluster(sec: _Section) -> ClusterConfig:
+    """Parse ``cluster``: a scheduler address or a LocalCluster, not both."""
+    address = sec.value("address", _address, None, nullable=True)
+    if address is not None and sec.is_set("local"):
+        sec.report("local", "cluster.address and cluster.local are exclusive: connect to the "
+                   "scheduler at address, or start a local cluster — remove one")
+    security_sec = sec.section("security")
+    if security_sec is not None and address is None:
+        sec.report("security", "TLS settings are for a scheduler at cluster.address; the local "
+                   "cluster is bound to this machine")
+    return ClusterConfig(
+        address=address,
+        security=_parse_security(security_sec) if security_sec else None,
+        local=_parse_local(sec.optional_section("local")) if address is None else None,
+    )
+
+
+def _parse_security(sec: _Section) -> SecurityConfig:
+    """Parse ``cluster.security`` (paths resolved like every other path)."""
+    where = _location(sec.ctx.base_dir)
+    return SecurityConfig(
+        tls_ca_file=sec.value("tls_ca_file", where, None, nullable=True),
+        tls_client_cert=sec.value("tls_client_cert", where, None, nullable=True),
+        tls_client_key=sec.value("tls_client_key", where, None, nullable=True),
+        require_encryption=sec.value("require_encryption", _boolean, False),
+    )
+
+
+def _parse_local(sec: _Section) -> LocalClusterConfig:
+    """Parse ``cluster.local``."""
+    return LocalClusterConfig(
+        n_workers=sec.value("n_workers", _integer(gt=0), 1),
+        threads_per_worker=sec.value("threads_per_worker", _integer(gt=0), 2),
+        memory_limit=sec.value("memory_limit", _memory_limit, "auto"),
+        dashboard=sec.value("dashboard", _boolean, False),
+        host=sec.value("host", _text, "127.0.0.1"),
+    )
+
+
+def _parse_bootstrap(sec: _Section | None, data: DataConfig) -> BootstrapConfig | None:
+    """Parse ``bootstrap``: evaluation points from ``eval`` or ``eval_grid``, not both."""
+    if sec is None:
+        return None
+    if sec.is_set("eval") and sec.is_set("eval_grid"):
+        sec.report("eval_grid", "give bootstrap.eval (points from a data source) or "
+                   "bootstrap.eval_grid (a grid along one feature), not both")
+    base = sec.ctx.output or sec.ctx.base_dir
+    return BootstrapConfig(
+        n_bootstraps=sec.value("n_bootstraps", _integer(gt=0), 200),
+        confidence_level=sec.value("confidence_level", _number(gt=0, lt=1), 0.9),
+        method=sec.value("method", _choice(get_args(BootstrapMethod)), "multinomial"),
+        interval=sec.value("interval", _choice(get_args(BandInterval)), "confidence"),
+        eval=_parse_eval(sec, data),
+        eval_grid=None if sec.is_set("eval") else _parse_grid(sec.optional_section("eval_grid"),
+                                                              data),
+        store=sec.value("store", _location(base), _resolve("bootstrap.zarr", base)),
+        plot=sec.value("plot", _boolean, False),
+    )
+
+
+_EVAL_FORMS = ("a list of points such as [[0.1, 2.0], [0.5, 1.0]] (one value per feature; "
+               "[0.1, 0.5, 2.0] for data of one feature), or a data source {path: ...}")
+
+
+def _parse_eval(sec: _Section, data: DataConfig) -> SourceConfig | EvalPoints | None:
+    """Parse ``bootstrap.eval``: a data source (mapping) or inline points (list)."""
+    raw = sec.raw.get("eval")
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        points = sec.value("eval", _eval_points, None)
+        problem = (eval_points_problem(points, data.make.n_features, "data.make.n_features")
+                   if points is not None and data.make is not None else None)
+        if problem:
+            sec.report("eval", problem)
+        return points
+    if not isinstance(raw, Mapping):
+        hint = f"; write `eval: {{path: {raw}}}` for a data source" if isinstance(raw, str) else ""
+        sec.report("eval", f"expected {_EVAL_FORMS}, found {_show(raw)}{hint}")
+        return None
+    eval_sec = sec.section("eval")
+    return SourceConfig(**_parse_source(eval_sec, y_default=None, needs_y=False))
+
+
+def _eval_points(value: Any) -> EvalPoints:
+    """Check inline evaluation points: a non-empty list of equal-length lists of finite numbers,
+    or a flat list of numbers (points of one feature)."""
+    if not value:
+        _fail(_EVAL_FORMS, value, "; the list is empty")
+    nested = [isinstance(item, list) for item in value]
+    if any(nested) and not all(nested):
+        i = nested.index(False) if nested[0] else nested.index(True)
+        raise _Invalid(
+            f"point {i} is {_show(value[i])} but point 0 is {_show(value[0])}: write every "
+            "point as a list of feature values ([[0.1], [0.5]]), or every point as one number "
+            "for data of one feature ([0.1, 0.5])"
+        )
+    rows = value if nested[0] else [[item] for item in value]
+    number = _number(expected="a number")
+    width = len(rows[0])
+    points = []
+    for i, row in enumerate(rows):
+        if not row:
+            raise _Invalid(f"point {i} is an empty list: give one value per feature")
+        if len(row) != width:
+            raise _Invalid(
+                f"point {i} has {len(row)} value(s) ({_show(row)}) but point 0 has {width}: every "
+                "point needs one value per feature of the training data"
+            )
+        values = []
+        for j, item in enumerate(row):
+            try:
+                values.append(number(item))
+            except _Invalid as exc:
+                where = f"point {i}, feature {j}" if nested[0] else f"point {i}"
+                raise _Invalid(f"{where}: {exc}") from None
+        points.append(tuple(values))
+    return tuple(points)
+
+
+def eval_points_problem(points: EvalPoints, n_features: int, data_name: str) -> str | None:
+    """Say why inline ``bootstrap.eval`` points do not fit the training data, or None.
+
+    Parameters
+    ----------
+    points : tuple of tuple of float
+        ``BootstrapConfig.eval`` given inline.
+    n_features : int
+        Columns of the training data.
+    data_name : str
+        How to name the training data in the message (a dotted key or a path).
+
+    Returns
+    -------
+    str or None
+        The problem, saying what was expected, what was found and how to fix it.
+    """
+    width = len(points[0])
+    if width == n_features:
+        return None
+    if width == 1 and n_features > 1:
+        fix = (f"a flat list [a, b, ...] means points of one feature; write each point as a list "
+               f"of {n_features} values, e.g. [[{', '.join(['0.0'] * n_features)}]]")
+    else:
+        fix = f"give each point {n_features} values, one per column of the training data"
+    return (f"expected points of {n_features} features like the training data ({data_name}), "
+            f"found points of {width}: {fix}")
+
+
+def _parse_grid(sec: _Section, data: DataConfig) -> EvalGridConfig:
+    """Parse ``bootstrap.eval_grid`` and check the feature exists in synthetic data."""
+    grid = EvalGridConfig(
+        n_points=sec.value("n_points", _integer(gt=0), 200),
+        feature=sec.value("feature", _integer(ge=0), 0),
+    )
+    if data.make is not None and not sec.ctx.problems and grid.feature >= data.make.n_features:
+        sec.report("feature", f"expected a column index < {data.make.n_features} "
+                   f"(data.make.n_features), found {grid.feature}")
+    return grid

@@ -1,0 +1,518 @@
+"""The job configuration's schema: frozen dataclasses, one per YAML section, and the
+vocabularies of their fields (read by the parsers in :mod:`.rules`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, Literal
+
+import yaml
+
+from bigkernel.errors import ConfigError
+from bigkernel.kernels.registry import (
+    kernel_names,
+)
+
+Solver = Literal["random_features", "exact", "nystroem", "auto"]
+#: a kernel of the registry (bigkernel/kernels/registry.py) usable on its own: JOB_KERNELS
+Kernel = str
+JOB_KERNELS = kernel_names(standalone_only=True)
+#: the registry paths a solver needs to serve its kernel (auto picks exact or nystroem, and
+#: random features only for kernels with a sampler)
+SOLVER_PATHS = {"random_features": ("random_features",), "exact": ("exact",),
+                "nystroem": ("nystroem",), "auto": ("exact", "nystroem")}
+Preconditioner = Literal["rpcholesky", "nystroem", "none"]
+GramDType = Literal["auto", "float32", "float64"]
+Landmarks = Literal["rpcholesky", "uniform"]
+Sampler = Literal["iid", "orthogonal"]
+Form = Literal["cos", "cossin"]
+DType = Literal["float32", "float64"]
+MakeKind = Literal["friedman1", "sine"]
+BootstrapMethod = Literal["multinomial", "poisson"]
+BandInterval = Literal["confidence", "prediction"]
+#: Inline evaluation points (``bootstrap.eval: [[0.1, 2.0], [0.5, 1.0]]``): one tuple per point.
+EvalPoints = tuple[tuple[float, ...], ...]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
+#: Features a synthetic generator needs (minimum, maximum or None) and uses by default.
+MAKE_FEATURES = {"friedman1": (5, None, 10), "sine": (1, 1, 1)}
+EXAMPLE_CONFIG = "configs/quickstart.yaml"
+
+
+# --------------------------------------------------------------------------------------------
+# Schema
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceConfig:
+    """A data source: a zarr group (local path or fsspec URL), a ``.npy`` file for X, or a
+    Parquet / CSV table (file, glob, or folder of Parquet parts).
+
+    Parameters
+    ----------
+    path : str
+        Resolved location of the zarr group, the ``.npy`` file holding X, or the table.
+    x : str or tuple of str, default="X"
+        Name of the X array inside the group (ignored for ``.npy``); for a table, the list of
+        feature columns.
+    y : str, tuple of str or None, default="y"
+        Name of the y array inside the group, or the target column(s) of a table; None when the
+        source has no targets.
+    y_path : str or None, default=None
+        Resolved location of y's ``.npy`` file, for ``.npy`` sources only.
+    """
+
+    path: str
+    x: str | tuple[str, ...] = "X"
+    y: str | tuple[str, ...] | None = "y"
+    y_path: str | None = None
+
+    @property
+    def is_npy(self) -> bool:
+        """bool : Whether X is read from a ``.npy`` file rather than a zarr group."""
+        return self.path.lower().endswith(".npy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MakeDataConfig:
+    """Synthetic data written to zarr before the fit (``data.make``).
+
+    Parameters
+    ----------
+    kind : {"friedman1", "sine"}, default="friedman1"
+        Friedman #1 (needs ``n_features >= 5``) or the 1-D noisy sine (``n_features == 1``).
+    n_samples : int, default=200_000
+        Number of rows, > 0.
+    n_features : int, default=10 for friedman1, 1 for sine
+        Number of columns of X.
+    noise : float, default=1.0 for friedman1, 0.3 for sine
+        Standard deviation of the Gaussian noise added to y, >= 0; None (as constructed without
+        it) means the kind's default, :data:`bigkernel.data.synthetic.DEFAULT_NOISE`.
+    seed : int, default=the job's ``seed``
+        Seed of the generator, >= 0.
+    chunk_rows : int, default=131_072
+        Rows per written chunk, > 0.
+    path : str
+        Resolved location of the zarr group the data is written to (arrays ``X`` and ``y``);
+        reused by the runner when it already holds data made with the same parameters.
+    """
+
+    kind: MakeKind = "friedman1"
+    n_samples: int = 200_000
+    n_features: int = 10
+    noise: float | None = None
+    seed: int = 0
+    chunk_rows: int = 131_072
+    path: str
+
+    @property
+    def source(self) -> SourceConfig:
+        """SourceConfig : The written group as a training source (arrays ``X`` and ``y``)."""
+        return SourceConfig(path=self.path, x="X", y="y")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Training data (``data``): exactly one of ``train`` and ``make`` is set.
+
+    Parameters
+    ----------
+    train : SourceConfig or None, default=None
+        Existing training data.
+    make : MakeDataConfig or None, default=None
+        Synthetic training data, written before the fit.
+    holdout_fraction : float, default=0.2
+        Fraction of rows held out for evaluation, ``0 <= f < 1``; rows are assigned by a seeded
+        hash of the row index.
+    chunk_rows : int or "auto", default="auto"
+        Rows per chunk of the streamed pass.
+    """
+
+    train: SourceConfig | None = None
+    make: MakeDataConfig | None = None
+    holdout_fraction: float = 0.2
+    chunk_rows: int | Literal["auto"] = "auto"
+
+    @property
+    def train_source(self) -> SourceConfig:
+        """SourceConfig : Where the training data is read from (``train`` or ``make.path``)."""
+        if self.train is not None:
+            return self.train
+        if self.make is None:
+            raise ConfigError("data: neither data.train nor data.make is set")
+        return self.make.source
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """The estimator (``model``); names follow scikit-learn.
+
+    Parameters
+    ----------
+    solver : {"random_features", "exact", "nystroem", "auto"}, default="random_features"
+        ``exact``: CG on the blocked Gram matrix (moderate n); ``nystroem``: Nyström features
+        in the one-pass primal path; ``auto``: chosen from n and ``memory_budget`` (the job log
+        says which and why).
+    kernel : str, default="rbf"
+        A kernel of the README's kernel table (:data:`JOB_KERNELS`); its columns say which
+        solvers serve it: polynomial, linear, sigmoid and periodic need solver exact, nystroem
+        or auto; fourier (the fixed 1-D basis) needs random_features.
+    gamma : float, tuple of float, "cv" or None, default=None
+        Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
+        is searched together with alpha (by K-fold CV when alpha or gamma is "cv", else by GCV);
+        "cv" — or leaving gamma unset with alpha "cv" — searches 1/d × 10^[-2..1] (7 values).
+        Solver random_features searches in the same data pass; solver exact
+        (``ExactKernelRidgeCV``) forms one Gram matrix and one eigendecomposition per gamma and
+        scores by closed-form leave-one-out where random_features uses K-fold CV (see
+        ``alpha``). Solvers nystroem and auto take one gamma.
+    length_scale : float, tuple of float or None, default=None
+        Bandwidth, > 0; a tuple gives one scale per feature (ARD).
+    nu : {0.5, 1.5, 2.5}, default=1.5
+        Smoothness of the Matérn kernel (ignored by the other kernels).
+    n_components : int, default=1024
+        Number of features D, > 0; even for ``form="cossin"`` and ``kernel="fourier"``.
+    sampler : {"iid", "orthogonal"}, default="iid"
+        Orthogonal random features exist for ``kernel="rbf"`` only.
+    form : {"cos", "cossin"}, default="cos"
+        ``cos(Wx + b)`` features or paired cos/sin features with D/2 frequencies.
+    alpha : float, tuple of float, "gcv", "cv" or "loo", default="gcv"
+        Ridge penalty (> 0, finite), a grid of them scored by GCV, "gcv" for the default grid
+        scored by GCV, or "cv" for the default grid scored by cross-validation: K-fold
+        (``cv: K``) with solver random_features; closed-form leave-one-out with solver exact,
+        whose equivalent it is (the exact path has no per-fold sums to subtract; LOO is exact,
+        as n refits would give). "loo" (solver exact only) is the same as "cv" there. With
+        solver exact, "cv"/"loo" or a gamma list or "cv" select ``ExactKernelRidgeCV``
+        (n <= 6000: one O(n³) eigendecomposition per gamma); a gamma list with alpha a number,
+        a list or "gcv" is scored by GCV. The mapping::
+
+            solver           alpha: gcv | list        alpha: cv             alpha: loo
+            random_features  GCV (one pass)           K-fold (cv: K)        error
+            exact            GCV (one gamma: CG;      closed-form LOO       closed-form LOO
+                             gamma list/cv: eigh)     (cv: K is an error)
+            nystroem, auto   GCV                      error                 error
+    cv : int, default=5
+        Folds for K-fold cross-validation (>= 2), used when alpha or gamma is "cv" with solver
+        random_features (setting it for an exact search is an error: it has no folds).
+    standardize : bool, default=False
+        Standardize features to mean 0 / sd 1 (a light pre-pass over X; stored in the model).
+    fit_intercept : bool, default=True
+        Unpenalized intercept by centering.
+    dtype : {"float32", "float64"}, default="float64"
+        Dtype of the features; sums and solves are always float64.
+    random_state : int, default=the job's ``seed``
+        Seed of the feature map, >= 0.
+    degree : int, default=3
+        Polynomial degree (>= 1).
+    coef0 : float, default=1.0
+        Polynomial and sigmoid offset.
+    tol : float, default=1e-6
+        Exact solver: CG relative residual, in (0, 1).
+    max_iter : int or None, default=None
+        Exact solver: CG iterations (default 10·n).
+    preconditioner : {"rpcholesky", "nystroem", "none"}, default="rpcholesky"
+        Exact solver: low-rank preconditioner.
+    rank : int or None, default=None
+        Exact solver: preconditioner rank (default from n).
+    memory_budget : int, str or None, default=None
+        Exact solver and ``auto``: bytes (or a size such as '8GB') for the Gram cache and the
+        solver; default half the machine's memory.
+    gram_dtype : {"auto", "float64", "float32"}, default="auto"
+        Exact solver: dtype of Gram tiles (auto: float64 when the whole matrix fits the budget).
+    n_probes : int, default=8
+        Exact solver: Hutchinson probes for df(alpha) when n > 3000 (>= 0).
+    landmarks : {"rpcholesky", "uniform"}, default="rpcholesky"
+        Nyström landmark choice (n_components landmarks).
+    """
+
+    solver: Solver = "random_features"
+    kernel: Kernel = "rbf"
+    gamma: float | tuple[float, ...] | Literal["cv"] | None = None
+    length_scale: float | tuple[float, ...] | None = None
+    nu: float = 1.5
+    n_components: int = 1024
+    sampler: Sampler = "iid"
+    form: Form = "cos"
+    alpha: float | tuple[float, ...] | Literal["gcv", "cv", "loo"] = "gcv"
+    cv: int = 5
+    standardize: bool = False
+    fit_intercept: bool = True
+    dtype: DType = "float64"
+    random_state: int = 0
+    degree: int = 3
+    coef0: float = 1.0
+    tol: float = 1e-6
+    max_iter: int | None = None
+    preconditioner: Preconditioner = "rpcholesky"
+    rank: int | None = None
+    memory_budget: int | str | None = None
+    gram_dtype: GramDType = "auto"
+    n_probes: int = 8
+    landmarks: Landmarks = "rpcholesky"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PredictConfig(SourceConfig):
+    """Data to predict after the fit (``predict``): a source plus where predictions go.
+
+    Parameters
+    ----------
+    path, x, y, y_path
+        As in :class:`SourceConfig`; ``y`` defaults to None (targets are optional).
+    output : str, default="<output>/predictions.zarr"
+        Resolved location of the predictions; relative paths are taken inside the job's
+        output folder.
+    """
+
+    y: str | None = None
+    output: str = "predictions.zarr"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecurityConfig:
+    """TLS settings for ``cluster.address`` (passed to ``distributed.Security``).
+
+    Parameters
+    ----------
+    tls_ca_file, tls_client_cert, tls_client_key : str or None, default=None
+        Resolved paths of the PEM files.
+    require_encryption : bool, default=False
+    """
+
+    tls_ca_file: str | None = None
+    tls_client_cert: str | None = None
+    tls_client_key: str | None = None
+    require_encryption: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalClusterConfig:
+    """A LocalCluster started by the job (``cluster.local``).
+
+    Parameters
+    ----------
+    n_workers : int, default=1
+    threads_per_worker : int, default=2
+    memory_limit : "auto", int or str, default="auto"
+        Per-worker limit: "auto", bytes, or a size such as "4GiB" (Dask's spelling).
+    dashboard : bool, default=False
+    host : str, default="127.0.0.1"
+        Interface the scheduler and workers bind to; loopback unless asked otherwise.
+    """
+
+    n_workers: int = 1
+    threads_per_worker: int = 2
+    memory_limit: int | str = "auto"
+    dashboard: bool = False
+    host: str = "127.0.0.1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig:
+    """Where the job's Dask work runs (``cluster``): exactly one of ``address`` and ``local``.
+
+    Parameters
+    ----------
+    address : str or None, default=None
+        Address of an existing scheduler, e.g. ``tcp://10.0.0.5:8786``.
+    security : SecurityConfig or None, default=None
+        TLS settings; only with ``address``.
+    local : LocalClusterConfig or None, default=LocalClusterConfig()
+        The LocalCluster to start; None when ``address`` is set.
+    """
+
+    address: str | None = None
+    security: SecurityConfig | None = None
+    local: LocalClusterConfig | None = field(default_factory=LocalClusterConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalGridConfig:
+    """Evaluation points on a grid along one feature (``bootstrap.eval_grid``).
+
+    Parameters
+    ----------
+    n_points : int, default=200
+        Number of grid points, > 0.
+    feature : int, default=0
+        Column of X the grid runs along, >= 0.
+    """
+
+    n_points: int = 200
+    feature: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootstrapConfig:
+    """Bootstrap percentile bands (``bootstrap``); exactly one of ``eval`` and ``eval_grid``.
+
+    Parameters
+    ----------
+    n_bootstraps : int, default=200
+        Number of replicates B, > 0.
+    confidence_level : float, default=0.9
+        Coverage of the band, ``0 < c < 1``.
+    method : {"multinomial", "poisson"}, default="multinomial"
+        Multinomial(n, 1/n) draw counts, or Poisson(1) weights.
+    interval : {"confidence", "prediction"}, default="confidence"
+        What the band is: a confidence band for the fitted function f-hat(x), or a prediction
+        interval for a new observation y at x.
+    eval : SourceConfig, tuple of tuple of float, or None, default=None
+        Evaluation points read from a source, or given inline in the YAML as a list of points
+        (``[[0.1, 2.0], [0.5, 1.0]]``; ``[0.1, 0.5]`` is two points of one feature), held
+        here as one tuple per point.
+    eval_grid : EvalGridConfig or None, default=EvalGridConfig()
+        Evaluation points on a grid; the default when ``eval`` is not given.
+    store : str, default="<output>/bootstrap.zarr"
+        Resolved location of the replicate store; relative to the job's output folder.
+    plot : bool, default=False
+    """
+
+    n_bootstraps: int = 200
+    confidence_level: float = 0.9
+    method: BootstrapMethod = "multinomial"
+    interval: BandInterval = "confidence"
+    eval: SourceConfig | EvalPoints | None = None
+    eval_grid: EvalGridConfig | None = field(default_factory=EvalGridConfig)
+    store: str = "bootstrap.zarr"
+    plot: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobConfig:
+    """A whole job, as read by :func:`load_config`; all paths resolved.
+
+    Build it with :func:`load_config` or :func:`config_from_dict`: the constructors of these
+    dataclasses store what they are given and do not validate.
+
+    Parameters
+    ----------
+    name : str
+        Job name; defaults to the config file's stem.
+    output : str
+        Resolved output folder.
+    overwrite : bool, default=False
+        Allow reusing an existing output folder.
+    seed : int, default=0
+        Default seed for everything not seeded explicitly.
+    data : DataConfig
+    model : ModelConfig
+    predict : PredictConfig or None, default=None
+    cluster : ClusterConfig
+    bootstrap : BootstrapConfig or None, default=None
+    progress : bool, default=True
+        Show progress bars (on a terminal; ``bigkernel -q`` turns them off).
+    plots : bool or "auto", default="auto"
+        Write figures and report.md to the output folder; "auto" when matplotlib is installed,
+        true makes a missing matplotlib an error.
+    log_level : {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, default="INFO"
+        Level of ``job.log``; the terminal's is the CLI's (``-q``: WARNING, ``-v``: DEBUG).
+    source : str, default="<dict>"
+        Absolute path of the config file, or "<dict>"; not part of equality or ``to_dict``.
+    base_dir : str, default=""
+        Directory relative paths were resolved against; not part of equality or ``to_dict``.
+    """
+
+    name: str
+    output: str
+    overwrite: bool = False
+    seed: int = 0
+    data: DataConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    predict: PredictConfig | None = None
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    bootstrap: BootstrapConfig | None = None
+    progress: bool = True
+    plots: bool | Literal["auto"] = "auto"
+    log_level: LogLevel = "INFO"
+    source: str = field(default="<dict>", compare=False)
+    base_dir: str = field(default="", compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the resolved config as plain data (dicts, lists, str, numbers, bool, None).
+
+        Returns
+        -------
+        dict
+            JSON- and YAML-serialisable; ``config_from_dict(cfg.to_dict()) == cfg``.
+        """
+        return _plain(self)
+
+    def to_yaml(self) -> str:
+        """Return :meth:`to_dict` as YAML text that :func:`load_config` reads back.
+
+        Returns
+        -------
+        str
+        """
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+
+    def inputs(self) -> dict[str, str]:
+        """Return the locations the job reads, by dotted key.
+
+        Returns
+        -------
+        dict of str to str
+            For example ``{"data.train.path": "/abs/data/train.zarr"}``.
+        """
+        found: dict[str, str | None] = {}
+        for prefix, source in (
+            ("data.train", self.data.train),
+            ("predict", self.predict),
+            ("bootstrap.eval", self.bootstrap.eval if self.bootstrap
+             and isinstance(self.bootstrap.eval, SourceConfig) else None),
+        ):
+            if source is not None:
+                found[f"{prefix}.path"] = source.path
+                found[f"{prefix}.y_path"] = source.y_path
+        if self.data.make is not None:
+            found["data.make.path"] = self.data.make.path
+        return {key: path for key, path in found.items() if path}
+
+    def outputs(self) -> dict[str, str]:
+        """Return the locations the job writes, by dotted key.
+
+        Returns
+        -------
+        dict of str to str
+            ``output`` always; ``predict.output`` and ``bootstrap.store`` when those sections
+            are set.
+        """
+        found = {"output": self.output}
+        if self.predict is not None:
+            found["predict.output"] = self.predict.output
+        if self.bootstrap is not None:
+            found["bootstrap.store"] = self.bootstrap.store
+        return found
+
+
+def _plain(value: Any) -> Any:
+    """Convert dataclasses and tuples to dicts and lists, recursively."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if f.compare}
+    if isinstance(value, (tuple, list)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _keys(cls: type) -> tuple[str, ...]:
+    """Return the YAML keys of a schema dataclass (its compared fields)."""
+    return tuple(f.name for f in fields(cls) if f.compare)
+
+
+#: Valid keys of every section, by dotted prefix; also used for "did you mean model.alpha?".
+SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "": _keys(JobConfig),
+    "data": _keys(DataConfig),
+    "data.train": _keys(SourceConfig),
+    "data.make": _keys(MakeDataConfig),
+    "model": _keys(ModelConfig),
+    "predict": _keys(PredictConfig),
+    "cluster": _keys(ClusterConfig),
+    "cluster.security": _keys(SecurityConfig),
+    "cluster.local": _keys(LocalClusterConfig),
+    "bootstrap": _keys(BootstrapConfig),
+    "bootstrap.eval": _keys(SourceConfig),
+    "bootstrap.eval_grid": _keys(EvalGridConfig),
+}
