@@ -253,7 +253,7 @@ def _chunks_digest(chunks: tuple[int, ...]) -> str:
     return "sha256:" + hashlib.sha256(repr(tuple(int(c) for c in chunks)).encode()).hexdigest()
 
 
-def _data_fingerprint(ds: Dataset, arrays: tuple[Any, Any] | None, client: Any) -> dict[str, Any]:
+def data_fingerprint(ds: Dataset, arrays: tuple[Any, Any] | None, client: Any) -> dict[str, Any]:
     """Identity of the training data: shapes, dtypes, row chunking and a content digest.
 
     In-memory input is hashed whole. Dask input is hashed on its first and last
@@ -599,7 +599,7 @@ def bootstrap(
         "kind": STORE_KIND,
         "seed": entropy,
         "resampling": {"scheme": SCHEME, "method": method, "block_rows": BLOCK_ROWS},
-        "data": _data_fingerprint(ds, (X, y) if in_memory else None, client),
+        "data": data_fingerprint(ds, (X, y) if in_memory else None, client),
         "estimator": plan.fingerprint,
         "eval": {"n_eval": int(E.shape[0]), "digest": array_digest(E)},
     }

@@ -77,7 +77,7 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
     import json
 
     from bigkernel.errors import StoreMismatchError
-    from bigkernel.bands.bootstrap import _data_fingerprint
+    from bigkernel.bands.bootstrap import data_fingerprint
     from bigkernel.io.band_store import open_store
 
     store = open_store(bc.store)  # a folder that is no bootstrap store is refused here
@@ -87,7 +87,7 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
         "seed": (bootstrap_seed(cfg.seed), fp.get("seed")),
         "resampling.method": (bc.method, (fp.get("resampling") or {}).get("method")),
         "n_bootstraps": (bc.n_bootstraps, store.n_replicates),
-        "data": (_data_fingerprint(ds, None, client), fp.get("data")),
+        "data": (data_fingerprint(ds, None, client), fp.get("data")),
     }
     diffs = [f"{key}: expected {canon(exp)}, found {canon(found)}" for key, (exp, found) in checks.items()
              if canon(exp) != canon(found)]

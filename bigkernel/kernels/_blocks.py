@@ -134,12 +134,12 @@ def _sq_dists(
     out += zz[None, :]
     np.maximum(out, 0.0, out=out)
     if Z is None:
-        _symmetrize_upper(out)
+        symmetrize_upper(out)
         np.fill_diagonal(out, 0.0)
     return out
 
 
-def _symmetrize_upper(A: np.ndarray, tile: int = 128) -> None:
+def symmetrize_upper(A: np.ndarray, tile: int = 128) -> None:
     """Copy the upper triangle of square ``A`` onto the lower one, in place, tile by tile.
 
     ``xx_i + xx_j`` and ``xx_j + xx_i`` round differently; CG wants an exactly symmetric
@@ -174,7 +174,7 @@ def _gram_self(X: np.ndarray, *, symmetrize: bool = True) -> np.ndarray:
     """
     out = X @ X.copy().T
     if symmetrize:
-        _symmetrize_upper(out)
+        symmetrize_upper(out)
     return out
 
 

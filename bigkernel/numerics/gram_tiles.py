@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.kernels._blocks import _symmetrize_upper
+from bigkernel.kernels._blocks import symmetrize_upper
 from bigkernel.kernels.base import Kernel, Scaled
 from bigkernel.kernels.stationary import RBF
 
@@ -179,7 +179,7 @@ class GramTiler:
         if self.fast:
             T = self._exp_block(self._A[rows], self._B[cols], dtype, workspace)
             if diagonal:
-                _symmetrize_upper(T)  # exact symmetry, tile by tile
+                symmetrize_upper(T)  # exact symmetry, tile by tile
                 np.fill_diagonal(T, T.dtype.type(self._scale))
             return T
         Xr = self.X[rows]
