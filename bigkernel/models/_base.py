@@ -93,13 +93,30 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
                 self._check_n_features(ds.X.shape[1])
             elif ds.X.shape[0] < 1:
                 raise DataError("X is empty")
+            else:
+                self._set_input_facts(ds.X.dtype)  # a dask array has no column names
             return ds, True
         X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32])
         if y is not None:
             # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
             y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
             check_consistent_length(X, y)
+        if reset:
+            self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
         return as_dataset(X, y, chunk_rows=getattr(self, "chunk_rows", None)), False
+
+    def _set_input_facts(self, X_dtype, feature_names=None) -> None:
+        """Remember the training X's dtype and column names (``feature_names_in_``, checked at
+        predict by scikit-learn's ``validate_data``); both are saved with the model.
+
+        ``fit`` sets them from its input; orchestrators fitting a :class:`Dataset` read from a
+        table pass the selected columns, as a DataFrame fit would.
+        """
+        self._X_dtype_in = np.dtype(X_dtype).name
+        if feature_names is None:
+            self.__dict__.pop("feature_names_in_", None)  # a refit without names forgets the old ones
+        else:
+            self.feature_names_in_ = np.asarray(feature_names, dtype=object)
 
     def _predict_with(self, X, block, graph, single: bool):
         """Predictions of numpy X by ``block(X)`` (numpy out), of dask X by ``graph(X)`` (lazy
