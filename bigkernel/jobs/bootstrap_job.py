@@ -26,6 +26,7 @@ import numpy as np
 import zarr
 
 from bigkernel.data.sources import Dataset
+from bigkernel.models._base import block_predictor
 from bigkernel.models._compute import compute
 from bigkernel.models.auto import KernelRidge
 from bigkernel.models.bootstrap import BootstrapResult, bootstrap, eval_grid
@@ -176,7 +177,7 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         confidence_level=bc.confidence_level, random_state=bootstrap_seed(cfg.seed),
         store=bc.store, method=bc.method, client=client,
     )  # fmt: skip
-    fitted = est.predict(E)
+    fitted = block_predictor(est)(E)  # E: points in the training data's columns
     outputs = {
         "bootstrap_store": result.store,
         "bootstrap_band": write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E,

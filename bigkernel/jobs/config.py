@@ -152,7 +152,8 @@ class MakeDataConfig:
     chunk_rows : int, default=131_072
         Rows per written chunk, > 0.
     path : str
-        Resolved location of the zarr group the data is written to (arrays ``X`` and ``y``);
+        Resolved location the data is written to: a zarr group (arrays ``X`` and ``y``), or a
+        table when it ends in ``.csv`` or ``.parquet`` (columns ``x0 … x{d-1}`` and ``y``);
         reused by the runner when it already holds data made with the same parameters.
     """
 
@@ -166,7 +167,14 @@ class MakeDataConfig:
 
     @property
     def source(self) -> SourceConfig:
-        """SourceConfig : The written group as a training source (arrays ``X`` and ``y``)."""
+        """SourceConfig : The written data as a training source (arrays ``X`` and ``y``, or a
+        table's columns ``x0 … x{d-1}`` and ``y``)."""
+        from bigkernel.data.synthetic import table_columns
+        from bigkernel.data.tables import is_table
+
+        if is_table(self.path):
+            x, y = table_columns(self.n_features)
+            return SourceConfig(path=self.path, x=x, y=y)
         return SourceConfig(path=self.path, x="X", y="y")
 
 
@@ -1202,8 +1210,8 @@ def _parse_make(sec: _Section) -> MakeDataConfig:
         noise=sec.value("noise", _number(ge=0), 1.0),
         seed=sec.ctx.seed if seed is None else seed,
         chunk_rows=sec.value("chunk_rows", _integer(gt=0), 131_072),
-        path=sec.required("path", _location(sec.ctx.base_dir), "the zarr group to write, "
-                          "e.g. data/synthetic.zarr"),
+        path=sec.required("path", _location(sec.ctx.base_dir), "the zarr group or table to "
+                          "write, e.g. data/synthetic.zarr or data/synthetic.csv"),
     )
     too_few, too_many = make.n_features < low, high is not None and make.n_features > high
     if sec.clean and (too_few or too_many):

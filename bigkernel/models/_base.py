@@ -45,6 +45,27 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray:
     return sw
 
 
+class _NamedBlocks:
+    """``est.predict`` for numpy blocks cut from the table the model was fitted on: each block
+    gets the fitted column names back, so scikit-learn's name check passes (a bare array would
+    warn "X does not have valid feature names") and its width check still runs."""
+
+    def __init__(self, est) -> None:
+        self.est = est
+
+    def __call__(self, X: np.ndarray):
+        import pandas as pd
+
+        return self.est.predict(pd.DataFrame(X, columns=self.est.feature_names_in_, copy=False))
+
+
+def block_predictor(est):
+    """The numpy predictor of internal passes over the training data's own columns (evaluation,
+    bootstrap evaluation points): ``est.predict``, giving blocks the fitted column names when
+    the model has them."""
+    return _NamedBlocks(est) if hasattr(est, "feature_names_in_") else est.predict
+
+
 class _EstimatorBase(RegressorMixin, BaseEstimator):
     """Multi-output regressor taking numpy or dask input; subclasses implement ``fit``,
     ``predict``, ``_get_state`` and ``_set_state``."""
