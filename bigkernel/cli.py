@@ -28,11 +28,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="path of the job YAML (see configs/)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved config and chunk plan; compute nothing")
 
-    pr = sub.add_parser("predict", help="predict a data set with a saved model, into zarr")
+    pr = sub.add_parser("predict", help="predict a data set with a saved model, into zarr, CSV or Parquet")
     pr.add_argument("model", help="model folder written by a job or by model.save()")
-    pr.add_argument("data", help="zarr group (local path or fsspec URL) or .npy file of X")
-    pr.add_argument("--output", "-o", required=True, help="zarr group to write (array y_pred)")
-    pr.add_argument("--x", default="X", help="name of the X array inside the zarr group (default X)")
+    pr.add_argument("data", help="zarr group (local path or fsspec URL), .npy file of X, or a CSV / "
+                    "Parquet table (file, glob or folder of Parquet parts)")
+    pr.add_argument("--output", "-o", required=True,
+                    help="where to write, by its suffix: .csv (one file), .parquet (a folder of parts), "
+                         "or .zarr / a name without suffix (zarr group, array y_pred); columns y_pred "
+                         "(y_pred_0, y_pred_1, ... for several targets)")
+    pr.add_argument("--x", default=None,
+                    help="zarr: name of the X array (default X); table: comma-separated X columns, "
+                         "e.g. a,b,c (default: the columns the model was fitted on)")
     pr.add_argument("--chunk-rows", type=_count, default=None, help="rows per chunk (default: auto)")
     pr.add_argument("--address", default=None,
                     help="Dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: this machine)")
@@ -41,9 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="(re)make the figures and report.md of a finished job folder")
     rep.add_argument("output", help="the job's output folder")
 
-    mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, chunk by chunk")
+    mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, CSV or Parquet, chunk by chunk")
     mk.add_argument("kind", choices=["friedman1", "sine"])
-    mk.add_argument("output", help="zarr group to write (arrays X and y)")
+    mk.add_argument("output", help="zarr group to write (arrays X and y), or by its suffix a .csv file "
+                    "or .parquet folder (columns x0, x1, ..., y)")
     mk.add_argument("--n-samples", type=_count, default=100_000, help="rows (accepts 1e8)")
     mk.add_argument("--n-features", type=int, default=None, help="friedman1: >= 5 (default 10); sine: 1")
     mk.add_argument("--noise", type=float, default=None, help="noise sd (default: " + ", ".join(f"{kind} {sd}" for kind, sd in DEFAULT_NOISE.items()) + ")")
@@ -100,11 +107,15 @@ def _cmd_run(args) -> int:
 def _cmd_predict(args) -> int:
     import contextlib
 
+    import os
+
     from bigkernel.data.sources import open_source
+    from bigkernel.data.tables import is_table
     from bigkernel.errors import OutputExistsError
     from bigkernel.jobs.config import ClusterConfig, path_relation
     from bigkernel.runtime import progress_bars
     from bigkernel.io.model_store import load
+    from bigkernel.io.predictions import predict_to_path
 
     model = load(args.model)  # first: anything that is not a model store is refused unread
     for what, path in (("model", args.model), ("data", args.data)):
@@ -114,7 +125,11 @@ def _cmd_predict(args) -> int:
                 f"--output {args.output} {relation} the {what} {path}: the predictions would "
                 "overwrite an input; choose an output path apart from it"
             )
-    ds = open_source(args.data, args.x, None, chunk_rows=args.chunk_rows)
+    if os.path.exists(args.output) and not args.overwrite:  # before reading any data
+        raise OutputExistsError(f"--output {args.output} exists; pass --overwrite to replace it")
+    table = is_table(args.data)
+    ds = open_source(args.data, _x_columns(args.x, model, args.data) if table else (args.x or "X"),
+                     None, chunk_rows=args.chunk_rows)
     if args.address:
         from bigkernel.jobs.cluster import client_from_config
 
@@ -122,9 +137,33 @@ def _cmd_predict(args) -> int:
     else:
         cluster = contextlib.nullcontext()
     with cluster, progress_bars(not args.quiet):
-        path = model.predict_to_zarr(ds.X, args.output, overwrite=args.overwrite)
+        path = predict_to_path(model, ds.X, args.output, overwrite=args.overwrite)
     sys.stdout.write(json.dumps({"path": path, "n_samples": int(ds.X.shape[0])}) + "\n")
     return 0
+
+
+def _x_columns(x: str | None, model, data: str) -> list[str]:
+    """The X columns of a table for ``predict``: ``--x a,b,c``, else the model's column names;
+    given both, they must agree in names and order, as scikit-learn checks a DataFrame's."""
+    from bigkernel.errors import DataError
+
+    names = getattr(model, "feature_names_in_", None)
+    names = None if names is None else [str(n) for n in names]
+    if x is None:
+        if names is None:
+            raise DataError(
+                f"{data} is a table, but the model was fitted without column names (on arrays), so "
+                f"it cannot tell which columns are its {model.n_features_in_} features; name them, "
+                "in the order of the fit, with --x a,b,c"
+            )
+        return names
+    columns = [c.strip() for c in x.split(",") if c.strip()]
+    if names is not None and columns != names:
+        raise DataError(
+            f"--x names columns {columns}, but the model was fitted on columns {names}: names and "
+            "order must match the fit; leave --x out to use the model's columns"
+        )
+    return columns
 
 
 def _cmd_report(args) -> int:

@@ -46,3 +46,10 @@ def test_old_random_feature_store_resumes_without_recomputing(tmp_path):
                               random_state=3, store=store)
     assert res.n_computed == 0 and res.n_reused == 6
     np.testing.assert_array_equal(res.upper, EXPECTED["bands"]["bootstrap_random_features"]["upper"])
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED["models"]))
+def test_saved_model_without_input_metadata_has_no_names(name):
+    """Stores from before the optional ``input`` field load as models fitted without names."""
+    model = bigkernel.load(os.path.join(ROOT, f"{name}.zarr"))
+    assert not hasattr(model, "feature_names_in_") and model.n_features_in_ == 3

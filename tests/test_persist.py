@@ -50,3 +50,68 @@ def test_predict_to_zarr(tmp_path, fitted):
     np.testing.assert_allclose(g["y_pred"][:], m.predict(X), rtol=1e-12)
     assert g.attrs["complete"] is True
     assert [p for p in os.listdir(tmp_path) if "partial" in p] == []
+
+
+KINDS = {
+    "RandomFeatureRidge": lambda: bigkernel.RandomFeatureRidge(gamma=0.5, n_components=16, random_state=0),
+    "RandomFeatureRidgeCV": lambda: bigkernel.RandomFeatureRidgeCV(gammas=[0.1, 0.5], alphas=[0.1, 1.0], cv=3,
+                                                                   n_components=16, random_state=0),
+    "NystroemRidge": lambda: bigkernel.NystroemRidge(gamma=0.5, n_components=20, alpha=0.1, random_state=0),
+    "ExactKernelRidge": lambda: bigkernel.ExactKernelRidge(gamma=0.5, alpha=0.1, random_state=0),
+    "ExactKernelRidgeCV": lambda: bigkernel.ExactKernelRidgeCV(gammas=[0.1, 0.5], alphas=[0.1, 1.0]),
+    "KernelRidge": lambda: bigkernel.KernelRidge(gamma=0.5, alpha=0.1, random_state=0),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_saved_model_checks_column_names_as_in_memory(tmp_path, kind):
+    """A model fitted on a DataFrame keeps its column names through save/load and checks names and
+    order at predict exactly as the in-memory model does (every estimator kind)."""
+    import warnings
+
+    import pandas as pd
+
+    X, y = friedman(300, d=5, seed=2)
+    cols = ["a", "b", "c", "d", "e"]
+    df = pd.DataFrame(X, columns=cols)
+    m = KINDS[kind]().fit(df, y)
+    back = bigkernel.load(m.save(tmp_path / "m.zarr"))
+    assert type(back).__name__ == kind
+    np.testing.assert_array_equal(back.feature_names_in_, cols)
+    assert back.feature_names_in_.dtype == object and back.n_features_in_ == 5
+    np.testing.assert_array_equal(back.predict(df), m.predict(df))  # named input: no warning
+    for bad in (df[cols[::-1]], df.rename(columns={"c": "z"})):  # reordered, renamed
+        with pytest.raises(ValueError) as mem:
+            m.predict(bad)
+        with pytest.raises(ValueError) as loaded:
+            back.predict(bad)
+        assert str(loaded.value) == str(mem.value) and "feature names" in str(mem.value)
+    # numpy after a DataFrame fit: scikit-learn's warning, the same predictions
+    for est in (m, back):
+        with pytest.warns(UserWarning, match="X does not have valid feature names"):
+            est.predict(X[:20])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        np.testing.assert_array_equal(back.predict(X[:20]), m.predict(X[:20]))
+    assert len(w) == 2
+    meta = json.loads((tmp_path / "m.zarr" / "zarr.json").read_text())["attributes"]
+    assert meta["input"] == {"n_features_in": 5, "X_dtype": "float64", "feature_names_in": cols}
+
+
+def test_numpy_fit_saves_no_names_and_a_refit_forgets_them(tmp_path):
+    import dask.array as da
+    import pandas as pd
+
+    X, y = friedman(300, d=5, seed=2)
+    m = RandomFeatureRidge(n_components=16, random_state=0).fit(X.astype(np.float32), y)
+    back = bigkernel.load(m.save(tmp_path / "np.zarr"))
+    assert not hasattr(back, "feature_names_in_")
+    meta = json.loads((tmp_path / "np.zarr" / "zarr.json").read_text())["attributes"]
+    assert meta["input"] == {"n_features_in": 5, "X_dtype": "float32"}
+    with pytest.warns(UserWarning, match="fitted without feature names"):  # as in memory
+        back.predict(pd.DataFrame(X, columns=list("abcde")))
+    # fitted on a DataFrame, then refitted on a dask array: the old names must not stick
+    m = RandomFeatureRidge(n_components=16, random_state=0).fit(pd.DataFrame(X, columns=list("abcde")), y)
+    m.fit(da.from_array(X, chunks=(100, 5)), y)
+    assert not hasattr(m, "feature_names_in_")
+    assert not hasattr(bigkernel.load(m.save(tmp_path / "dask.zarr")), "feature_names_in_")

@@ -378,7 +378,7 @@ def _batch_dataset(ds: Dataset, batch: int, clone_data: bool) -> Dataset:
     from dask.graph_manipulation import clone as clone_graph
 
     X, y = clone_graph(ds.X, ds.y, seed=batch)
-    return Dataset(X, y, ds.source)
+    return Dataset(X, y, ds.source, ds.columns)
 
 
 def _check_interval(interval: Any) -> str:

@@ -17,11 +17,16 @@ from bigkernel.errors import DataError, DataNotFoundError
 
 @dataclass(frozen=True)
 class Dataset:
-    """A validated data set: X (n, d) and optional y (n,) or (n, k), sharing row chunks."""
+    """A validated data set: X (n, d) and optional y (n,) or (n, k), sharing row chunks.
+
+    ``columns`` names X's columns when they were selected by name from a table (the model's
+    ``feature_names_in_``); None for arrays.
+    """
 
     X: da.Array
     y: da.Array | None
     source: str
+    columns: tuple[str, ...] | None = None
 
 
 def _is_url(path: str) -> bool:
@@ -127,17 +132,19 @@ def open_source(
     path = str(path)
     from bigkernel.data.tables import is_table, open_table
 
+    columns = None
     if is_table(path):
         X, Y = open_table(path, x, y)
         rows = chunk_rows or default_chunk_rows(X.shape[1], X.dtype.itemsize)
         X = X.rechunk({0: rows})
+        columns = (x,) if isinstance(x, str) else tuple(x)
     elif path.endswith(".npy"):
         X = open_npy(path, chunk_rows)
         Y = open_npy(y_path, X.chunks[0][0]) if y_path else None
     else:
         X = from_zarr(open_zarr_array(path, x, storage_options), chunk_rows)
         Y = from_zarr(open_zarr_array(path, y, storage_options), X.chunks[0][0]) if y else None
-    return as_dataset(X, Y, source=path)
+    return as_dataset(X, Y, source=path, columns=columns)
 
 
 def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
@@ -152,8 +159,10 @@ def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
     return da.from_array(arr, chunks=(max(1, min(rows, arr.shape[0] or 1)), *arr.shape[1:]))
 
 
-def as_dataset(X, y=None, source: str = "<array>", chunk_rows: int | None = None) -> Dataset:
-    """Validate ``X`` (and ``y``) from metadata and align y's chunks to X's rows."""
+def as_dataset(X, y=None, source: str = "<array>", chunk_rows: int | None = None,
+               columns: tuple[str, ...] | None = None) -> Dataset:
+    """Validate ``X`` (and ``y``) from metadata and align y's chunks to X's rows; ``columns``
+    names X's columns (a table's selection)."""
     X = as_dask(X, chunk_rows, "X")
     check_X_metadata(X)
     Y = None
@@ -161,4 +170,4 @@ def as_dataset(X, y=None, source: str = "<array>", chunk_rows: int | None = None
         Y = as_dask(y, X.chunks[0][0], "y")
         check_y_metadata(Y, X.shape[0])
         Y = Y.rechunk((X.chunks[0],) + ((Y.shape[1],) if Y.ndim == 2 else ()))
-    return Dataset(X, Y, source)
+    return Dataset(X, Y, source, columns)

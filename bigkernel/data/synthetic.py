@@ -1,4 +1,4 @@
-"""Synthetic data sets written to zarr chunk by chunk (memory O(chunk), any n).
+"""Synthetic data sets written to zarr, CSV or Parquet chunk by chunk (memory O(chunk), any n).
 
 Rows are generated in fixed blocks of :data:`GEN_ROWS` rows, block ``j`` from
 ``SeedSequence(seed, spawn_key=(j,))``, so the data depend on the seed alone — not on the
@@ -7,6 +7,7 @@ storage chunking, the worker count or the task order.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import asdict, dataclass
@@ -16,6 +17,7 @@ import numpy as np
 import zarr
 
 from bigkernel.io.atomic import atomic_folder
+from bigkernel.data.tables import is_table, write_table
 from bigkernel.errors import OutputExistsError, ParameterError
 
 logger = logging.getLogger(__name__)
@@ -103,10 +105,26 @@ def _rows_block(spec: SyntheticSpec, block_info=None) -> np.ndarray:
     return generate_rows(spec, lo, hi)
 
 
+def table_columns(n_features: int) -> tuple[tuple[str, ...], str]:
+    """Column names of a synthetic table: X's ``x0, x1, ...`` and the target ``y``."""
+    return tuple(f"x{i}" for i in range(n_features)), "y"
+
+
+def _marker(path: str) -> str:
+    """The sidecar file that marks a synthetic table finished (a CSV has no attributes)."""
+    return f"{path}.bigkernel.json"
+
+
 def is_complete(path: str, spec: SyntheticSpec | None = None) -> bool:
     """Whether ``path`` holds a finished data set (of ``spec``, if given)."""
     try:
-        attrs = zarr.open_group(str(path), mode="r").attrs.asdict()
+        if is_table(str(path)):
+            if not os.path.exists(path):
+                return False
+            with open(_marker(str(path))) as f:
+                attrs = json.load(f)
+        else:
+            attrs = zarr.open_group(str(path), mode="r").attrs.asdict()
     except Exception:  # noqa: BLE001 - anything unreadable is "not complete"
         return False
     if attrs.get("format") != DATA_FORMAT or not attrs.get("complete"):
@@ -115,11 +133,13 @@ def is_complete(path: str, spec: SyntheticSpec | None = None) -> bool:
 
 
 def make_data(spec: SyntheticSpec, path: str, chunk_rows: int = 131_072, overwrite: bool = False) -> str:
-    """Write ``spec`` to a zarr group at ``path`` with arrays ``X`` (n, d) and ``y`` (n,).
+    """Write ``spec`` to a zarr group at ``path`` with arrays ``X`` (n, d) and ``y`` (n,), or,
+    when ``path`` ends in ``.csv`` or ``.parquet``, to a table with columns ``x0 … x{d-1}, y``.
 
-    The data is written into a temporary sibling folder and renamed into place at the end, so
-    an interrupted run never leaves a store that looks complete. Existing complete data with the
-    same spec is reused; anything else at ``path`` is an error unless ``overwrite``.
+    The data is written into a temporary sibling and renamed into place at the end, so an
+    interrupted run never leaves data that looks complete (a table is marked finished by a
+    sidecar ``<path>.bigkernel.json`` holding the spec, written last). Existing complete data
+    with the same spec is reused; anything else at ``path`` is an error unless ``overwrite``.
 
     Parameters
     ----------
@@ -147,15 +167,31 @@ def make_data(spec: SyntheticSpec, path: str, chunk_rows: int = 131_072, overwri
         )
     n, d = int(spec.n_samples), int(spec.n_features)
     chunk_rows = max(1, min(int(chunk_rows), n))
+    rows = da.map_blocks(_rows_block, spec, chunks=(_chunks(n, chunk_rows), (d + 1,)), dtype=np.float64,
+                         meta=np.empty((0, d + 1)))
+    logger.info("writing %s rows of %s (d=%d) to %s", f"{n:,}", spec.kind, d, path)
+    if is_table(path):
+        return _make_table(spec, rows, path)
     with atomic_folder(path, overwrite=True, what="data set") as tmp:
         group = zarr.open_group(tmp, mode="w")
         zX = group.create_array("X", shape=(n, d), chunks=(chunk_rows, d), dtype="float64", compressors=None)
         zy = group.create_array("y", shape=(n,), chunks=(chunk_rows,), dtype="float64", compressors=None)
-        rows = da.map_blocks(_rows_block, spec, chunks=(_chunks(n, chunk_rows), (d + 1,)), dtype=np.float64,
-                             meta=np.empty((0, d + 1)))
-        logger.info("writing %s rows of %s (d=%d) to %s", f"{n:,}", spec.kind, d, path)
         da.store([rows[:, :d], rows[:, d]], [zX, zy], lock=False)
         group.attrs.update({"format": DATA_FORMAT, "spec": asdict(spec), "complete": True})
+    return path
+
+
+def _make_table(spec: SyntheticSpec, rows: da.Array, path: str) -> str:
+    """Rows [X | y] as a CSV file or Parquet folder, then the sidecar that marks it finished."""
+    marker = _marker(path)
+    if os.path.exists(marker):
+        os.remove(marker)  # removed first: a failed rewrite must not look finished
+    xs, y = table_columns(spec.n_features)
+    write_table(rows, [*xs, y], path, overwrite=True, what="data set")
+    with open(marker + ".partial", "w") as f:
+        json.dump({"format": DATA_FORMAT, "spec": asdict(spec), "complete": True,
+                   "columns": {"x": list(xs), "y": y}}, f)
+    os.replace(marker + ".partial", marker)
     return path
 
 

@@ -1,16 +1,21 @@
-"""Parquet and CSV sources through dask.dataframe, with column selection for X and y."""
+"""Parquet and CSV sources through dask.dataframe, with column selection for X and y; tables
+written from dask arrays (synthetic data, predictions)."""
 
 from __future__ import annotations
 
 import glob
 import os
 
+import dask
 import dask.array as da
 import numpy as np
 
+from bigkernel.io.atomic import atomic_folder
 from bigkernel.errors import DataError, DataNotFoundError
 
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
+CSV_SUFFIXES = (".csv", ".csv.gz")
+CSV_BLOCKSIZE = "64MB"  # bytes of CSV per partition
 
 
 def is_table(path: str) -> bool:
@@ -23,8 +28,8 @@ def _read(path: str, columns: list[str] | None):
     import dask.dataframe as dd
 
     p = str(path).rstrip("/")
-    if p.endswith((".csv", ".csv.gz")):
-        return dd.read_csv(p, usecols=columns, blocksize="64MB")
+    if p.endswith(CSV_SUFFIXES):
+        return dd.read_csv(p, usecols=columns, blocksize=CSV_BLOCKSIZE)
     return dd.read_parquet(p, columns=columns)
 
 
@@ -51,14 +56,20 @@ def open_table(path: str, x: str | list[str], y: str | list[str] | None) -> tupl
             f"{path!r} has no column(s) {missing}; columns found: {available}. "
             "Name them with the source's x: [..] and y: keys"
         )
-    df = _read(path, xs + ys)
-    bad = {c: str(t) for c, t in df.dtypes.items() if not _numeric(t)}
-    if bad:
-        raise DataError(f"{path!r}: columns must be numeric; non-numeric columns {bad}. Select numeric columns "
-                        "or convert them before fitting")
-    # one conversion of the selected frame, then column slices: converting df[xs] and df[ys]
-    # separately lets dask-expr plan their partitions differently from the computed lengths
-    arr = df.to_dask_array(lengths=True)
+    # dask-expr's "tune" step merges the partitions of a column subset of a multi-file Parquet
+    # dataset, by a factor that depends on the columns selected: the len() pass (no columns)
+    # and the array (these columns) would disagree on the partitions, and to_dask_array(
+    # lengths=True) raises "lengths does not match". Partition sizes are ours to choose anyway
+    # (the array is rechunked to chunk_rows), so the conversion runs without it.
+    with dask.config.set({"optimization.tune.active": False}):
+        df = _read(path, xs + ys)
+        bad = {c: str(t) for c, t in df.dtypes.items() if not _numeric(t)}
+        if bad:
+            raise DataError(f"{path!r}: columns must be numeric; non-numeric columns {bad}. Select numeric "
+                            "columns or convert them before fitting")
+        # one conversion of the selected frame, then column slices: converting df[xs] and df[ys]
+        # separately lets dask-expr plan their partitions differently from the computed lengths
+        arr = df.to_dask_array(lengths=True)
     X = arr[:, : len(xs)]
     Y = None
     if ys:
@@ -73,3 +84,54 @@ def _numeric(t) -> bool:
         return np.dtype(t).kind in "fiub"
     except TypeError:
         return False
+
+
+def write_table(arr: da.Array, columns: list[str], path: str, *, overwrite: bool = False,
+                what: str = "table") -> str:
+    """Write the columns of a 2-D dask array to a CSV file or a Parquet dataset, by the suffix.
+
+    A ``.csv`` path is one file (the chunks appended in order, ``dask.dataframe.to_csv``'s
+    ``single_file``); a ``.parquet`` path is a folder of Parquet parts, one per chunk, which
+    pandas, pyarrow and dask read as one table. Chunks are computed and written one by one
+    (memory O(chunk)), into a hidden sibling renamed into place when complete, so an interrupted
+    write leaves nothing that looks finished.
+
+    Parameters
+    ----------
+    arr : dask array of shape (n, len(columns))
+    columns : list of str
+    path : str
+        Ends in ``.csv``/``.csv.gz`` or ``.parquet``/``.pq``.
+    overwrite : bool, default=False
+        Replace an existing ``path``; otherwise it is an :class:`~bigkernel.errors.OutputExistsError`.
+    what : str, default="table"
+        What is written, for messages ("prediction output", "data set").
+
+    Returns
+    -------
+    str
+        ``path``.
+    """
+    import dask.dataframe as dd
+
+    from bigkernel.runtime import compute  # the one place that runs graphs
+
+    path = str(path)
+    is_csv = path.endswith(CSV_SUFFIXES)
+    if not (is_csv or path.endswith((".parquet", ".pq"))):
+        raise DataError(f"{what} {path!r}: expected a .csv, .csv.gz or .parquet path")
+    frame = dd.from_dask_array(arr, columns=list(columns))
+    with atomic_folder(path, overwrite=overwrite, what=what) as target:
+        if is_csv:
+            graph = frame.to_csv(target, single_file=True, index=False, compute=False,
+                                 compression="gzip" if path.endswith(".gz") else None)
+        else:
+            # zero-padded part names: readers that sort file names as text keep the row order
+            graph = frame.to_parquet(target, write_index=False, compute=False,
+                                     name_function=_part_name)
+        compute(graph, label=f"write {what}")
+    return path
+
+
+def _part_name(i: int) -> str:
+    return f"part.{i:06d}.parquet"

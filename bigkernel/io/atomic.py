@@ -13,10 +13,11 @@ from bigkernel.errors import OutputExistsError
 
 @contextlib.contextmanager
 def atomic_folder(path: str, *, overwrite: bool = False, what: str = "output") -> Iterator[str]:
-    """Yield where to write ``path``: a hidden sibling renamed into place on success.
+    """Yield where to write ``path`` (a folder or a single file): a hidden sibling renamed into
+    place on success.
 
     Local paths only get the rename (URLs are written in place; their writers put a completion
-    attribute last). On an exception the partial folder is removed and ``path`` is untouched.
+    attribute last). On an exception the partial output is removed and ``path`` is untouched.
     """
     path = str(path)
     if "://" in path:
@@ -30,8 +31,15 @@ def atomic_folder(path: str, *, overwrite: bool = False, what: str = "output") -
     try:
         yield tmp
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp, ignore_errors=True)
         raise
     if os.path.exists(path):
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        _remove(path)
     os.replace(tmp, path)
+
+
+def _remove(path: str, ignore_errors: bool = False) -> None:
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=ignore_errors)
+    elif os.path.lexists(path):
+        os.remove(path)

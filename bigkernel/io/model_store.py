@@ -1,8 +1,11 @@
 """Save and load fitted models as a zarr group plus JSON metadata — never pickle.
 
 Layout: group attrs hold ``format`` ("bigkernel-model"), ``format_version``, ``library_version``,
-``estimator`` (class name), ``params`` (get_params, JSON) and ``state`` (fitted scalars and the
-feature-map description); arrays hold the numbers. A model is written into a temporary sibling
+``estimator`` (class name), ``params`` (get_params, JSON), ``state`` (fitted scalars and the
+feature-map description) and, optional, ``input`` (what the training X looked like:
+``n_features_in``, ``X_dtype`` and ``feature_names_in`` when it was fitted on named columns, so a
+loaded model checks names and order at predict as the fitted one does; stores written before it
+load without names); arrays hold the numbers. A model is written into a temporary sibling
 folder and renamed into place, and ``complete: true`` is the last attribute written, so a crash
 never leaves a store that loads.
 """
@@ -76,6 +79,7 @@ def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
         "estimator": type(estimator).__name__,
         "params": _jsonable(params),
         "state": _jsonable(attrs),
+        "input": _input_facts(estimator),
     }
     json.dumps(meta)  # fail here, before writing anything, if something is not JSON
     with atomic_folder(str(path), overwrite=overwrite, what="model") as target:
@@ -146,6 +150,32 @@ def load(path: str):
         arrays = {name: np.asarray(arr[...]) for name, arr in group.arrays()}
         est = cls(**meta["params"])
         est._set_state(meta["state"], arrays)
+        _restore_input_facts(est, meta.get("input"))
     except (KeyError, ValueError, TypeError, OSError) as exc:
         raise ModelFormatError(f"{path!r} is a damaged or truncated bigkernel model: {type(exc).__name__}: {exc}") from None
     return est
+
+
+def _input_facts(estimator) -> dict:
+    """What the training X looked like, for every estimator kind alike (``input`` metadata)."""
+    facts = {"n_features_in": int(estimator.n_features_in_)}
+    if getattr(estimator, "_X_dtype_in", None) is not None:
+        facts["X_dtype"] = estimator._X_dtype_in
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is not None:
+        facts["feature_names_in"] = [str(n) for n in names]
+    return facts
+
+
+def _restore_input_facts(estimator, facts: dict | None) -> None:
+    """Set ``feature_names_in_`` (and the training dtype) back; absent in format-1 stores
+    written before the field existed, which then load without names."""
+    if facts is None:
+        return
+    d = int(facts["n_features_in"])
+    if d != estimator.n_features_in_:
+        raise ValueError(f"input.n_features_in is {d} but the fitted state has {estimator.n_features_in_} features")
+    names = facts.get("feature_names_in")
+    if names is not None and len(names) != d:
+        raise ValueError(f"input.feature_names_in has {len(names)} names for {d} features")
+    estimator._set_input_facts(facts.get("X_dtype", "float64"), names)

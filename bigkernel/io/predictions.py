@@ -1,4 +1,5 @@
-"""Predictions written straight to zarr, chunk by chunk, for outputs larger than memory."""
+"""Predictions written straight to zarr, CSV or Parquet, chunk by chunk, for outputs larger than
+memory."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from bigkernel.runtime import compute
 logger = logging.getLogger(__name__)
 
 
+def _lazy_predictions(estimator, X) -> da.Array:
+    Xd = X if isinstance(X, da.Array) else da.from_array(X, chunks=(max(1, min(len(X), 100_000)), -1))
+    return estimator.predict(Xd)
+
+
 def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
     """Write ``estimator.predict(X)`` to array ``name`` of a zarr group at ``path``.
 
@@ -20,8 +26,7 @@ def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite:
     """
     import zarr
 
-    Xd = X if isinstance(X, da.Array) else da.from_array(X, chunks=(max(1, min(len(X), 100_000)), -1))
-    pred = estimator.predict(Xd)
+    pred = _lazy_predictions(estimator, X)
     with atomic_folder(str(path), overwrite=overwrite, what="prediction output") as target:
         group = zarr.open_group(target, mode="w")
         chunks = (pred.chunks[0][0],) + pred.shape[1:]
@@ -30,3 +35,34 @@ def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite:
         group.attrs.update({"format": "bigkernel-predictions", "complete": True})
     logger.info("wrote %s predictions to %s/%s", f"{pred.shape[0]:,}", path, name)
     return path
+
+
+def prediction_columns(n_targets: int | None, name: str = "y_pred") -> list[str]:
+    """Column names of a prediction table: ``y_pred``, or ``y_pred_0, y_pred_1, ...`` for
+    several targets (``n_targets`` None means one target, a 1-D prediction)."""
+    return [name] if n_targets is None else [f"{name}_{k}" for k in range(n_targets)]
+
+
+def predict_to_table(estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
+    """Write ``estimator.predict(X)`` to a CSV file or a Parquet folder (by ``path``'s suffix),
+    chunk by chunk, with the columns of :func:`prediction_columns`; atomic as
+    :func:`predict_to_zarr`. Returns ``path``."""
+    from bigkernel.data.tables import write_table
+
+    pred = _lazy_predictions(estimator, X)
+    columns = prediction_columns(None if pred.ndim == 1 else pred.shape[1], name)
+    write_table(pred.reshape(pred.shape[0], -1), columns, path, overwrite=overwrite,
+                what="prediction output")
+    logger.info("wrote %s predictions to %s", f"{pred.shape[0]:,}", path)
+    return path
+
+
+def predict_to_path(estimator, X, path: str, *, overwrite: bool = False) -> str:
+    """Predictions to ``path`` in the format its suffix names: ``.csv``/``.csv.gz`` and
+    ``.parquet``/``.pq`` give a table (:func:`predict_to_table`), anything else — ``.zarr`` or
+    a folder name without a suffix — a zarr group with array ``y_pred``."""
+    from bigkernel.data.tables import TABLE_SUFFIXES
+
+    if str(path).endswith(TABLE_SUFFIXES):
+        return predict_to_table(estimator, X, path, overwrite=overwrite)
+    return predict_to_zarr(estimator, X, path, overwrite=overwrite)

@@ -40,6 +40,7 @@ from bigkernel.errors import DataError, ExtrapolationWarning
 from bigkernel.jobs.band_table import band_columns, band_summary, write_band_csv
 from bigkernel.jobs.config import SourceConfig, eval_points_problem
 from bigkernel.runtime import compute
+from bigkernel.models._base import block_predictor
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
@@ -270,7 +271,7 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
             logger.warning("bootstrap: %s", w.message)
         else:  # not ours to swallow
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    fitted = est.predict(E)
+    fitted = block_predictor(est)(E)  # E: points in the training data's columns
     band_zarr = write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E, fitted)
     band_csv = write_band_csv(os.path.join(cfg.output, "bootstrap_band.csv"),
                               band_columns(result, E, fitted))

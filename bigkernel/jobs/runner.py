@@ -27,6 +27,8 @@ from bigkernel.graph.residuals import residual_graph
 from bigkernel.jobs.config import JobConfig, SourceConfig
 from bigkernel.kernels.registry import kernel_spec
 from bigkernel.runtime import compute, progress_bars
+from bigkernel.models._base import block_predictor
+from bigkernel.io.predictions import predict_to_path
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.dual import describe_df
@@ -132,8 +134,7 @@ def open_training_data(cfg: JobConfig) -> Dataset:
         mk = cfg.data.make
         spec = SyntheticSpec(mk.kind, mk.n_samples, mk.n_features, mk.noise, mk.seed)
         make_data(spec, mk.path, chunk_rows=mk.chunk_rows)
-        return open_source(mk.path, chunk_rows=_chunk_rows(cfg))
-    return open_dataset(cfg.data.train, _chunk_rows(cfg))
+    return open_dataset(cfg.data.train_source, _chunk_rows(cfg))
 
 
 def open_dataset(src: SourceConfig, chunk_rows: int | None, with_y: bool = True) -> Dataset:
@@ -154,22 +155,40 @@ def check_inputs(cfg: JobConfig) -> None:
     DataNotFoundError, DataError
     """
     if cfg.data.train is not None:
-        n_features = open_training_data(cfg).X.shape[1]
-        train = cfg.data.train.path
+        tds = open_training_data(cfg)
+        n_features, columns, train = tds.X.shape[1], tds.columns, cfg.data.train.path
     else:
-        n_features, train = cfg.data.make.n_features, cfg.data.make.path
+        mk = cfg.data.make
+        n_features, columns, train = mk.n_features, _column_names(mk.source.x), mk.path
     if cfg.bootstrap is not None:
         from bigkernel.jobs.bootstrap_job import check_eval_features
 
         check_eval_features(cfg, n_features, train)
-    if cfg.predict is not None:
-        d = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False).X.shape[1]
-        if d != n_features:
-            raise DataError(
-                f"predict.path {cfg.predict.path} has {d} features, but the training data "
-                f"{train} has {n_features}: a model predicts data with the columns it was "
-                "fitted on; give prediction data with the same features"
-            )
+    if cfg.predict is None:
+        return
+    if cfg.data.make is not None and cfg.predict.path == train:
+        # predictions of the data this job makes (perhaps not yet): its columns by construction
+        d, pcols = n_features, _column_names(cfg.predict.x)
+    else:
+        pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
+        d, pcols = pds.X.shape[1], pds.columns
+    if d != n_features:
+        raise DataError(
+            f"predict.path {cfg.predict.path} has {d} features, but the training data "
+            f"{train} has {n_features}: a model predicts data with the columns it was "
+            "fitted on; give prediction data with the same features"
+        )
+    if columns is not None and pcols is not None and pcols != columns:
+        raise DataError(
+            f"predict.x names columns {list(pcols)}, but the model is fitted on "
+            f"{list(columns)} of {train}: names and order must match the fit (as "
+            "scikit-learn checks a DataFrame's); list the same columns in the same order"
+        )
+
+
+def _column_names(x) -> tuple[str, ...] | None:
+    """A source's ``x`` as column names (a table's list), or None (an array's name)."""
+    return x if isinstance(x, tuple) else None
 
 
 def chunk_plan(cfg: JobConfig, ds: Dataset) -> dict[str, Any]:
@@ -302,7 +321,7 @@ def dry_run(cfg: JobConfig) -> dict[str, Any]:
                               "note": "synthetic data not made yet; it will be written first"}
     else:
         plan["chunk_plan"] = chunk_plan(cfg, open_training_data(cfg) if cfg.data.make is None
-                                        else open_source(cfg.data.make.path, chunk_rows=_chunk_rows(cfg)))
+                                        else open_dataset(cfg.data.make.source, _chunk_rows(cfg)))
     return plan
 
 
@@ -336,15 +355,21 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
             t = time.perf_counter()
             est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
+            est._set_input_facts(ds.X.dtype, ds.columns)  # a table's columns: as a DataFrame fit
             timings["fit"] = time.perf_counter() - t
 
             t = time.perf_counter()
             Y = ds.y if ds.y.ndim == 2 else ds.y[:, None]
-            # any estimator: its own numpy predict per chunk, train/holdout sums in one pass
-            (res,) = compute(residual_graph(ds.X, Y, est.predict, groups=split.groups, n_groups=2),
-                             client=client, label="evaluate")
+            # any estimator: its own numpy predict per chunk, train/holdout sums in one pass; the
+            # first rows for the figure ride along. One graph, not two in a row: a table's X and y
+            # are slices of one array, which dask fuses differently in differently shaped graphs,
+            # and a second graph arriving before the scheduler forgot the first redefines keys
+            # (distributed's "Detected different `run_spec`" warning)
+            head = holdout_rows(ds, split)
+            res, *head = compute(residual_graph(ds.X, Y, block_predictor(est), groups=split.groups,
+                                                n_groups=2), *head, client=client, label="evaluate")
             scores = _metrics_from_residuals(res)
-            holdout = holdout_sample(ds, est, split)
+            holdout = holdout_sample(*head, est, split) if head else None
             if holdout is not None:
                 np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1],
                          row=holdout[2])
@@ -358,7 +383,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             if cfg.predict is not None:
                 t = time.perf_counter()
                 pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
-                outputs["predictions"] = est.predict_to_zarr(pds.X, cfg.predict.output, overwrite=cfg.overwrite)
+                outputs["predictions"] = predict_to_path(est, pds.X, cfg.predict.output, overwrite=cfg.overwrite)
                 timings["predict"] = time.perf_counter() - t
 
             boot = None
@@ -433,21 +458,27 @@ def _search_summary(est) -> dict[str, Any] | None:
 HOLDOUT_SAMPLE_ROWS = 50_000
 
 
-def holdout_sample(ds: Dataset, est, split: HoldoutSplit, max_rows: int | None = None):
-    """(y, prediction, global row index) of the holdout rows among the first ``max_rows`` rows
-    (default :data:`HOLDOUT_SAMPLE_ROWS`).
+def holdout_rows(ds: Dataset, split: HoldoutSplit, max_rows: int | None = None) -> tuple:
+    """The first ``max_rows`` rows (X, y), lazy, when there is a holdout; else ``()``.
 
-    For the predicted-vs-observed figure and ``holdout_sample.npz``; the first target only when
-    y has several. None without a holdout.
+    Default :data:`HOLDOUT_SAMPLE_ROWS`; computed in the evaluation pass's graph.
     """
     if split.fraction <= 0:
-        return None
+        return ()
     m = min(ds.X.shape[0], max_rows or HOLDOUT_SAMPLE_ROWS)
-    X, y = compute(ds.X[:m], ds.y[:m], label="holdout-sample")
-    hold = split.groups(0, m) == 1
-    row = np.flatnonzero(hold).astype(np.int64)  # the sample starts at row 0: global indices
+    return ds.X[:m], ds.y[:m]
+
+
+def holdout_sample(X: np.ndarray, y: np.ndarray, est, split: HoldoutSplit):
+    """(y, prediction, global row index) of the holdout rows among the first rows ``X, y``.
+
+    For the predicted-vs-observed figure and ``holdout_sample.npz``; the first target only when
+    y has several.
+    """
+    hold = split.groups(0, X.shape[0]) == 1
+    row = np.flatnonzero(hold).astype(np.int64)  # the rows start at row 0: global indices
     y = np.asarray(y)[hold]
-    pred = np.asarray(est.predict(np.asarray(X)[hold]))
+    pred = np.asarray(block_predictor(est)(np.asarray(X)[hold]))
     return (y.ravel(), pred.ravel(), row) if y.ndim == 1 else (y[:, 0], pred[:, 0], row)
 
 

@@ -99,6 +99,25 @@ def _init_defaults(cls: type) -> dict:
     """The default of each ``__init__`` parameter of ``cls`` (offered as the fix of an error)."""
     return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
             if p.default is not inspect.Parameter.empty}
+class _NamedBlocks:
+    """``est.predict`` for numpy blocks cut from the table the model was fitted on: each block
+    gets the fitted column names back, so scikit-learn's name check passes (a bare array would
+    warn "X does not have valid feature names") and its width check still runs."""
+
+    def __init__(self, est) -> None:
+        self.est = est
+
+    def __call__(self, X: np.ndarray):
+        import pandas as pd
+
+        return self.est.predict(pd.DataFrame(X, columns=self.est.feature_names_in_, copy=False))
+
+
+def block_predictor(est):
+    """The numpy predictor of internal passes over the training data's own columns (evaluation,
+    bootstrap evaluation points): ``est.predict``, giving blocks the fitted column names when
+    the model has them."""
+    return _NamedBlocks(est) if hasattr(est, "feature_names_in_") else est.predict
 
 
 class _EstimatorBase(RegressorMixin, BaseEstimator):
@@ -168,13 +187,30 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
                 self._check_n_features(ds.X.shape[1])
             elif ds.X.shape[0] < 1:
                 raise DataError("X is empty")
+            else:
+                self._set_input_facts(ds.X.dtype)  # a dask array has no column names
             return ds, True
         X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32])
         if y is not None:
             # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
             y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
             check_consistent_length(X, y)
+        if reset:
+            self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
         return as_dataset(X, y, chunk_rows=getattr(self, "chunk_rows", None)), False
+
+    def _set_input_facts(self, X_dtype, feature_names=None) -> None:
+        """Remember the training X's dtype and column names (``feature_names_in_``, checked at
+        predict by scikit-learn's ``validate_data``); both are saved with the model.
+
+        ``fit`` sets them from its input; orchestrators fitting a :class:`Dataset` read from a
+        table pass the selected columns, as a DataFrame fit would.
+        """
+        self._X_dtype_in = np.dtype(X_dtype).name
+        if feature_names is None:
+            self.__dict__.pop("feature_names_in_", None)  # a refit without names forgets the old ones
+        else:
+            self.feature_names_in_ = np.asarray(feature_names, dtype=object)
 
     def _predict_with(self, X, model, single: bool):
         """Predictions of ``model`` (a callable on numpy blocks with ``n_outputs``): numpy X in,

@@ -69,6 +69,14 @@ from bigkernel.jobs.config.schema import (  # the dataclasses, and the vocabular
 )
 
 __all__ = [
+    "JOB_KERNELS",
+    "DType",
+    "Form",
+    "GramDType",
+    "Landmarks",
+    "Preconditioner",
+    "Sampler",
+    "Solver",
     "BootstrapConfig",
     "ClusterConfig",
     "DataConfig",

@@ -129,8 +129,8 @@ def _parse_make(sec: _Section) -> MakeDataConfig:
         noise=sec.value("noise", _number(ge=0), DEFAULT_NOISE[kind]),
         seed=sec.ctx.seed if seed is None else seed,
         chunk_rows=sec.value("chunk_rows", _integer(gt=0), 131_072),
-        path=sec.required("path", _location(sec.ctx.base_dir), "the zarr group to write, "
-                          "e.g. data/synthetic.zarr"),
+        path=sec.required("path", _location(sec.ctx.base_dir), "the zarr group or table to "
+                          "write, e.g. data/synthetic.zarr or data/synthetic.csv"),
     )
     too_few, too_many = make.n_features < low, high is not None and make.n_features > high
     if sec.clean and (too_few or too_many):

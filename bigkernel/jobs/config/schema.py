@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 import yaml
 
+from bigkernel.data.synthetic import table_columns
+from bigkernel.data.tables import is_table
 from bigkernel.errors import ConfigError
 from bigkernel.kernels.registry import (
     kernel_names,
@@ -95,7 +97,8 @@ class MakeDataConfig:
     chunk_rows : int, default=131_072
         Rows per written chunk, > 0.
     path : str
-        Resolved location of the zarr group the data is written to (arrays ``X`` and ``y``);
+        Resolved location the data is written to: a zarr group (arrays ``X`` and ``y``), or a
+        table when it ends in ``.csv`` or ``.parquet`` (columns ``x0 … x{d-1}`` and ``y``);
         reused by the runner when it already holds data made with the same parameters.
     """
 
@@ -109,7 +112,11 @@ class MakeDataConfig:
 
     @property
     def source(self) -> SourceConfig:
-        """SourceConfig : The written group as a training source (arrays ``X`` and ``y``)."""
+        """SourceConfig : The written data as a training source (arrays ``X`` and ``y``, or a
+        table's columns ``x0 … x{d-1}`` and ``y``)."""
+        if is_table(self.path):
+            x, y = table_columns(self.n_features)
+            return SourceConfig(path=self.path, x=x, y=y)
         return SourceConfig(path=self.path, x="X", y="y")
 
 
