@@ -479,7 +479,8 @@ def test_job_section_band_zarr_plot_and_resume(tmp_path, search):
     from bigkernel.data.synthetic import make_data
     from bigkernel.jobs.bootstrap_job import bootstrap_estimator, run_bootstrap_section
     from bigkernel.jobs.config import config_from_dict
-    from bigkernel.jobs.runner import build_estimator, open_training_data
+    from bigkernel.jobs.inputs import open_training_data
+    from bigkernel.jobs.runner import build_estimator
 
     data = make_data(SyntheticSpec("friedman1", 400, 5, 0.5, 0), str(tmp_path / "fr.zarr"),
                      chunk_rows=128)
@@ -515,7 +516,7 @@ def test_job_section_band_zarr_plot_and_resume(tmp_path, search):
 def test_eval_points_with_other_features_fail_before_the_fit(tmp_path, inline):
     from bigkernel.errors import DataError
     from bigkernel.jobs.config import config_from_dict
-    from bigkernel.jobs.runner import check_inputs
+    from bigkernel.jobs.inputs import check_inputs
 
     rng = np.random.default_rng(0)
     np.save(tmp_path / "X.npy", rng.normal(size=(50, 3)))

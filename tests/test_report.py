@@ -54,10 +54,10 @@ def test_job_writes_figures_and_report(tmp_path, model):
 def test_holdout_sample_matches_the_model(tmp_path, monkeypatch):
     """holdout_sample.npz: the holdout rows among the first HOLDOUT_SAMPLE_ROWS (here 1000 of
     5000), with their global row indices; report.md's note describes exactly that."""
-    from bigkernel.jobs import runner
+    from bigkernel.jobs import holdout
     from bigkernel.jobs.report import holdout_sample_note
 
-    monkeypatch.setattr(runner, "HOLDOUT_SAMPLE_ROWS", 1000)
+    monkeypatch.setattr(holdout, "HOLDOUT_SAMPLE_ROWS", 1000)
     job = tmp_path / "job.yaml"
     job.write_text("name: r\noutput: out\nplots: false\ndata:\n  make: {kind: sine, n_samples: 5000, noise: 0.3, path: d.zarr}\n"
                    "model: {gamma: 20.0, n_components: 64}\ncluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n")

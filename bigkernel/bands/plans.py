@@ -67,10 +67,7 @@ from bigkernel.models.exact import (
 )
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.nystroem import NystroemRidge
-from bigkernel.models.random_features import (
-    _RandomFeatureBase,
-    feature_block_rows,
-)
+from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
 from bigkernel.numerics.primal import PrimalExpansion, solve_primal
@@ -81,6 +78,9 @@ from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.validation import is_integer
 
 __all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan"]
+
+#: the estimators whose replicates share one weighted pass of features
+FeatureEstimator = RandomFeatureRidge | RandomFeatureRidgeCV | NystroemRidge
 
 #: Bytes of reduced statistics one batch may hold per partial sum (m · D² float64 each).
 BATCH_STATS_BYTES = 256 * 2**20
@@ -277,7 +277,7 @@ def _finish_reference(ref: _Reference, summary) -> ResidualSample:
 class _FeaturePlan:
     """Replicate plan of the streamed primal solvers: weighted one-pass sums, primal solve."""
 
-    def __init__(self, est: _RandomFeatureBase, fmap: Any, alpha: Any, X_eval: np.ndarray,
+    def __init__(self, est: FeatureEstimator, fmap: Any, alpha: Any, X_eval: np.ndarray,
                  fingerprint: dict[str, Any]) -> None:
         self.estimator, self.fmap = est, fmap
         dtype = str(np.dtype(est.dtype))
@@ -313,7 +313,7 @@ class _FeaturePlan:
         ]
 
 
-def _feature_plan(est: _RandomFeatureBase, ds: Dataset, X_eval: np.ndarray, seed_entropy: int) -> _FeaturePlan:
+def _feature_plan(est: FeatureEstimator, ds: Dataset, X_eval: np.ndarray, seed_entropy: int) -> _FeaturePlan:
     d = ds.X.shape[1]
     if isinstance(est, RandomFeatureRidgeCV):
         if not _is_fitted(est):
@@ -529,7 +529,7 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
         return _ExactPlan(estimator, ds, X_eval, seed_entropy, workers)
     if isinstance(estimator, ExactKernelRidgeCV):
         return _ExactPlan(_exact_at_choice(estimator), ds, X_eval, seed_entropy, workers)
-    if isinstance(estimator, _RandomFeatureBase):
+    if isinstance(estimator, (RandomFeatureRidge, RandomFeatureRidgeCV, NystroemRidge)):
         return _feature_plan(estimator, ds, X_eval, seed_entropy)
     raise NotImplementedError(
         f"bootstrap() does not support {type(estimator).__name__}: it supports RandomFeatureRidge, "

@@ -36,9 +36,10 @@ import numpy as np
 import zarr
 
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError, ExtrapolationWarning
+from bigkernel.errors import ExtrapolationWarning
 from bigkernel.jobs.band_table import band_columns, band_summary, write_band_csv
-from bigkernel.jobs.config import SourceConfig, eval_points_problem
+from bigkernel.jobs.config import SourceConfig
+from bigkernel.jobs.inputs import open_dataset
 from bigkernel.runtime import compute
 from bigkernel.models._base import block_predictor
 from bigkernel.models.kernel_ridge import KernelRidge
@@ -46,7 +47,7 @@ from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
-__all__ = ["bootstrap_estimator", "bootstrap_seed", "check_eval_features", "evaluation_points",
+__all__ = ["bootstrap_estimator", "bootstrap_seed", "evaluation_points",
            "run_bootstrap_section", "write_band"]
 
 logger = logging.getLogger(__name__)
@@ -99,44 +100,6 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
         )
 
 
-def check_eval_features(cfg: Any, n_features: int, train: str) -> None:
-    """Before the fit: the evaluation points must have the training data's features.
-
-    Inline points (``bootstrap.eval: [[...], ...]``) are checked from the config, a data source
-    from its metadata; the grid is made from the training data and always fits.
-
-    Parameters
-    ----------
-    cfg : JobConfig
-    n_features : int
-        Columns of the training data.
-    train : str
-        Where the training data is (named in the message).
-
-    Raises
-    ------
-    DataError
-    """
-    bc = cfg.bootstrap
-    if bc is None or bc.eval is None:
-        return
-    if isinstance(bc.eval, SourceConfig):
-        # imported here: the runner imports this module lazily, from inside its functions
-        from bigkernel.jobs.runner import open_dataset
-
-        d = open_dataset(bc.eval, None, with_y=False).X.shape[1]
-        if d != n_features:
-            raise DataError(
-                f"bootstrap.eval.path {bc.eval.path} has {d} features, but the training data "
-                f"{train} has {n_features}: the band is evaluated at points with the columns "
-                "the model was fitted on; give evaluation data with the same features"
-            )
-        return
-    problem = eval_points_problem(bc.eval, n_features, train)
-    if problem:
-        raise DataError(f"bootstrap.eval: {problem}")
-
-
 def evaluation_points(cfg: Any, ds: Dataset, client: Any = None) -> tuple[np.ndarray, bool]:
     """The band's evaluation points and whether they are chosen points (else a grid).
 
@@ -156,8 +119,6 @@ def evaluation_points(cfg: Any, ds: Dataset, client: Any = None) -> tuple[np.nda
     """
     bc = cfg.bootstrap
     if isinstance(bc.eval, SourceConfig):
-        from bigkernel.jobs.runner import open_dataset
-
         eds = open_dataset(bc.eval, None, with_y=False)
         (E,) = compute(eds.X, client=client, label="bootstrap-eval")
         return np.asarray(E, dtype=np.float64), True

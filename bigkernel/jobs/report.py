@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from bigkernel.jobs import holdout as holdout_module
+
 from bigkernel.errors import BigkernelError
 from bigkernel.numerics.dual import describe_df
 
@@ -215,14 +217,12 @@ def make_report(output: str, est, holdout: tuple[np.ndarray, ...] | None, metric
 
 def holdout_sample_note(output: str, metrics: dict[str, Any]) -> str | None:
     """What ``holdout_sample.npz`` in ``output`` holds, from the file itself; None without one."""
-    from bigkernel.jobs.runner import HOLDOUT_SAMPLE_ROWS
-
     path = os.path.join(output, "holdout_sample.npz")
     if not os.path.exists(path):
         return None
     with np.load(path, allow_pickle=False) as z:
         arrays, size = sorted(z.files), int(z["y"].size)
-    first = min(int(metrics["data"]["n_samples"]), HOLDOUT_SAMPLE_ROWS)
+    first = min(int(metrics["data"]["n_samples"]), holdout_module.HOLDOUT_SAMPLE_ROWS)
     what = {"row": "`row` (global row index in the training data, from 0)",
             "y": "`y` (observed; the first target when there are several)",
             "pred": "`pred` (the saved model's prediction)"}

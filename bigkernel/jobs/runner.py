@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from bigkernel._version import __version__
-from bigkernel.data.sources import Dataset, open_source
-from bigkernel.data.synthetic import SyntheticSpec, make_data
-from bigkernel.errors import DataError, OutputExistsError
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import OutputExistsError
 from bigkernel.graph.residuals import residual_graph
-from bigkernel.jobs.config import JobConfig, SourceConfig
+from bigkernel.jobs.config import JobConfig
+from bigkernel.jobs.holdout import holdout_rows, holdout_sample
+from bigkernel.jobs.inputs import _chunk_rows, check_inputs, open_dataset, open_training_data
 from bigkernel.kernels.registry import kernel_spec
 from bigkernel.runtime import compute, progress_bars
 from bigkernel.models._base import block_predictor
@@ -122,73 +123,6 @@ def _build_exact_search(m, alpha, ls):
         fit_intercept=m.fit_intercept, standardize=m.standardize, memory_budget=m.memory_budget,
         random_state=m.random_state,
     )  # fmt: skip
-
-
-def _chunk_rows(cfg: JobConfig) -> int | None:
-    return None if cfg.data.chunk_rows == "auto" else int(cfg.data.chunk_rows)
-
-
-def open_training_data(cfg: JobConfig) -> Dataset:
-    """Open ``data.train``, or make ``data.make`` first (reused when already complete)."""
-    if cfg.data.make is not None:
-        mk = cfg.data.make
-        spec = SyntheticSpec(mk.kind, mk.n_samples, mk.n_features, mk.noise, mk.seed)
-        make_data(spec, mk.path, chunk_rows=mk.chunk_rows)
-    return open_dataset(cfg.data.train_source, _chunk_rows(cfg))
-
-
-def open_dataset(src: SourceConfig, chunk_rows: int | None, with_y: bool = True) -> Dataset:
-    """Open a ``SourceConfig`` (train, predict or eval data)."""
-    x = list(src.x) if isinstance(src.x, tuple) else src.x
-    y = (list(src.y) if isinstance(src.y, tuple) else src.y) if with_y else None
-    return open_source(src.path, x, y, y_path=src.y_path if with_y else None, chunk_rows=chunk_rows)
-
-
-def check_inputs(cfg: JobConfig) -> None:
-    """Check every existing input from metadata, before any cluster starts or any pass runs.
-
-    Missing or malformed training and prediction data, and prediction data whose feature count
-    differs from the training data's, fail here rather than after a long fit.
-
-    Raises
-    ------
-    DataNotFoundError, DataError
-    """
-    if cfg.data.train is not None:
-        tds = open_training_data(cfg)
-        n_features, columns, train = tds.X.shape[1], tds.columns, cfg.data.train.path
-    else:
-        mk = cfg.data.make
-        n_features, columns, train = mk.n_features, _column_names(mk.source.x), mk.path
-    if cfg.bootstrap is not None:
-        from bigkernel.jobs.bootstrap_job import check_eval_features
-
-        check_eval_features(cfg, n_features, train)
-    if cfg.predict is None:
-        return
-    if cfg.data.make is not None and cfg.predict.path == train:
-        # predictions of the data this job makes (perhaps not yet): its columns by construction
-        d, pcols = n_features, _column_names(cfg.predict.x)
-    else:
-        pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
-        d, pcols = pds.X.shape[1], pds.columns
-    if d != n_features:
-        raise DataError(
-            f"predict.path {cfg.predict.path} has {d} features, but the training data "
-            f"{train} has {n_features}: a model predicts data with the columns it was "
-            "fitted on; give prediction data with the same features"
-        )
-    if columns is not None and pcols is not None and pcols != columns:
-        raise DataError(
-            f"predict.x names columns {list(pcols)}, but the model is fitted on "
-            f"{list(columns)} of {train}: names and order must match the fit (as "
-            "scikit-learn checks a DataFrame's); list the same columns in the same order"
-        )
-
-
-def _column_names(x) -> tuple[str, ...] | None:
-    """A source's ``x`` as column names (a table's list), or None (an array's name)."""
-    return x if isinstance(x, tuple) else None
 
 
 def chunk_plan(cfg: JobConfig, ds: Dataset) -> dict[str, Any]:
@@ -452,34 +386,6 @@ def _search_summary(est) -> dict[str, Any] | None:
     return {"cv": getattr(est, "criterion", None) or est.cv, "best_params": est.best_params_,
             "best_score": est.best_score_,
             "n_candidates": len(est.cv_results_["params"])}
-
-
-#: holdout_sample.npz holds the holdout rows among this many first rows of the training data
-HOLDOUT_SAMPLE_ROWS = 50_000
-
-
-def holdout_rows(ds: Dataset, split: HoldoutSplit, max_rows: int | None = None) -> tuple:
-    """The first ``max_rows`` rows (X, y), lazy, when there is a holdout; else ``()``.
-
-    Default :data:`HOLDOUT_SAMPLE_ROWS`; computed in the evaluation pass's graph.
-    """
-    if split.fraction <= 0:
-        return ()
-    m = min(ds.X.shape[0], max_rows or HOLDOUT_SAMPLE_ROWS)
-    return ds.X[:m], ds.y[:m]
-
-
-def holdout_sample(X: np.ndarray, y: np.ndarray, est, split: HoldoutSplit):
-    """(y, prediction, global row index) of the holdout rows among the first rows ``X, y``.
-
-    For the predicted-vs-observed figure and ``holdout_sample.npz``; the first target only when
-    y has several.
-    """
-    hold = split.groups(0, X.shape[0]) == 1
-    row = np.flatnonzero(hold).astype(np.int64)  # the rows start at row 0: global indices
-    y = np.asarray(y)[hold]
-    pred = np.asarray(block_predictor(est)(np.asarray(X)[hold]))
-    return (y.ravel(), pred.ravel(), row) if y.ndim == 1 else (y[:, 0], pred[:, 0], row)
 
 
 def _want_plots(cfg: JobConfig) -> bool:
