@@ -167,3 +167,11 @@ def test_graph_builders_never_compute():
                 raise AssertionError(f"{name} calls .{node.attr} (line {node.lineno})")
             if isinstance(node, ast.Name) and node.id == "compute":
                 raise AssertionError(f"{name} uses compute (line {node.lineno})")
+
+
+def test_a_long_function_says_why_it_is_one():
+    for name, tree in TREES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                doc = ast.get_docstring(node) or ""
+                assert "One function on purpose" in doc, f"{name}.{node.name} ({node.lineno}): say why it is one"

@@ -563,6 +563,12 @@ def bootstrap(
     NotImplementedError
         The estimator type has no bootstrap plan (or, for ``interval="prediction"``, its plan
         has no ``residual_task``).
+
+    Notes
+    -----
+    One function on purpose: it is the orchestrator of a run (check, plan, store, batches,
+    one compute, result), each step a call; splitting it would pass the same dozen values
+    between pieces that only ever run in this order.
     """
     B = check_int("n_bootstraps", n_bootstraps, 1, caller="bootstrap", default=200)
     level = _check_confidence(confidence_level, "bootstrap")

@@ -689,6 +689,12 @@ def open_or_create_store(
     OutputExistsError
         ``path`` exists but is not a bootstrap store (a file, an empty or foreign folder, a foreign
         zarr node). Nothing is modified.
+
+    Notes
+    -----
+    One function on purpose: creating a store and checking an existing one against the
+    fingerprint must stay side by side, so that the two can never disagree about what makes
+    a store the same run.
     """
     path = _normalise_path(path)
     store = BootstrapStore(

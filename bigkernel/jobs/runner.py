@@ -264,6 +264,12 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
 
     ``progress`` overrides the job's ``progress:`` key (``bigkernel -q`` turns the bars off).
     A failure is recorded in ``job.log`` and ``status.json`` and re-raised.
+
+    Notes
+    -----
+    One function on purpose: it is the job's script (inputs, cluster, fit, evaluation, save,
+    predict, bootstrap, report) under one logging and failure context; each stage is a call
+    and its timing is recorded here.
     """
     from bigkernel.jobs.cluster import client_from_config
 

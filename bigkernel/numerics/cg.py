@@ -221,6 +221,12 @@ def conjugate_gradient(
     ConvergenceWarning
         When some column has not reached ``tol`` after ``max_iter`` iterations; the message
         gives the iterations and the relative residuals.
+
+    Notes
+    -----
+    One function on purpose: the block CG loop keeps its state (residuals, directions, per-
+    column convergence, periodic true-residual recompute) in local arrays; splitting it
+    would turn that state into an object for no reuse.
     """
     Bm = np.asarray(B, dtype=np.float64)
     squeeze = Bm.ndim == 1

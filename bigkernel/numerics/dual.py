@@ -172,6 +172,12 @@ def solve_dual(
     Returns
     -------
     DualSolution
+
+    Notes
+    -----
+    One function on purpose: weights, centring, the preconditioner's shifts, one CG run for
+    every target × α and the df/GCV read-out share the same operator and must agree on the
+    same centred system.
     """
     Y = np.asarray(Y, dtype=np.float64)
     alphas = np.asarray(alphas, dtype=np.float64)

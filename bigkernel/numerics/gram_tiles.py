@@ -538,6 +538,11 @@ def plan_gram(
     ------
     ParameterError
         If the budget cannot hold the working memory; the message gives the minimum.
+
+    Notes
+    -----
+    One function on purpose: every term of the memory budget is computed here, in one place,
+    so that the plan and its accounting cannot drift apart.
     """
     from bigkernel.numerics.budget import gram_block_bytes, gram_block_size
 

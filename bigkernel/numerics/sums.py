@@ -175,6 +175,12 @@ def block_stats(
     -------
     SufficientStats or list of SufficientStats
         With leading axis m (weight vectors or kept groups).
+
+    Notes
+    -----
+    One function on purpose: it is the inner loop of the one pass; keeping the sub-block
+    loop, the group sort and the accumulation together keeps the hot path readable and free
+    of per-call overhead.
     """
     single = not isinstance(fmap, (list, tuple))  # any map (random features, Nyström) or a list
     maps = [fmap] if single else list(fmap)
