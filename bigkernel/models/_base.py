@@ -46,6 +46,10 @@ NU = [Options(Real, kernel_spec("matern").param("nu").choices), None]
 DEGREE = [POSITIVE]
 COEF0 = [Interval(Real, None, None, closed="neither")]
 KERNEL_PARAMS = [dict, None]
+#: the kernel's entries, shared by every estimator that builds an exact kernel (names are checked
+#: when the kernel is built, by make_kernel and the registry)
+KERNEL_CONSTRAINTS = {"kernel": KERNEL, "gamma": GAMMA, "degree": DEGREE, "coef0": COEF0,
+                      "length_scale": LENGTH_SCALE, "nu": NU, "kernel_params": KERNEL_PARAMS}
 
 
 class RowWeights:

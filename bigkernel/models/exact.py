@@ -25,15 +25,9 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, NotPSDError, ParameterError
 from bigkernel.models._base import (
     ALPHA,
-    COEF0,
     COUNT,
-    DEGREE,
-    GAMMA,
-    KERNEL,
-    KERNEL_PARAMS,
-    LENGTH_SCALE,
+    KERNEL_CONSTRAINTS,
     MEMORY_BUDGET,
-    NU,
     _EstimatorBase,
     int_seed,
     single_target,
@@ -307,14 +301,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
-        "kernel": KERNEL,  # names are checked when the kernel is built (make_kernel)
+        **KERNEL_CONSTRAINTS,
         "alpha": ALPHA,
-        "gamma": GAMMA,
-        "degree": DEGREE,
-        "coef0": COEF0,
-        "length_scale": LENGTH_SCALE,
-        "nu": NU,
-        "kernel_params": KERNEL_PARAMS,
         "fit_intercept": ["boolean"],
         "tol": [Interval(Real, 0, 1, closed="neither")],
         "max_iter": [COUNT, None],

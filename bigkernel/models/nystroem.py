@@ -13,14 +13,8 @@ from bigkernel.errors import DataError
 from bigkernel.runtime import compute
 from bigkernel.models._base import (
     ALPHA,
-    COEF0,
     COUNT,
-    DEGREE,
-    GAMMA,
-    KERNEL,
-    KERNEL_PARAMS,
-    LENGTH_SCALE,
-    NU,
+    KERNEL_CONSTRAINTS,
 )
 from bigkernel.models.exact import build_kernel
 from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
@@ -120,13 +114,7 @@ class NystroemRidge(_RandomFeatureBase):
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
-        "kernel": KERNEL,  # names are checked when the kernel is built (make_kernel)
-        "gamma": GAMMA,
-        "degree": DEGREE,
-        "coef0": COEF0,
-        "length_scale": LENGTH_SCALE,
-        "nu": NU,
-        "kernel_params": KERNEL_PARAMS,
+        **KERNEL_CONSTRAINTS,
         "n_components": [COUNT],
         "landmarks": [Options(str, LANDMARK_METHODS)],
         "alpha": ALPHA,
