@@ -71,7 +71,7 @@ def test_annotations_resolve():
     for label, func in _public_callables():
         try:
             typing.get_type_hints(func)
-        except Exception as exc:  # noqa: BLE001 - report which annotation does not resolve
+        except Exception as exc:  # report which annotation does not resolve
             pytest.fail(f"{label}: annotations do not resolve: {type(exc).__name__}: {exc}")
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from numbers import Integral, Real
 from collections.abc import Callable, Sequence
+from numbers import Integral, Real
 from typing import Any, ClassVar, Protocol, Self
 
 import dask.array as da
