@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 import zarr
+from sklearn.base import BaseEstimator
 
 from bigkernel.io.atomic import atomic_folder
 from bigkernel._version import __version__
@@ -93,7 +94,7 @@ def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
     return path
 
 
-def load(path: str):
+def load(path: str) -> BaseEstimator:
     """Load a model saved by ``model.save(path)``.
 
     Only JSON metadata and numeric arrays are read; nothing in the store is executed. Anything
@@ -107,7 +108,8 @@ def load(path: str):
     Returns
     -------
     estimator
-        A fitted estimator of the saved class, with the saved parameters.
+        A fitted estimator of the saved class (a bigkernel estimator, hence a scikit-learn
+        ``BaseEstimator``), with the saved parameters.
 
     Raises
     ------

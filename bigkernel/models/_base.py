@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Sequence
 from numbers import Integral, Real
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol, Self
 
 import dask.array as da
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_consistent_length, validate_data
@@ -22,6 +24,41 @@ from bigkernel.io.predictions import predict_to_zarr
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
 from bigkernel.validation import Interval, ListOf, Options, is_integer, validate_params
+
+# --------------------------------------------------------------------------------------------
+# Types of the public API (one definition each, so the estimators' signatures agree)
+# --------------------------------------------------------------------------------------------
+#: input data (X, y, sample_weight): anything numpy reads, or a dask array (read chunk by chunk)
+ArrayIn = ArrayLike | da.Array
+#: predictions: numpy for numpy input, a lazy dask array for dask input
+ArrayOut = np.ndarray | da.Array
+#: ``random_state``: a seed, a RandomState, or None (fresh entropy)
+RandomStateLike = int | np.random.RandomState | None
+#: a list, tuple or 1-D array of numbers (``ListOf`` in the parameter tables: a grid of α or γ)
+Floats = Sequence[float] | np.ndarray
+#: a searched grid of the CV estimators (``GRID``): a list, one value, or None (the default grid)
+Grid = Floats | float | None
+#: ``kernel``: a registered name, a saved kernel's dict, or a Kernel instance
+KernelLike = str | dict[str, Any] | Kernel
+
+
+class RowPartition(Protocol):
+    """Rows split into groups summed apart in the one pass (``HoldoutSplit``, ``FoldSplit``):
+    ``groups(start, stop)`` gives each row's group, ``keep`` the groups that get statistics."""
+
+    @property
+    def n_groups(self) -> int: ...
+
+    @property
+    def keep(self) -> tuple[int, ...]: ...
+
+    def groups(self, start: int, stop: int) -> np.ndarray: ...
+
+
+#: ``weights`` of ``fit_dataset``: ``weights(start, stop) -> (m, stop - start)`` row weights
+#: (``RowWeights``) or a row partition; ``stats_graph`` also takes either one delayed (the
+#: bootstrap gates its weights behind other tasks)
+Weights = Callable[[int, int], np.ndarray] | RowPartition
 
 # --------------------------------------------------------------------------------------------
 # Entries of the parameter tables (``_parameter_constraints``) that several estimators share
@@ -154,7 +191,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         """Rules a table cannot express (several parameters together); none by default."""
 
     # ----------------------------------------------------------------- data
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:
         """Fit from numpy or dask arrays (see the class docstring for what each solver does).
 
         Parameters
@@ -255,7 +292,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             )
 
     # ----------------------------------------------------------------- output
-    def predict_to_zarr(self, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
+    def predict_to_zarr(self, X: ArrayIn, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
         """Predict a dask/numpy X straight into a zarr array, chunk by chunk (out of core).
 
         Local outputs are written to a hidden sibling folder and renamed when complete, so an

@@ -13,12 +13,13 @@ import logging
 import math
 import time
 from numbers import Integral, Real
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 import dask.array as da
 import numpy as np
 import psutil
 from dask.utils import parse_bytes
+from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
@@ -28,6 +29,12 @@ from bigkernel.models._base import (
     COUNT,
     KERNEL_CONSTRAINTS,
     MEMORY_BUDGET,
+    ArrayIn,
+    ArrayOut,
+    Floats,
+    KernelLike,
+    RandomStateLike,
+    Weights,
     _EstimatorBase,
     int_seed,
     single_target,
@@ -128,7 +135,7 @@ class _DualPredictor:
             return _Standardized(self._expansion, self.scaler_mean_, self.scaler_scale_)
         return self._expansion
 
-    def predict(self, X):
+    def predict(self, X: ArrayIn) -> ArrayOut:
         """Predict ``k(X, X_fit) a + b``, block by block (at the chosen parameters).
 
         Parameters
@@ -260,26 +267,26 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
 
     def __init__(
         self,
-        kernel="rbf",
+        kernel: KernelLike = "rbf",
         *,
-        alpha=1.0,
-        gamma=None,
-        degree=3,
-        coef0=1,
-        length_scale=None,
-        nu=1.5,
-        kernel_params=None,
-        fit_intercept=True,
-        tol=1e-6,
-        max_iter=None,
-        preconditioner="rpcholesky",
-        rank=None,
-        memory_budget=None,
-        dtype="auto",
-        n_probes=None,
-        standardize=False,
-        random_state=None,
-    ):
+        alpha: float | Floats | str = 1.0,
+        gamma: float | None = None,
+        degree: float = 3,
+        coef0: float = 1,
+        length_scale: float | ArrayLike | None = None,
+        nu: float | None = 1.5,
+        kernel_params: dict[str, Any] | None = None,
+        fit_intercept: bool = True,
+        tol: float = 1e-6,
+        max_iter: int | None = None,
+        preconditioner: str | None = "rpcholesky",
+        rank: int | None = None,
+        memory_budget: float | str | None = None,
+        dtype: str = "auto",
+        n_probes: int | None = None,
+        standardize: bool = False,
+        random_state: RandomStateLike = None,
+    ) -> None:
         self.kernel = kernel
         self.alpha = alpha
         self.gamma = gamma
@@ -347,7 +354,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
                 sw = None
         return X, Y, sw
 
-    def fit_dataset(self, ds: Dataset, weights=None):
+    def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
 
         ``weights`` may be a row partition keeping one group (a holdout split's training rows)

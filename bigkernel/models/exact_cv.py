@@ -13,7 +13,7 @@ import math
 import time
 from numbers import Integral, Real
 from types import SimpleNamespace
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 import dask.array as da
 import numpy as np
@@ -30,6 +30,11 @@ from bigkernel.models._base import (
     KERNEL_PARAMS,
     MEMORY_BUDGET,
     NU,
+    ArrayIn,
+    Grid,
+    KernelLike,
+    RandomStateLike,
+    Weights,
     _EstimatorBase,
     single_target,
 )
@@ -175,22 +180,22 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
 
     def __init__(
         self,
-        kernel="rbf",
+        kernel: KernelLike = "rbf",
         *,
-        gammas=None,
-        length_scales=None,
-        alphas=None,
-        criterion="loo",
-        degree=3,
-        coef0=1,
-        nu=1.5,
-        kernel_params=None,
-        fit_intercept=True,
-        standardize=False,
-        max_n=DEFAULT_MAX_N,
-        memory_budget=None,
-        random_state=None,
-    ):
+        gammas: Grid = None,
+        length_scales: Grid = None,
+        alphas: Grid = None,
+        criterion: str = "loo",
+        degree: float = 3,
+        coef0: float = 1,
+        nu: float | None = 1.5,
+        kernel_params: dict[str, Any] | None = None,
+        fit_intercept: bool = True,
+        standardize: bool = False,
+        max_n: int | None = DEFAULT_MAX_N,
+        memory_budget: float | str | None = None,
+        random_state: RandomStateLike = None,
+    ) -> None:
         self.kernel = kernel
         self.gammas = gammas
         self.length_scales = length_scales
@@ -298,7 +303,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             X, Y = X[keep], Y[keep]
         return X, Y
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayIn, y: ArrayIn) -> Self:
         """Search (γ, α) and fit at the best point, from numpy or dask arrays (loaded to memory).
 
         No ``sample_weight``: leave-one-out leaves out whole rows, so a weight (a repeated
@@ -317,7 +322,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self._check_params()
         return self.fit_dataset(self._fit_input(X, y))
 
-    def fit_dataset(self, ds: Dataset, weights=None):
+    def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
 
         ``weights`` may be a row partition keeping one group (a holdout split's training rows)

@@ -17,15 +17,26 @@ The rule (:func:`choose_solver`), from n, the kernel and the memory budget:
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 import dask.array as da
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.models._base import RowWeights, _EstimatorBase, check_sample_weight
+from bigkernel.models._base import (
+    ArrayIn,
+    ArrayOut,
+    Floats,
+    KernelLike,
+    RandomStateLike,
+    RowWeights,
+    Weights,
+    _EstimatorBase,
+    check_sample_weight,
+)
 from bigkernel.runtime import local_threads
 from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
@@ -147,29 +158,29 @@ class KernelRidge(_EstimatorBase):
 
     def __init__(
         self,
-        kernel="rbf",
+        kernel: KernelLike = "rbf",
         *,
-        alpha=1.0,
-        gamma=None,
-        degree=3,
-        coef0=1,
-        length_scale=None,
-        nu=1.5,
-        kernel_params=None,
-        fit_intercept=True,
-        solver="auto",
-        memory_budget=None,
-        n_components=1024,
-        landmarks="rpcholesky",
-        tol=1e-6,
-        max_iter=None,
-        preconditioner="rpcholesky",
-        rank=None,
-        n_probes=None,
-        dtype="auto",
-        standardize=False,
-        random_state=None,
-    ):
+        alpha: float | Floats | str = 1.0,
+        gamma: float | None = None,
+        degree: float = 3,
+        coef0: float = 1,
+        length_scale: float | ArrayLike | None = None,
+        nu: float | None = 1.5,
+        kernel_params: dict[str, Any] | None = None,
+        fit_intercept: bool = True,
+        solver: str = "auto",
+        memory_budget: float | str | None = None,
+        n_components: int = 1024,
+        landmarks: str = "rpcholesky",
+        tol: float = 1e-6,
+        max_iter: int | None = None,
+        preconditioner: str | None = "rpcholesky",
+        rank: int | None = None,
+        n_probes: int | None = None,
+        dtype: str = "auto",
+        standardize: bool = False,
+        random_state: RandomStateLike = None,
+    ) -> None:
         self.kernel = kernel
         self.alpha = alpha
         self.gamma = gamma
@@ -231,7 +242,7 @@ class KernelRidge(_EstimatorBase):
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
         return choose_solver(n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets)
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:
         """Choose the solver from the data's shape and the budget, then fit with it.
 
         Parameters
@@ -253,7 +264,7 @@ class KernelRidge(_EstimatorBase):
             return self.fit_dataset(ds)
         return self.fit_dataset(ds, RowWeights(check_sample_weight(sample_weight, ds.X.shape[0])))
 
-    def fit_dataset(self, ds: Dataset, weights=None):
+    def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated dataset (for orchestrators); see the solvers' ``fit_dataset``."""
         self._check_params()
         n, d = ds.X.shape
@@ -272,7 +283,7 @@ class KernelRidge(_EstimatorBase):
             setattr(self, name, getattr(est, name))
         self.n_iter_ = getattr(est, "n_iter_", 1)  # the approximate solvers: one pass
 
-    def predict(self, X):
+    def predict(self, X: ArrayIn) -> ArrayOut:
         """Predict with the fitted solver (numpy in → numpy out, dask in → lazy dask out).
 
         Parameters

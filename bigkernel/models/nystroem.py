@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
@@ -15,6 +16,10 @@ from bigkernel.models._base import (
     ALPHA,
     COUNT,
     KERNEL_CONSTRAINTS,
+    Floats,
+    KernelLike,
+    RandomStateLike,
+    Weights,
 )
 from bigkernel.models.exact import build_kernel
 from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
@@ -79,23 +84,23 @@ class NystroemRidge(_RandomFeatureBase):
 
     def __init__(
         self,
-        kernel="rbf",
+        kernel: KernelLike = "rbf",
         *,
-        gamma=None,
-        degree=3,
-        coef0=1,
-        length_scale=None,
-        nu=1.5,
-        kernel_params=None,
-        n_components=100,
-        landmarks="rpcholesky",
-        alpha=1.0,
-        fit_intercept=True,
-        random_state=None,
-        dtype="float64",
-        chunk_rows=None,
-        standardize=False,
-    ):
+        gamma: float | None = None,
+        degree: float = 3,
+        coef0: float = 1,
+        length_scale: float | ArrayLike | None = None,
+        nu: float | None = 1.5,
+        kernel_params: dict[str, Any] | None = None,
+        n_components: int = 100,
+        landmarks: str = "rpcholesky",
+        alpha: float | Floats | str = 1.0,
+        fit_intercept: bool = True,
+        random_state: RandomStateLike = None,
+        dtype: DTypeLike = "float64",
+        chunk_rows: int | None = None,
+        standardize: bool = False,
+    ) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -132,7 +137,7 @@ class NystroemRidge(_RandomFeatureBase):
         # the same kernel construction as the exact solver, so solvers are comparable
         return build_kernel(self, n_features)
 
-    def fit_dataset(self, ds: Dataset, weights=None):
+    def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
 
         ``weights`` (a row partition or ``weights(start, stop) -> (1, rows)``) restricts both the

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import ClassVar, Self
 
 import dask.array as da
 import numpy as np
+from dask.delayed import Delayed
+from numpy.typing import ArrayLike, DTypeLike
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
@@ -18,7 +21,12 @@ from bigkernel.models._base import (
     GAMMA,
     LENGTH_SCALE,
     NU,
+    ArrayIn,
+    ArrayOut,
+    Floats,
+    RandomStateLike,
     RowWeights,
+    Weights,
     _EstimatorBase,
     int_seed,
     single_target,
@@ -26,6 +34,7 @@ from bigkernel.models._base import (
 from bigkernel.runtime import compute
 from bigkernel.kernels.registry import check_kernel_name
 from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
+from bigkernel.numerics.nystroem_features import NystroemMap
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
@@ -128,7 +137,12 @@ class _RandomFeatureBase(_EstimatorBase):
                     f"{self.n_samples_fit_:,}", fmap.n_components, self.alpha_, self.df_)
         return self
 
-    def stats_graph(self, ds: Dataset, fmap, weights=None):
+    def stats_graph(
+        self,
+        ds: Dataset,
+        fmap: FeatureMap | NystroemMap | Sequence[FeatureMap],
+        weights: Weights | Delayed | None = None,
+    ) -> Delayed:
         """The delayed one-pass statistics of ``ds`` under ``fmap`` (a map, or a list of maps
         sharing the pass), optionally weighted or partitioned (for orchestrators)."""
         Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
@@ -140,7 +154,7 @@ class _RandomFeatureBase(_EstimatorBase):
         coef = self.coef_[:, np.newaxis] if self.coef_.ndim == 1 else self.coef_.T
         return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
 
-    def predict(self, X):
+    def predict(self, X: ArrayIn) -> ArrayOut:
         """Predict; numpy in gives numpy out, dask in gives a lazy dask array out.
 
         Parameters
@@ -273,21 +287,21 @@ class RandomFeatureRidge(_RandomFeatureBase):
 
     def __init__(
         self,
-        kernel="rbf",
+        kernel: str = "rbf",
         *,
-        gamma=None,
-        length_scale=None,
-        nu=1.5,
-        n_components=100,
-        sampler="iid",
-        form="cos",
-        alpha=1.0,
-        fit_intercept=True,
-        random_state=None,
-        dtype="float64",
-        chunk_rows=None,
-        standardize=False,
-    ):
+        gamma: float | None = None,
+        length_scale: float | ArrayLike | None = None,
+        nu: float | None = 1.5,
+        n_components: int = 100,
+        sampler: str = "iid",
+        form: str = "cos",
+        alpha: float | Floats | str = 1.0,
+        fit_intercept: bool = True,
+        random_state: RandomStateLike = None,
+        dtype: DTypeLike = "float64",
+        chunk_rows: int | None = None,
+        standardize: bool = False,
+    ) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.length_scale = length_scale
@@ -313,7 +327,7 @@ class RandomFeatureRidge(_RandomFeatureBase):
     def _make_feature_map(self, n_features: int) -> FeatureMap:
         return self._feature_map(n_features, self._seed(), self.gamma, self.length_scale)
 
-    def fit_dataset(self, ds: Dataset, weights=None):
+    def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
 
         ``weights(start, stop) -> (1, rows)`` optionally weights rows (a training mask, or

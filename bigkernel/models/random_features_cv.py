@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 from numbers import Integral
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.runtime import compute
 from bigkernel.models._search import best_index, cv_results
-from bigkernel.models._base import GRID
+from bigkernel.models._base import GRID, ArrayIn, Grid, RandomStateLike, RowPartition
 from bigkernel.models.random_features import _RandomFeatureBase
 from bigkernel.numerics.cv import cv_path
 from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
@@ -73,22 +74,22 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
 
     def __init__(
         self,
-        kernel="rbf",
+        kernel: str = "rbf",
         *,
-        gammas=None,
-        length_scales=None,
-        alphas=None,
-        cv=5,
-        nu=1.5,
-        n_components=100,
-        sampler="iid",
-        form="cos",
-        fit_intercept=True,
-        random_state=None,
-        dtype="float64",
-        chunk_rows=None,
-        standardize=False,
-    ):
+        gammas: Grid = None,
+        length_scales: Grid = None,
+        alphas: Grid = None,
+        cv: int | str = 5,
+        nu: float | None = 1.5,
+        n_components: int = 100,
+        sampler: str = "iid",
+        form: str = "cos",
+        fit_intercept: bool = True,
+        random_state: RandomStateLike = None,
+        dtype: DTypeLike = "float64",
+        chunk_rows: int | None = None,
+        standardize: bool = False,
+    ) -> None:
         self.kernel = kernel
         self.gammas = gammas
         self.length_scales = length_scales
@@ -134,7 +135,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
             return [float(v) for v in np.atleast_1d(self.gammas)]
         return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayIn, y: ArrayIn) -> Self:
         """Search (γ, α) in one pass and refit at the best point (see the class docstring).
 
         Parameters
@@ -149,7 +150,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         # no sample_weight: the folds are row partitions of the unweighted data
         return super().fit(X, y)
 
-    def fit_dataset(self, ds: Dataset, weights=None):
+    def fit_dataset(self, ds: Dataset, weights: RowPartition | None = None) -> Self:
         """Fit from a validated dataset; ``weights`` may be a row partition (e.g. a holdout split)
         whose group 0 alone takes part: other rows are in neither training nor validation."""
         self._check_params()
