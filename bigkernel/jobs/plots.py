@@ -1,4 +1,5 @@
-"""Figures saved by jobs (layer 4). matplotlib is optional: ``pip install bigkernel[plot]``.
+"""Figures saved by jobs (layer 4), with matplotlib (a dependency; imported only when a figure
+is drawn).
 
 matplotlib is imported inside the functions, so that the core library and jobs without plots
 never need it. Figures are drawn on an Agg canvas directly (no pyplot), which leaves the
@@ -33,8 +34,8 @@ def _figure_factory():
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError(
-            "plotting needs matplotlib, which is not installed; install it with "
-            "`pip install bigkernel[plot]` (or `pip install matplotlib`)."
+            "plotting needs matplotlib, a dependency of bigkernel that is missing here; "
+            "reinstall bigkernel or `pip install matplotlib`."
         ) from None
 
     def new_figure(**kwargs: Any) -> Any:
