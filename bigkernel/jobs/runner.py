@@ -320,16 +320,11 @@ def run_job(cfg: JobConfig) -> dict[str, Any]:
 
             t = time.perf_counter()
             Y = ds.y if ds.y.ndim == 2 else ds.y[:, None]
-            # any estimator: its own numpy predict per chunk, train/holdout sums in one pass; the
-            # first rows for the figure ride along. One graph, not two in a row: a table's X and y
-            # are slices of one array, which dask fuses differently in differently shaped graphs,
-            # and a second graph arriving before the scheduler forgot the first redefines keys
-            # (distributed's "Detected different `run_spec`" warning)
-            head = holdout_rows(ds, split)
-            res, *head = compute(residual_graph(ds.X, Y, block_predictor(est), groups=split.groups,
-                                                n_groups=2), *head, client=client, label="evaluate")
+            # any estimator: its own numpy predict per chunk, train/holdout sums in one pass
+            (res,) = compute(residual_graph(ds.X, Y, block_predictor(est), groups=split.groups, n_groups=2),
+                             client=client, label="evaluate")
             scores = _metrics_from_residuals(res)
-            holdout = holdout_sample(*head, est, split) if head else None
+            holdout = holdout_sample(ds, est, split)
             if holdout is not None:
                 np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1])
             timings["evaluate"] = time.perf_counter() - t
@@ -408,17 +403,13 @@ def _search_summary(est) -> dict[str, Any] | None:
             "n_candidates": len(est.cv_results_["params"])}
 
 
-def holdout_rows(ds: Dataset, split: HoldoutSplit, max_rows: int = 50_000) -> tuple:
-    """The first ``max_rows`` rows (X, y), lazy, when there is a holdout; else ``()``."""
+def holdout_sample(ds: Dataset, est, split: HoldoutSplit, max_rows: int = 50_000):
+    """(y, prediction) of the holdout rows among the first ``max_rows`` rows (for the figure)."""
     if split.fraction <= 0:
-        return ()
+        return None
     m = min(ds.X.shape[0], max_rows)
-    return ds.X[:m], ds.y[:m]
-
-
-def holdout_sample(X: np.ndarray, y: np.ndarray, est, split: HoldoutSplit):
-    """(y, prediction) of the holdout rows among the first rows ``X, y`` (for the figure)."""
-    hold = split.groups(0, X.shape[0]) == 1
+    X, y = compute(ds.X[:m], ds.y[:m], label="holdout-sample")
+    hold = split.groups(0, m) == 1
     y = np.asarray(y)[hold]
     pred = np.asarray(block_predictor(est)(np.asarray(X)[hold]))
     return (y.ravel(), pred.ravel()) if y.ndim == 1 else (y[:, 0], pred[:, 0])
