@@ -106,7 +106,6 @@ def _cmd_run(args) -> int:
 
 def _cmd_predict(args) -> int:
     import contextlib
-
     import os
 
     from bigkernel.data.sources import open_source
@@ -126,7 +125,7 @@ def _cmd_predict(args) -> int:
                 "overwrite an input; choose an output path apart from it"
             )
     if os.path.exists(args.output) and not args.overwrite:  # before reading any data
-        raise OutputExistsError(f"--output {args.output} exists; pass --overwrite to replace it")
+        raise OutputExistsError(f"prediction output {args.output!r} exists; pass --overwrite to replace it")
     table = is_table(args.data)
     ds = open_source(args.data, _x_columns(args.x, model, args.data) if table else (args.x or "X"),
                      None, chunk_rows=args.chunk_rows)

@@ -99,7 +99,7 @@ def compute(*graphs, client=None, label: str = "pass"):
     if client is not None:
         from distributed import KilledWorker
 
-        futures = client.compute(list(graphs))
+        futures = client.compute(_optimized(graphs), optimize_graph=False)
         try:
             if show:
                 from distributed import progress
@@ -115,6 +115,22 @@ def compute(*graphs, client=None, label: str = "pass"):
                 client.cancel(running)
     with _blas_limits(blas_threads_for(local_threads())), _local_progress(show):
         return dask.compute(*graphs, scheduler=_local_scheduler())
+
+
+def _optimized(graphs) -> list:
+    """``graphs`` optimized for a distributed scheduler, without low-level task fusion.
+
+    Fusion merges a chain of tasks into one and keeps the chain's last key as an alias, so a
+    key gets one definition in a graph where the chain is linear and another where it is not:
+    a table's X and y are slices of one read (``data/tables.py``), so a chunk of X is fused with
+    its read in an X-only pass (prediction) and not in a pass over X and y. Passes submitted one
+    after another then redefine keys the scheduler still holds, which distributed reports as
+    "Detected different `run_spec`" and warns can deadlock (dask/dask#9888). Optimized here,
+    as a client would leave it to the scheduler under the scheduler's config; bigkernel's
+    tasks are chunk-sized, so fusion saved little.
+    """
+    with dask.config.set({"optimization.fuse.active": False}):
+        return list(dask.optimize(*graphs))
 
 
 def _killed_worker_message(exc, label: str, client) -> str:
@@ -158,7 +174,7 @@ def persist(*graphs, client=None, label: str = "persist"):
     if client is not None:
         if _progress.get():
             logger.info("%s: persisting on %s", label, client.scheduler.address)
-        return tuple(client.persist(list(graphs)))
+        return tuple(client.persist(_optimized(graphs), optimize_graph=False))
     with _blas_limits(blas_threads_for(local_threads())), _local_progress(_progress.get()):
         return dask.persist(*graphs, scheduler=_local_scheduler())
 

@@ -2,6 +2,7 @@
 columns are errors; a job fitted on a table knows its columns; ``bigkernel predict`` reads and
 writes tables; ``make-data`` writes them; the example table configs run."""
 
+import functools
 import json
 import os
 import shutil
@@ -82,32 +83,85 @@ def _table_job(sources, tmp_path, extra=""):
     return job
 
 
-def test_csv_job_with_a_string_column_warns_nothing(tmp_path, monkeypatch, capfd, caplog):
-    """Found in issue 14: a CSV job printed distributed's "Detected different `run_spec`"
-    warning. The cause was not the string column but two graphs in a row over the table's X and
-    y slices (evaluation, then the holdout sample), which dask fused differently while the
-    scheduler still knew the first; the runner now evaluates both in one graph. (A race: before
-    the fix this test failed in most runs, not all.)"""
+@pytest.fixture
+def split_csv(tmp_path, monkeypatch):
+    """A CSV with a string column, read in several partitions (as a large CSV is)."""
     import bigkernel.data.tables as tables
 
     rng = np.random.default_rng(0)
     df = pd.DataFrame(rng.uniform(size=(40_000, 3)), columns=["a", "b", "c"]).assign(
         y=rng.normal(size=40_000), name="row")
     df.to_csv(tmp_path / "s.csv", index=False)
-    monkeypatch.setattr(tables, "CSV_BLOCKSIZE", 200_000)  # several partitions, as a large CSV has
-    assert tables._read(str(tmp_path / "s.csv"), ["a", "b", "c", "y"]).npartitions > 5
-    job = tmp_path / "job.yaml"
+    monkeypatch.setattr(tables, "CSV_BLOCKSIZE", 200_000)
+    n_parts = tables._read(str(tmp_path / "s.csv"), ["a", "b", "c", "y"]).npartitions
+    assert n_parts > 5
+    return tmp_path / "s.csv", df, n_parts
+
+
+def test_a_pass_reads_a_csv_once(split_csv, monkeypatch):
+    """Found in issue 14: a fit read a CSV twice. X's and y's chunks were turned into delayed
+    objects with their graphs optimized apart, and each fused in the read they share."""
+    import dask.dataframe.io.csv as dask_csv
+
+    path, df, n_parts = split_csv
+    reads, read = [], dask_csv._read_csv
+
+    @functools.wraps(read)  # dask inspects its signature
+    def counting(*args, **kwargs):
+        reads.append(1)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(dask_csv, "_read_csv", counting)
+    ds = open_source(path, x=["a", "b", "c"], y="y", chunk_rows=8000)
+    reads.clear()
+    m = RandomFeatureRidge(n_components=16, random_state=0).fit(ds.X, ds.y)
+    assert len(reads) == n_parts
+    ref = RandomFeatureRidge(n_components=16, random_state=0).fit(df[["a", "b", "c"]].to_numpy(), df["y"])
+    np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-9, atol=1e-11)
+
+
+def test_passes_over_a_table_keep_their_keys_on_a_cluster(split_csv, caplog):
+    """Found in issue 14: jobs on a CSV logged distributed's "Detected different `run_spec`
+    ... can cause failures and deadlocks". A table's X and y are slices of one read; dask's
+    low-level fusion defined their chunks' keys one way in an X-only pass and another in a pass
+    over both, and the scheduler still held the previous pass's keys (not the string column:
+    any multi-partition table did it). Passes now run unfused on a cluster. Before the fix
+    this loop logged ~3 such warnings per round."""
+    from distributed import Client, LocalCluster
+
+    from bigkernel.runtime import compute
+
+    path, df, _ = split_csv
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        ds = open_source(path, x=["a", "b", "c"], y="y", chunk_rows=8000)
+        for _ in range(5):
+            both, x_only, (head, _) = (
+                compute(ds.X.sum(axis=0) + ds.y.sum(), client=client)[0],
+                compute(ds.X.sum(axis=0), client=client)[0],
+                compute(ds.X[:5000], ds.y[:5000], client=client),
+            )
+    assert "run_spec" not in caplog.text
+    np.testing.assert_allclose(x_only, df[["a", "b", "c"]].sum().to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(both, x_only + df["y"].sum(), rtol=1e-12)
+    np.testing.assert_array_equal(head, df[["a", "b", "c"]].to_numpy()[:5000])
+
+
+def test_csv_job_with_a_string_column_warns_nothing(split_csv, capfd, caplog):
+    """The job of issue 14's report: a CSV with a string column on a LocalCluster."""
+    path, df, _ = split_csv
+    job = path.parent / "job.yaml"
     job.write_text(
-        f"name: t\noutput: out\ndata:\n  train: {{path: s.csv, x: [a, b, c], y: y}}\n"
-        "model: {gamma: 0.5, n_components: 32, alpha: 0.1}\nprogress: false\nplots: false\n"
-        "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
+        "name: t\noutput: out\ndata:\n  train: {path: s.csv, x: [a, b, c], y: y}\n"
+        "model: {gamma: 0.5, n_components: 32, alpha: 0.1, standardize: true}\nprogress: false\n"
+        "plots: false\ncluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
         "predict: {path: s.csv, x: [a, b, c], output: pred.csv}\n"
     )
     assert main(["-q", "run", str(job)]) == 0
     # distributed logs through the root logger under pytest (caplog), to stderr otherwise
     assert "run_spec" not in caplog.text + capfd.readouterr().err, caplog.text
-    pred = pd.read_csv(tmp_path / "out" / "pred.csv")
-    model = bigkernel.load(tmp_path / "out" / "model.zarr")
+    pred = pd.read_csv(path.parent / "out" / "pred.csv")
+    model = bigkernel.load(path.parent / "out" / "model.zarr")
     np.testing.assert_allclose(pred["y_pred"], model.predict(df[["a", "b", "c"]]), rtol=1e-12)
 
 

@@ -92,9 +92,9 @@ def write_table(arr: da.Array, columns: list[str], path: str, *, overwrite: bool
 
     A ``.csv`` path is one file (the chunks appended in order, ``dask.dataframe.to_csv``'s
     ``single_file``); a ``.parquet`` path is a folder of Parquet parts, one per chunk, which
-    pandas, pyarrow and dask read as one table. Chunks are computed and written one by one
-    (memory O(chunk)), into a hidden sibling renamed into place when complete, so an interrupted
-    write leaves nothing that looks finished.
+    pandas, pyarrow and dask read as one table. Chunks are computed by dask and written as they
+    come (never the whole table in memory), into a hidden sibling renamed into place when
+    complete, so an interrupted write leaves nothing that looks finished.
 
     Parameters
     ----------

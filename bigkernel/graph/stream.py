@@ -30,8 +30,11 @@ def row_offsets(chunks: Sequence[int]) -> list[int]:
 
 def row_blocks(X: da.Array, Y: da.Array | None = None) -> list[tuple[int, Any, Any]]:
     """``(start, X_chunk, Y_chunk)`` delayed triples of two arrays with the same row chunks."""
-    xs = X.to_delayed().ravel()
-    ys = Y.to_delayed().ravel() if Y is not None else [None] * len(xs)
+    # unoptimized: optimizing X's graph and Y's graph apart would fuse a read they share (a
+    # table's X and y are slices of one read) into each, reading the data twice per pass, and
+    # would give the chunks' keys other definitions than in the graphs of other passes
+    xs = X.to_delayed(optimize_graph=False).ravel()
+    ys = Y.to_delayed(optimize_graph=False).ravel() if Y is not None else [None] * len(xs)
     return list(zip(row_offsets(X.chunks[0]), xs, ys))
 
 

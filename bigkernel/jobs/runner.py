@@ -301,10 +301,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             t = time.perf_counter()
             Y = ds.y if ds.y.ndim == 2 else ds.y[:, None]
             # any estimator: its own numpy predict per chunk, train/holdout sums in one pass; the
-            # first rows for the figure ride along. One graph, not two in a row: a table's X and y
-            # are slices of one array, which dask fuses differently in differently shaped graphs,
-            # and a second graph arriving before the scheduler forgot the first redefines keys
-            # (distributed's "Detected different `run_spec`" warning)
+            # first rows for the figure and holdout_sample.npz ride along in the same graph
             head = holdout_rows(ds, split)
             res, *head = compute(residual_graph(ds.X, Y, block_predictor(est), groups=split.groups,
                                                 n_groups=2), *head, client=client, label="evaluate")

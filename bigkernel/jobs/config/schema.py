@@ -269,7 +269,8 @@ class PredictConfig(SourceConfig):
         As in :class:`SourceConfig`; ``y`` defaults to None (targets are optional).
     output : str, default="<output>/predictions.zarr"
         Resolved location of the predictions; relative paths are taken inside the job's
-        output folder.
+        output folder. The suffix picks the format: ``.csv`` (one file), ``.parquet`` (a folder
+        of parts), anything else a zarr group (array ``y_pred``).
     """
 
     y: str | None = None
