@@ -99,7 +99,8 @@ def compute(*graphs, client=None, label: str = "pass"):
     if client is not None:
         from distributed import KilledWorker
 
-        futures = client.compute(_optimized(graphs), optimize_graph=False)
+        futures = (client.compute(list(graphs)) if _has_dataframe(graphs)
+                   else client.compute(_optimized(graphs), optimize_graph=False))
         try:
             if show:
                 from distributed import progress
@@ -115,6 +116,12 @@ def compute(*graphs, client=None, label: str = "pass"):
                 client.cancel(running)
     with _blas_limits(blas_threads_for(local_threads())), _local_progress(show):
         return dask.compute(*graphs, scheduler=_local_scheduler())
+
+
+def _has_dataframe(graphs) -> bool:
+    """Whether a graph is a dask DataFrame collection (an expression the client must lower
+    itself, e.g. a Parquet write): those are computed with dask's own optimization."""
+    return any(type(g).__module__.startswith("dask.dataframe") for g in graphs)
 
 
 def _optimized(graphs) -> list:
@@ -174,6 +181,8 @@ def persist(*graphs, client=None, label: str = "persist"):
     if client is not None:
         if _progress.get():
             logger.info("%s: persisting on %s", label, client.scheduler.address)
+        if _has_dataframe(graphs):
+            return tuple(client.persist(list(graphs)))
         return tuple(client.persist(_optimized(graphs), optimize_graph=False))
     with _blas_limits(blas_threads_for(local_threads())), _local_progress(_progress.get()):
         return dask.persist(*graphs, scheduler=_local_scheduler())
