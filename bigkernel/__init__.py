@@ -5,6 +5,7 @@ Public API: :class:`RandomFeatureRidge`, :class:`ExactKernelRidge`, :class:`Exac
 """
 
 from bigkernel._version import __version__
+from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid, load_bootstrap
 from bigkernel.data.sources import open_source
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import (
@@ -14,19 +15,18 @@ from bigkernel.errors import (
     DataError,
     DataNotFoundError,
     ExtrapolationWarning,
+    IncompleteStoreError,
     ModelFormatError,
     NonFiniteError,
     OutputExistsError,
     ParameterError,
-    IncompleteStoreError,
     StoreMismatchError,
 )
-from bigkernel.models.kernel_ridge import KernelRidge
-from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid, load_bootstrap
+from bigkernel.io.model_store import load
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
+from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
-from bigkernel.io.model_store import load
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 

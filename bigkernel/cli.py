@@ -30,18 +30,29 @@ def _parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("predict", help="predict a data set with a saved model, into zarr, CSV or Parquet")
     pr.add_argument("model", help="model folder written by a job or by model.save()")
-    pr.add_argument("data", help="zarr group (local path or fsspec URL), .npy file of X, or a CSV / "
-                    "Parquet table (file, glob or folder of Parquet parts)")
-    pr.add_argument("--output", "-o", required=True,
-                    help="where to write, by its suffix: .csv (one file), .parquet (a folder of parts), "
-                         "or .zarr / a name without suffix (zarr group, array y_pred); columns y_pred "
-                         "(y_pred_0, y_pred_1, ... for several targets)")
-    pr.add_argument("--x", default=None,
-                    help="zarr: name of the X array (default X); table: comma-separated X columns, "
-                         "e.g. a,b,c (default: the columns the model was fitted on)")
+    pr.add_argument(
+        "data",
+        help="zarr group (local path or fsspec URL), .npy file of X, or a CSV / "
+        "Parquet table (file, glob or folder of Parquet parts)",
+    )
+    pr.add_argument(
+        "--output",
+        "-o",
+        required=True,
+        help="where to write, by its suffix: .csv (one file), .parquet (a folder of parts), "
+        "or .zarr / a name without suffix (zarr group, array y_pred); columns y_pred "
+        "(y_pred_0, y_pred_1, ... for several targets)",
+    )
+    pr.add_argument(
+        "--x",
+        default=None,
+        help="zarr: name of the X array (default X); table: comma-separated X columns, "
+        "e.g. a,b,c (default: the columns the model was fitted on)",
+    )
     pr.add_argument("--chunk-rows", type=_count, default=None, help="rows per chunk (default: auto)")
-    pr.add_argument("--address", default=None,
-                    help="Dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: this machine)")
+    pr.add_argument(
+        "--address", default=None, help="Dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: this machine)"
+    )
     pr.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
     rep = sub.add_parser("report", help="(re)make the figures and report.md of a finished job folder")
@@ -49,11 +60,19 @@ def _parser() -> argparse.ArgumentParser:
 
     mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, CSV or Parquet, chunk by chunk")
     mk.add_argument("kind", choices=["friedman1", "sine"])
-    mk.add_argument("output", help="zarr group to write (arrays X and y), or by its suffix a .csv file "
-                    "or .parquet folder (columns x0, x1, ..., y)")
+    mk.add_argument(
+        "output",
+        help="zarr group to write (arrays X and y), or by its suffix a .csv file "
+        "or .parquet folder (columns x0, x1, ..., y)",
+    )
     mk.add_argument("--n-samples", type=_count, default=100_000, help="rows (accepts 1e8)")
     mk.add_argument("--n-features", type=int, default=None, help="friedman1: >= 5 (default 10); sine: 1")
-    mk.add_argument("--noise", type=float, default=None, help="noise sd (default: " + ", ".join(f"{kind} {sd}" for kind, sd in DEFAULT_NOISE.items()) + ")")
+    mk.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help="noise sd (default: " + ", ".join(f"{kind} {sd}" for kind, sd in DEFAULT_NOISE.items()) + ")",
+    )
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--chunk-rows", type=_count, default=131_072)
     mk.add_argument("--overwrite", action="store_true")
@@ -66,8 +85,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", default=default, help="debug logging")
-    parser.add_argument("-q", "--quiet", action="store_true", default=default,
-                        help="warnings and errors only on the terminal (job.log keeps the full log)")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="warnings and errors only on the terminal (job.log keeps the full log)",
+    )
 
 
 def _count(text: str) -> int:
@@ -111,10 +135,10 @@ def _cmd_predict(args) -> int:
     from bigkernel.data.sources import open_source
     from bigkernel.data.tables import is_table
     from bigkernel.errors import OutputExistsError
-    from bigkernel.jobs.config import ClusterConfig, path_relation
-    from bigkernel.runtime import progress_bars
     from bigkernel.io.model_store import load
     from bigkernel.io.predictions import predict_to_path
+    from bigkernel.jobs.config import ClusterConfig, path_relation
+    from bigkernel.runtime import progress_bars
 
     model = load(args.model)  # first: anything that is not a model store is refused unread
     for what, path in (("model", args.model), ("data", args.data)):
@@ -127,8 +151,9 @@ def _cmd_predict(args) -> int:
     if os.path.exists(args.output) and not args.overwrite:  # before reading any data
         raise OutputExistsError(f"prediction output {args.output!r} exists; pass --overwrite to replace it")
     table = is_table(args.data)
-    ds = open_source(args.data, _x_columns(args.x, model, args.data) if table else (args.x or "X"),
-                     None, chunk_rows=args.chunk_rows)
+    ds = open_source(
+        args.data, _x_columns(args.x, model, args.data) if table else (args.x or "X"), None, chunk_rows=args.chunk_rows
+    )
     if args.address:
         from bigkernel.jobs.cluster import client_from_config
 

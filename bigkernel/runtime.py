@@ -45,8 +45,11 @@ def active_client():
     except (ImportError, ValueError):
         return None
     if client.status != "running":
-        logger.warning("ignoring the default Dask client %s: its status is %r, not running; "
-                       "running on the local scheduler", client, client.status)
+        logger.warning(
+            "ignoring the default Dask client %s: its status is %r, not running; running on the local scheduler",
+            client,
+            client.status,
+        )
         return None
     return client
 
@@ -99,8 +102,11 @@ def compute(*graphs, client=None, label: str = "pass"):
     if client is not None:
         from distributed import KilledWorker
 
-        futures = (client.compute(list(graphs)) if _has_dataframe(graphs)
-                   else client.compute(_optimized(graphs), optimize_graph=False))
+        futures = (
+            client.compute(list(graphs))
+            if _has_dataframe(graphs)
+            else client.compute(_optimized(graphs), optimize_graph=False)
+        )
         try:
             if show:
                 from distributed import progress
@@ -148,7 +154,7 @@ def _killed_worker_message(exc, label: str, client) -> str:
     if not limit:  # the worker state may be gone; the live workers have the same limit, usually
         try:
             limit = max(w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values())
-        except Exception:  # noqa: BLE001 - the figure is a courtesy; the error must still be raised
+        except Exception:
             limit = None
     shown = f" of {limit / 2**20:,.0f} MiB" if limit else ""
     return (

@@ -109,8 +109,14 @@ class Interval(Constraint):
         Which bounds belong to the interval.
     """
 
-    def __init__(self, type: type, left: float | None, right: float | None, *,
-                 closed: Literal["left", "right", "both", "neither"]) -> None:
+    def __init__(
+        self,
+        type: type,
+        left: float | None,
+        right: float | None,
+        *,
+        closed: Literal["left", "right", "both", "neither"],
+    ) -> None:
         if type not in (Integral, Real):
             raise TypeError(f"Interval type must be numbers.Integral or numbers.Real, not {type!r}")
         if closed not in ("left", "right", "both", "neither"):
@@ -147,8 +153,9 @@ class Interval(Constraint):
         return " and ".join(parts)
 
     def describe(self, plural: bool = False) -> str:
-        noun = ("integers" if plural else "an integer") if self.type is Integral else (
-            "numbers" if plural else "a number")
+        noun = (
+            ("integers" if plural else "an integer") if self.type is Integral else ("numbers" if plural else "a number")
+        )
         return f"{noun} {self.bounds()}".strip()
 
     def hint(self, value: Any) -> str:
@@ -361,8 +368,13 @@ def _found(value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 # Checking
 # --------------------------------------------------------------------------------------------
-def validate_params(constraints: Mapping[str, Sequence[Any]], params: Mapping[str, Any], caller: str, *,
-                    defaults: Mapping[str, Any] | None = None) -> None:
+def validate_params(
+    constraints: Mapping[str, Sequence[Any]],
+    params: Mapping[str, Any],
+    caller: str,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
     """Check each of ``params`` against its entry of ``constraints``.
 
     Parameters
@@ -405,16 +417,18 @@ def _check(name: str, value: Any, constraints: Sequence[Any], caller: str | None
     raise InvalidParameterError(message, param=name, expected=expected, hint=hint)
 
 
-def check_param(name: str, value: Any, constraints: Sequence[Any], *, caller: str | None = None,
-                default: Any = _MISSING) -> Any:
+def check_param(
+    name: str, value: Any, constraints: Sequence[Any], *, caller: str | None = None, default: Any = _MISSING
+) -> Any:
     """Return ``value`` if it satisfies one of ``constraints``; raise
     :class:`InvalidParameterError` otherwise (see :func:`validate_params`)."""
     _check(name, value, constraints, caller, default)
     return value
 
 
-def check_int(name: str, value: Any, minimum: int | None = None, *, caller: str | None = None,
-              default: Any = _MISSING) -> int:
+def check_int(
+    name: str, value: Any, minimum: int | None = None, *, caller: str | None = None, default: Any = _MISSING
+) -> int:
     """``value`` as an ``int``, refusing booleans, non-integers and values below ``minimum``.
 
     For functions (not estimators) whose integer parameters have no table, e.g.
@@ -422,5 +436,6 @@ def check_int(name: str, value: Any, minimum: int | None = None, *, caller: str 
     """
     if is_integer(value) and (minimum is None or value >= minimum):  # the common case, cheaply
         return int(value)
-    return int(check_param(name, value, [Interval(Integral, minimum, None, closed="left")],
-                           caller=caller, default=default))
+    return int(
+        check_param(name, value, [Interval(Integral, minimum, None, closed="left")], caller=caller, default=default)
+    )

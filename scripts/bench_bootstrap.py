@@ -71,7 +71,7 @@ class RSSSampler:
                 pass
         return total
 
-    def __enter__(self) -> RSSSampler:  # noqa: PYI034
+    def __enter__(self) -> RSSSampler:
         self._thread.start()
         return self
 
@@ -111,8 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--chunk-rows", type=int, default=32_768)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--syrk-repeats", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=1,
-                    help="runs per batch size (the table shows the fastest)")
+    ap.add_argument("--repeats", type=int, default=1, help="runs per batch size (the table shows the fastest)")
     ap.add_argument("--workdir", default=None, help="folder for data and stores (default: temp)")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
@@ -122,17 +121,21 @@ def main(argv: list[str] | None = None) -> dict:
     from distributed import Client, LocalCluster
 
     from bigkernel import RandomFeatureRidge
+    from bigkernel.bands.bootstrap import bootstrap, eval_grid
     from bigkernel.data.sources import open_source
     from bigkernel.data.synthetic import SyntheticSpec, make_data
-    from bigkernel.bands.bootstrap import bootstrap, eval_grid
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-bootstrap-")
     own_workdir = args.workdir is None
     results: dict = {
         "command": "python scripts/bench_bootstrap.py " + " ".join(argv or sys.argv[1:]),
-        "machine": {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-                    "platform": platform.platform(), "python": platform.python_version(),
-                    "blas": [f"{i.get('internal_api')} {i.get('version')}" for i in threadpool_info()]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "blas": [f"{i.get('internal_api')} {i.get('version')}" for i in threadpool_info()],
+        },
         "params": vars(args),
         "runs": [],
     }
@@ -144,12 +147,18 @@ def main(argv: list[str] | None = None) -> dict:
         data = make_data(spec, os.path.join(workdir, "friedman1.zarr"), chunk_rows=args.chunk_rows)
         ds = open_source(data, chunk_rows=args.chunk_rows)
         X_eval = eval_grid(ds.X.compute(), 0, args.n_eval)
-        est = RandomFeatureRidge(gamma=0.1, n_components=args.D, alpha=1.0, random_state=0,
-                                 dtype=args.dtype)
-        with RSSSampler() as rss, LocalCluster(
-            n_workers=args.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address=None,
-        ) as cluster, Client(cluster) as client:
+        est = RandomFeatureRidge(gamma=0.1, n_components=args.D, alpha=1.0, random_state=0, dtype=args.dtype)
+        with (
+            RSSSampler() as rss,
+            LocalCluster(
+                n_workers=args.workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             client.run(lambda: __import__("bigkernel.bands.bootstrap"))  # warm the imports
             results["worker_blas_threads"] = sorted(
                 {i["num_threads"] for info in client.run(threadpool_info).values() for i in info}
@@ -161,26 +170,46 @@ def main(argv: list[str] | None = None) -> dict:
                     rss.reset()
                     cpu0, (busy0, steal0) = rss.cpu_seconds(), busy_cpu_seconds()
                     t0 = time.perf_counter()
-                    res = bootstrap(est, ds.X, ds.y, X_eval, n_bootstraps=args.B,
-                                    random_state=0, store=store, batch_size=bs, client=client)
+                    res = bootstrap(
+                        est,
+                        ds.X,
+                        ds.y,
+                        X_eval,
+                        n_bootstraps=args.B,
+                        random_state=0,
+                        store=store,
+                        batch_size=bs,
+                        client=client,
+                    )
                     total = time.perf_counter() - t0
                     cpu = rss.cpu_seconds() - cpu0
                     # CPU used meanwhile by other processes on the machine (a noisy neighbour),
                     # and time the hypervisor gave our virtual CPUs to someone else
                     busy1, steal1 = busy_cpu_seconds()
                     foreign = max(0.0, busy1 - busy0 - cpu)
-                    results["runs"].append({
-                        "batch_size": bs, "repeat": rep, "seconds": total,
-                        "seconds_per_replicate": total / args.B, "cpu_seconds": cpu,
-                        "cpu_seconds_per_replicate": cpu / args.B,
-                        "foreign_cpu_share": foreign / (total * (os.cpu_count() or 1)),
-                        "steal_share": (steal1 - steal0) / (total * (os.cpu_count() or 1)),
-                        "peak_rss_gb": rss.peak / 2**30, "n_computed": res.n_computed,
-                        "mean_band_width": float(np.mean(res.width)),
-                    })
-                    logger.info("batch_size=%d: %.1f s (%.1f CPU s, others used %.0f %% of the "
-                                "machine), peak RSS %.2f GB", bs, total, cpu,
-                                100 * results["runs"][-1]["foreign_cpu_share"], rss.peak / 2**30)
+                    results["runs"].append(
+                        {
+                            "batch_size": bs,
+                            "repeat": rep,
+                            "seconds": total,
+                            "seconds_per_replicate": total / args.B,
+                            "cpu_seconds": cpu,
+                            "cpu_seconds_per_replicate": cpu / args.B,
+                            "foreign_cpu_share": foreign / (total * (os.cpu_count() or 1)),
+                            "steal_share": (steal1 - steal0) / (total * (os.cpu_count() or 1)),
+                            "peak_rss_gb": rss.peak / 2**30,
+                            "n_computed": res.n_computed,
+                            "mean_band_width": float(np.mean(res.width)),
+                        }
+                    )
+                    logger.info(
+                        "batch_size=%d: %.1f s (%.1f CPU s, others used %.0f %% of the machine), peak RSS %.2f GB",
+                        bs,
+                        total,
+                        cpu,
+                        100 * results["runs"][-1]["foreign_cpu_share"],
+                        rss.peak / 2**30,
+                    )
                     shutil.rmtree(store, ignore_errors=True)
         syrk1 = min(syrk1, syrk_seconds(args.n, args.D, args.dtype, 1, args.syrk_repeats))
         syrk_all = min(syrk_all, syrk_seconds(args.n, args.D, args.dtype, None, args.syrk_repeats))
@@ -190,23 +219,31 @@ def main(argv: list[str] | None = None) -> dict:
             shutil.rmtree(workdir, ignore_errors=True)
 
     B = args.B
-    print(f"\nbootstrap bench: n={args.n:,} d={args.d} D={args.D} B={B} dtype={args.dtype} "
-          f"workers={args.workers}x1 thread")
+    print(
+        f"\nbootstrap bench: n={args.n:,} d={args.d} D={args.D} B={B} dtype={args.dtype} "
+        f"workers={args.workers}x1 thread"
+    )
     print(f"syrk (n x D)^T (n x D): {syrk1:.3f} s on 1 thread, {syrk_all:.3f} s on all cores")
-    print(f"{'batch':>5} {'total s':>9} {'s/rep':>7} {'CPU s/rep':>9} {'/(B*syrk_1t)':>13} "
-          f"{'/(B*syrk_all)':>14} {'peak RSS GB':>12} {'others':>7} {'steal':>6}")
+    print(
+        f"{'batch':>5} {'total s':>9} {'s/rep':>7} {'CPU s/rep':>9} {'/(B*syrk_1t)':>13} "
+        f"{'/(B*syrk_all)':>14} {'peak RSS GB':>12} {'others':>7} {'steal':>6}"
+    )
     for run in results["runs"]:
         run["ratio_vs_syrk_1_thread"] = run["seconds"] / (B * syrk1)
         run["ratio_vs_syrk_all_cores"] = run["seconds"] / (B * syrk_all)
     for bs in args.batch_sizes:  # the fastest repeat of each batch size
         run = min((r for r in results["runs"] if r["batch_size"] == bs), key=lambda r: r["seconds"])
-        print(f"{bs:>5} {run['seconds']:>9.1f} {run['seconds_per_replicate']:>7.3f} "
-              f"{run['cpu_seconds_per_replicate']:>9.3f} {run['ratio_vs_syrk_1_thread']:>13.2f} "
-              f"{run['ratio_vs_syrk_all_cores']:>14.2f} {run['peak_rss_gb']:>12.2f} "
-              f"{100 * run['foreign_cpu_share']:>6.0f}% {100 * run['steal_share']:>5.0f}%")
-    print("targets: time ratio <= 1.5, peak RSS <= 3 GB; 'others' = share of the machine's CPU "
-          "used by other processes during the run, 'steal' = CPU time the hypervisor took (both "
-          "should be ~0 %)")
+        print(
+            f"{bs:>5} {run['seconds']:>9.1f} {run['seconds_per_replicate']:>7.3f} "
+            f"{run['cpu_seconds_per_replicate']:>9.3f} {run['ratio_vs_syrk_1_thread']:>13.2f} "
+            f"{run['ratio_vs_syrk_all_cores']:>14.2f} {run['peak_rss_gb']:>12.2f} "
+            f"{100 * run['foreign_cpu_share']:>6.0f}% {100 * run['steal_share']:>5.0f}%"
+        )
+    print(
+        "targets: time ratio <= 1.5, peak RSS <= 3 GB; 'others' = share of the machine's CPU "
+        "used by other processes during the run, 'steal' = CPU time the hypervisor took (both "
+        "should be ~0 %)"
+    )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

@@ -94,8 +94,7 @@ def make_estimator(solver: str, args: argparse.Namespace):
 
     if solver == "exact":
         return ExactKernelRidge(gamma=args.gamma, alpha=args.alpha, random_state=0)
-    return NystroemRidge(gamma=args.gamma, alpha=args.alpha, n_components=args.components,
-                         random_state=0)
+    return NystroemRidge(gamma=args.gamma, alpha=args.alpha, n_components=args.components, random_state=0)
 
 
 def one_core():
@@ -169,16 +168,18 @@ def profile_exact_replicate(plan, counts: np.ndarray) -> dict:
             ops.append(op)
             return op
 
-        patches = [(exact_module, "_centred_eigenvalues", "exact_df"),
-                   (dual_module, "LowRankPreconditioner", "prec_setup")]
+        patches = [
+            (exact_module, "_centred_eigenvalues", "exact_df"),
+            (dual_module, "LowRankPreconditioner", "prec_setup"),
+        ]
         saved = [getattr(m, name) for m, name, _ in patches]
         for m, name, key in patches:
             setattr(m, name, timed(getattr(m, name), key))
         try:
             t0 = time.perf_counter()
-            sol, rank, t_prec = rep.estimator._solve(rep.kernel, Xk, Yk, operator,
-                                                     rep.solve_budget,
-                                                     None if np.all(ck == 1.0) else ck)
+            sol, rank, t_prec = rep.estimator._solve(
+                rep.kernel, Xk, Yk, operator, rep.solve_budget, None if np.all(ck == 1.0) else ck
+            )
             t_solve = time.perf_counter() - t0
         finally:
             for (m, name, _), fn in zip(patches, saved):
@@ -216,11 +217,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--n-eval", type=int, default=200)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--ref-repeats", type=int, default=3, help="plain fits timed (best kept)")
-    ap.add_argument("--no-profile", action="store_true",
-                    help="skip the phase breakdown of one exact replicate")
+    ap.add_argument("--no-profile", action="store_true", help="skip the phase breakdown of one exact replicate")
     ap.add_argument("--workdir", default=None, help="folder for the stores (default: temp)")
-    ap.add_argument("--openblas-coretype", default="Haswell",
-                    help="OPENBLAS_CORETYPE of this run (see above); '' leaves it unset")
+    ap.add_argument(
+        "--openblas-coretype", default="Haswell", help="OPENBLAS_CORETYPE of this run (see above); '' leaves it unset"
+    )
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     return ap.parse_args(argv)
 
@@ -231,10 +232,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     from distributed import Client, LocalCluster
 
-    from bigkernel.data.sources import as_dataset
-    from bigkernel.data.synthetic import SyntheticSpec, generate_rows
     from bigkernel.bands.bootstrap import bootstrap, default_batch_size, eval_grid
     from bigkernel.bands.plans import make_plan
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.data.synthetic import SyntheticSpec, generate_rows
     from bigkernel.numerics.resample import BootstrapWeights
 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # after its import sets INFO
@@ -262,8 +263,12 @@ def main(argv: list[str] | None = None) -> dict:
         ref = reference_fits(solver, args, X, y, counts0, X_eval, args.ref_repeats)
         preds[solver] = ref.pop("_pred")
         results["references"][solver] = ref
-        logger.info("%s: one plain weighted fit %.3f s (best of %s)", solver, ref["seconds"],
-                    [round(s, 3) for s in ref["all_seconds"]])
+        logger.info(
+            "%s: one plain weighted fit %.3f s (best of %s)",
+            solver,
+            ref["seconds"],
+            [round(s, 3) for s in ref["all_seconds"]],
+        )
     if "exact" in args.solvers and not args.no_profile:
         plan = make_plan(make_estimator("exact", args), as_dataset(X, y), X_eval, 0, W)
         # the first run is cold (page faults of the fresh tile cache...): keep the fastest
@@ -275,10 +280,17 @@ def main(argv: list[str] | None = None) -> dict:
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-bootstrap-exact-")
     own_workdir = args.workdir is None
     try:
-        with RSSSampler() as rss, LocalCluster(
-            n_workers=W, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address=None,
-        ) as cluster, Client(cluster) as client:
+        with (
+            RSSSampler() as rss,
+            LocalCluster(
+                n_workers=W,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             client.run(lambda: __import__("bigkernel.bands.bootstrap"))  # warm the imports
             results["worker_blas_threads"] = sorted(
                 {i["num_threads"] for info in client.run(threadpool_info).values() for i in info}
@@ -292,8 +304,17 @@ def main(argv: list[str] | None = None) -> dict:
                 others0 = _others_snapshot(own)
                 cpu0, (busy0, steal0) = rss.cpu_seconds(), busy_cpu_seconds()
                 t0 = time.perf_counter()
-                res = bootstrap(est, X, y, X_eval, n_bootstraps=B, random_state=0, store=store,
-                                batch_size=args.batch_size, client=client)
+                res = bootstrap(
+                    est,
+                    X,
+                    y,
+                    X_eval,
+                    n_bootstraps=B,
+                    random_state=0,
+                    store=store,
+                    batch_size=args.batch_size,
+                    client=client,
+                )
                 total = time.perf_counter() - t0
                 cpu = rss.cpu_seconds() - cpu0
                 busy1, steal1 = busy_cpu_seconds()
@@ -319,49 +340,72 @@ def main(argv: list[str] | None = None) -> dict:
                     "replicate0_vs_plain_fit_rel_diff": diff,
                 }  # fmt: skip
                 results["runs"].append(run)
-                logger.info("%s: %.1f s (%.1f CPU s, others used %.0f %% of the machine, load %s), "
-                            "peak RSS %.2f GB, replicate 0 vs plain fit %.1e", solver, total, cpu,
-                            100 * run["foreign_cpu_share"], run["load_after"], rss.peak / 2**30,
-                            diff)
+                logger.info(
+                    "%s: %.1f s (%.1f CPU s, others used %.0f %% of the machine, load %s), "
+                    "peak RSS %.2f GB, replicate 0 vs plain fit %.1e",
+                    solver,
+                    total,
+                    cpu,
+                    100 * run["foreign_cpu_share"],
+                    run["load_after"],
+                    rss.peak / 2**30,
+                    diff,
+                )
                 shutil.rmtree(store, ignore_errors=True)
     finally:
         if own_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    print(f"\nbootstrap bench (exact / Nyström): friedman1 n={n:,} d={d} B={B} rbf gamma="
-          f"{args.gamma} alpha={args.alpha} workers={W}x1 thread, OPENBLAS_CORETYPE="
-          f"{os.environ.get('OPENBLAS_CORETYPE')}")
-    print(f"{'solver':>8} {'1 fit s':>8} {'total s':>8} {'s/rep':>7} {'CPU s/rep':>9} "
-          f"{'/(B*fit)':>9} {'/(B*fit/W)':>11} {'peak RSS GB':>12} {'width':>7} {'rep0 diff':>9} "
-          f"{'others':>7} {'steal':>6}")
+    print(
+        f"\nbootstrap bench (exact / Nyström): friedman1 n={n:,} d={d} B={B} rbf gamma="
+        f"{args.gamma} alpha={args.alpha} workers={W}x1 thread, OPENBLAS_CORETYPE="
+        f"{os.environ.get('OPENBLAS_CORETYPE')}"
+    )
+    print(
+        f"{'solver':>8} {'1 fit s':>8} {'total s':>8} {'s/rep':>7} {'CPU s/rep':>9} "
+        f"{'/(B*fit)':>9} {'/(B*fit/W)':>11} {'peak RSS GB':>12} {'width':>7} {'rep0 diff':>9} "
+        f"{'others':>7} {'steal':>6}"
+    )
     for run in results["runs"]:
         ref = results["references"][run["solver"]]
-        print(f"{run['solver']:>8} {ref['seconds']:>8.3f} {run['seconds']:>8.1f} "
-              f"{run['seconds_per_replicate']:>7.3f} {run['cpu_seconds_per_replicate']:>9.3f} "
-              f"{run['ratio_vs_B_fits']:>9.2f} {run['ratio_vs_B_fits_over_workers']:>11.2f} "
-              f"{run['peak_rss_gb']:>12.2f} {run['mean_band_width']:>7.3f} "
-              f"{run['replicate0_vs_plain_fit_rel_diff']:>9.1e} "
-              f"{100 * run['foreign_cpu_share']:>6.0f}% {100 * run['steal_share']:>5.0f}%")
-    print("1 fit = est.fit(X, y, sample_weight=counts of replicate 0) on one core (best of "
-          f"{args.ref_repeats}); 'rep0 diff' = relative L2 difference between replicate 0's "
-          "predictions and that fit's (the same fit for exact; Nyström fit draws its landmarks "
-          "from the weighted rows, the bootstrap once from all rows); 'others' = share of the "
-          "machine's CPU used by other processes during the run")
+        print(
+            f"{run['solver']:>8} {ref['seconds']:>8.3f} {run['seconds']:>8.1f} "
+            f"{run['seconds_per_replicate']:>7.3f} {run['cpu_seconds_per_replicate']:>9.3f} "
+            f"{run['ratio_vs_B_fits']:>9.2f} {run['ratio_vs_B_fits_over_workers']:>11.2f} "
+            f"{run['peak_rss_gb']:>12.2f} {run['mean_band_width']:>7.3f} "
+            f"{run['replicate0_vs_plain_fit_rel_diff']:>9.1e} "
+            f"{100 * run['foreign_cpu_share']:>6.0f}% {100 * run['steal_share']:>5.0f}%"
+        )
+    print(
+        "1 fit = est.fit(X, y, sample_weight=counts of replicate 0) on one core (best of "
+        f"{args.ref_repeats}); 'rep0 diff' = relative L2 difference between replicate 0's "
+        "predictions and that fit's (the same fit for exact; Nyström fit draws its landmarks "
+        "from the weighted rows, the bootstrap once from all rows); 'others' = share of the "
+        "machine's CPU used by other processes during the run"
+    )
     prof = results["profile"]
     if prof:
         s = prof["seconds"]
-        print(f"exact replicate 0 on one core (best of {len(prof['all_seconds'])}): {s:.3f} s, "
-              f"{prof['rows']:,} rows, rank "
-              f"{prof['rank']}, {prof['cg_iterations']} CG iterations ({prof['n_matvec']} matvecs), "
-              f"{prof['cached_tiles']}/{prof['n_tiles']} tiles cached")
-        for key in ("gram_cache_build", "exact_df", "preconditioner_factor",
-                    "preconditioner_setup", "matvec", "other_solve", "predict"):
+        print(
+            f"exact replicate 0 on one core (best of {len(prof['all_seconds'])}): {s:.3f} s, "
+            f"{prof['rows']:,} rows, rank "
+            f"{prof['rank']}, {prof['cg_iterations']} CG iterations ({prof['n_matvec']} matvecs), "
+            f"{prof['cached_tiles']}/{prof['n_tiles']} tiles cached"
+        )
+        for key in (
+            "gram_cache_build",
+            "exact_df",
+            "preconditioner_factor",
+            "preconditioner_setup",
+            "matvec",
+            "other_solve",
+            "predict",
+        ):
             v = prof[f"{key}_seconds"]
             print(f"  {key:>21}: {v:7.3f} s ({100 * v / s:4.0f} %)")
     for run in results["runs"]:
         for o in run["other_processes"]:
-            print(f"  during {run['solver']}: pid {o['pid']} used {o['cpu_seconds']} CPU s: "
-                  f"{o['command']}")
+            print(f"  during {run['solver']}: pid {o['pid']} used {o['cpu_seconds']} CPU s: {o['command']}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

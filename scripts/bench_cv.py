@@ -55,8 +55,9 @@ def m_search(n: int, D: int, folds: int, n_test: int) -> dict:
     from bigkernel import RandomFeatureRidgeCV
 
     X, y = _data(n, 1)
-    est = RandomFeatureRidgeCV(gammas=GAMMAS, alphas=_alphas(), cv=folds, n_components=D, dtype="float32",
-                               random_state=0, chunk_rows=131_072)
+    est = RandomFeatureRidgeCV(
+        gammas=GAMMAS, alphas=_alphas(), cv=folds, n_components=D, dtype="float32", random_state=0, chunk_rows=131_072
+    )
     with dask.config.set(scheduler="threads", num_workers=2):
         t = time.perf_counter()
         est.fit(X, y)
@@ -78,8 +79,9 @@ def m_plain(n: int, D: int) -> dict:
     total = 0.0
     with dask.config.set(scheduler="threads", num_workers=2):
         for g in GAMMAS:
-            est = RandomFeatureRidge(gamma=g, alpha=1e-2, n_components=D, dtype="float32", random_state=0,
-                                     chunk_rows=131_072)
+            est = RandomFeatureRidge(
+                gamma=g, alpha=1e-2, n_components=D, dtype="float32", random_state=0, chunk_rows=131_072
+            )
             t = time.perf_counter()
             est.fit(X, y)
             total += time.perf_counter() - t
@@ -110,8 +112,14 @@ def m_gridsearch(n: int, D: int, folds: int) -> dict:
 
     X, y = _data(n, 1)
     est = RandomFeatureRidge(n_components=D, dtype="float32", random_state=0)
-    search = GridSearchCV(est, {"gamma": GAMMAS, "alpha": _alphas()}, cv=KFold(folds, shuffle=True, random_state=0),
-                          scoring="neg_mean_squared_error", n_jobs=1, refit=False)
+    search = GridSearchCV(
+        est,
+        {"gamma": GAMMAS, "alpha": _alphas()},
+        cv=KFold(folds, shuffle=True, random_state=0),
+        scoring="neg_mean_squared_error",
+        n_jobs=1,
+        refit=False,
+    )
     t = time.perf_counter()
     search.fit(X, y)
     return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb(), "best": search.best_params_}
@@ -167,9 +175,13 @@ def main() -> None:
         rows += [
             {"case": "large", "what": f"floor: {len(GAMMAS)} numpy syrks {n:,}×{D}", **floor},
             {"case": "large", "what": f"{len(GAMMAS)} plain fits (one per γ)", **plain},
-            {"case": "large", "what": f"one-pass search {len(GAMMAS)}γ×20α, {args.folds}-fold CV", **search,
-             "ratio_to_plain": search.get("time_s", float("nan")) / plain.get("time_s", float("nan")),
-             "ratio_to_floor": search.get("time_s", float("nan")) / floor.get("time_s", float("nan"))},
+            {
+                "case": "large",
+                "what": f"one-pass search {len(GAMMAS)}γ×20α, {args.folds}-fold CV",
+                **search,
+                "ratio_to_plain": search.get("time_s", float("nan")) / plain.get("time_s", float("nan")),
+                "ratio_to_floor": search.get("time_s", float("nan")) / floor.get("time_s", float("nan")),
+            },
         ]
     if args.case in ("small", "all"):
         n, D = int(args.n_small), args.D_small
@@ -178,17 +190,27 @@ def main() -> None:
         brute = run("brute", n=n, D=D, n_test=20_000)
         rows += [
             {"case": "small", "what": f"one-pass search n={n:,} D={D}", **search},
-            {"case": "small", "what": f"GridSearchCV, {len(GAMMAS) * 20 * args.folds} fits", **grid,
-             "ratio_to_search": grid.get("time_s", float("nan")) / search.get("time_s", float("nan"))},
-            {"case": "small", "what": "brute force best grid point (holdout RMSE)", **brute,
-             "rmse_ratio_chosen_to_best": search.get("rmse", float("nan")) / brute.get("rmse", float("nan"))},
+            {
+                "case": "small",
+                "what": f"GridSearchCV, {len(GAMMAS) * 20 * args.folds} fits",
+                **grid,
+                "ratio_to_search": grid.get("time_s", float("nan")) / search.get("time_s", float("nan")),
+            },
+            {
+                "case": "small",
+                "what": "brute force best grid point (holdout RMSE)",
+                **brute,
+                "rmse_ratio_chosen_to_best": search.get("rmse", float("nan")) / brute.get("rmse", float("nan")),
+            },
         ]
     with open(args.out, "w") as f:
         json.dump({"rows": rows, "cpus": os.cpu_count()}, f, indent=2)
     for r in rows:
         extras = {k: v for k, v in r.items() if k not in ("case", "what")}
-        print(f"{r['case']:6s} {r['what']:52s} " + ", ".join(
-            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in extras.items()))
+        print(
+            f"{r['case']:6s} {r['what']:52s} "
+            + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in extras.items())
+        )
     print(f"wrote {args.out}")
 
 

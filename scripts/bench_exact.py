@@ -158,8 +158,11 @@ def main() -> None:
     p.add_argument("--no-sklearn", action="store_true")
     p.add_argument("--no-plain", action="store_true", help="skip plain CG (the slowest measurement)")
     p.add_argument("--out", default="bench_results/bench_exact.json")
-    p.add_argument("--openblas-coretype", default="Haswell",
-                   help="OPENBLAS_CORETYPE of the measurements (see above); '' leaves it unset")
+    p.add_argument(
+        "--openblas-coretype",
+        default="Haswell",
+        help="OPENBLAS_CORETYPE of the measurements (see above); '' leaves it unset",
+    )
     args = p.parse_args()
     if args.openblas_coretype:
         _ENV["OPENBLAS_CORETYPE"] = args.openblas_coretype
@@ -172,9 +175,13 @@ def main() -> None:
         ours_pred, sk_pred = os.path.join(tmp, "ours.npy"), os.path.join(tmp, "sklearn.npy")
         ours = run("exact", n=n, pred_path=ours_pred, preconditioner="rpcholesky")
         g = ours.get("gram", {})
-        ours.update(what=f"bigkernel ExactKernelRidge n={n:,}", notes=(
-            f"rank {ours.get('rank')}, residual {ours.get('residual', float('nan')):.1e}, Gram "
-            f"{g.get('cache_dtype')} {100 * g.get('cached_fraction', 0):.0f}% cached"))
+        ours.update(
+            what=f"bigkernel ExactKernelRidge n={n:,}",
+            notes=(
+                f"rank {ours.get('rank')}, residual {ours.get('residual', float('nan')):.1e}, Gram "
+                f"{g.get('cache_dtype')} {100 * g.get('cached_fraction', 0):.0f}% cached"
+            ),
+        )
         rows.append(ours)
         if not args.no_sklearn:
             sk = run("sklearn", n=n, pred_path=sk_pred)
@@ -186,8 +193,12 @@ def main() -> None:
                 summary["pred_rel_rms_vs_sklearn"] = _rel_rms(np.load(ours_pred), np.load(sk_pred))
                 summary["fit_time_ratio_ours_over_sklearn"] = ours["fit_s"] / sk["fit_s"]
         withdf = run("exact", n=n, pred_path=None, preconditioner="rpcholesky", n_probes=8)
-        withdf.update(what=f"bigkernel ExactKernelRidge n={n:,}, df", notes=(
-            f"n_probes=8: df {withdf.get('df', float('nan')):.1f} ± {withdf.get('df_stderr', float('nan')):.1f}"))
+        withdf.update(
+            what=f"bigkernel ExactKernelRidge n={n:,}, df",
+            notes=(
+                f"n_probes=8: df {withdf.get('df', float('nan')):.1f} ± {withdf.get('df_stderr', float('nan')):.1f}"
+            ),
+        )
         rows.append(withdf)
         if not args.no_plain:
             plain = run("exact", n=n, pred_path=None, preconditioner=None)
@@ -198,11 +209,15 @@ def main() -> None:
         if n_large:
             big = run("exact", n=n_large, pred_path=None, preconditioner="rpcholesky")
             gb = big.get("gram", {})
-            big.update(what=f"bigkernel ExactKernelRidge n={n_large:,}", notes=(
-                f"rank {big.get('rank')}, Gram {gb.get('cache_dtype')} {100 * gb.get('cached_fraction', 0):.0f}% "
-                f"cached ({gb.get('cache_bytes', 0) / 1e9:.1f} GB, budget {big.get('memory_budget_gb', 0):.1f} GB), "
-                f"{gb.get('matvec_seconds', 0) / max(gb.get('n_matvec', 1), 1):.2f} s/matvec, "
-                f"test RMSE {big.get('test_rmse', float('nan')):.3f}"))
+            big.update(
+                what=f"bigkernel ExactKernelRidge n={n_large:,}",
+                notes=(
+                    f"rank {big.get('rank')}, Gram {gb.get('cache_dtype')} {100 * gb.get('cached_fraction', 0):.0f}% "
+                    f"cached ({gb.get('cache_bytes', 0) / 1e9:.1f} GB, budget {big.get('memory_budget_gb', 0):.1f} GB), "
+                    f"{gb.get('matvec_seconds', 0) / max(gb.get('n_matvec', 1), 1):.2f} s/matvec, "
+                    f"test RMSE {big.get('test_rmse', float('nan')):.3f}"
+                ),
+            )
             rows.append(big)
     import numpy
 

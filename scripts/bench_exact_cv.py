@@ -73,8 +73,12 @@ class _Timer:
         self.load = round(max(self.load0, os.getloadavg()[0]), 2)
 
     def figures(self) -> dict:
-        return {"time_s": self.seconds, "others_cpu_s": self.others_cpu_s, "load_1min": self.load,
-                "peak_rss_gb": _peak_rss_gb()}
+        return {
+            "time_s": self.seconds,
+            "others_cpu_s": self.others_cpu_s,
+            "load_1min": self.load,
+            "peak_rss_gb": _peak_rss_gb(),
+        }
 
 
 def _rmse(est) -> float:
@@ -106,13 +110,23 @@ def _gridsearch(n: int, cv, test: bool) -> dict:
     from sklearn.model_selection import GridSearchCV
 
     X, y = _data(n, 1)
-    search = GridSearchCV(KernelRidge(kernel="rbf"), {"gamma": GAMMAS, "alpha": _alphas()}, cv=cv,
-                          scoring="neg_mean_squared_error", n_jobs=1, refit=test)
+    search = GridSearchCV(
+        KernelRidge(kernel="rbf"),
+        {"gamma": GAMMAS, "alpha": _alphas()},
+        cv=cv,
+        scoring="neg_mean_squared_error",
+        n_jobs=1,
+        refit=test,
+    )
     with _Timer() as t:
         search.fit(X, y)
     r = search.cv_results_
-    out = {**t.figures(), "best": search.best_params_, "n_fits": len(r["params"]) * search.n_splits_,
-           "scores": {f"{p['gamma']}|{p['alpha']}": float(s) for p, s in zip(r["params"], r["mean_test_score"])}}
+    out = {
+        **t.figures(),
+        "best": search.best_params_,
+        "n_fits": len(r["params"]) * search.n_splits_,
+        "scores": {f"{p['gamma']}|{p['alpha']}": float(s) for p, s in zip(r["params"], r["mean_test_score"])},
+    }
     if test:
         out["test_rmse"] = _rmse(search.best_estimator_)
     return out
@@ -165,13 +179,20 @@ def sizes(ns: list[int], out: str) -> None:
         if "error" in r:
             print(f"{r['what']:44s} ERROR {r['error']}")
             continue
-        print(f"{r['what']:44s} {r['time_s']:8.2f} {r['gram_seconds']:7.2f} {r['eigh_seconds']:8.2f} "
-              f"{r['score_seconds']:8.2f} {r['peak_rss_gb']:7.2f} {r['load_1min']:5.2f}")
+        print(
+            f"{r['what']:44s} {r['time_s']:8.2f} {r['gram_seconds']:7.2f} {r['eigh_seconds']:8.2f} "
+            f"{r['score_seconds']:8.2f} {r['peak_rss_gb']:7.2f} {r['load_1min']:5.2f}"
+        )
     print(f"wrote {out}")
 
 
-MEASUREMENTS = {"ours": m_ours, "kfold": m_kfold, "loo_small": m_loo_small, "loo_per_fit": m_loo_per_fit,
-                "size": m_size}
+MEASUREMENTS = {
+    "ours": m_ours,
+    "kfold": m_kfold,
+    "loo_small": m_loo_small,
+    "loo_per_fit": m_loo_per_fit,
+    "size": m_size,
+}
 _ENV = dict(os.environ)
 
 
@@ -218,17 +239,21 @@ def main() -> None:
         {"what": f"ExactKernelRidgeCV LOO {grid}, n={n:,}, no intercept", **ours},
         {"what": f"ExactKernelRidgeCV LOO {grid}, n={n:,}, intercept", **ours_b},
         {"what": f"GridSearchCV(KernelRidge) 5-fold {grid}, n={n:,}", **kfold},
-        {"what": f"GridSearchCV(KernelRidge) LOO {grid}, n={n:,} (estimated)",
-         "time_s": per_fit.get("per_fit_s", float("nan")) * len(GAMMAS) * len(_alphas()) * n,
-         "load_1min": per_fit.get("load_1min"), "notes": f"{per_fit.get('per_fit_s', float('nan')):.3g} s per fit"},
+        {
+            "what": f"GridSearchCV(KernelRidge) LOO {grid}, n={n:,} (estimated)",
+            "time_s": per_fit.get("per_fit_s", float("nan")) * len(GAMMAS) * len(_alphas()) * n,
+            "load_1min": per_fit.get("load_1min"),
+            "notes": f"{per_fit.get('per_fit_s', float('nan')):.3g} s per fit",
+        },
         {"what": f"ExactKernelRidgeCV LOO {grid}, n={ns:,}, no intercept", **ours_small},
         {"what": f"GridSearchCV(KernelRidge) LOO {grid}, n={ns:,}", **loo_small},
     ]
     summary = {
         "ratio_kfold_over_ours": kfold.get("time_s", float("nan")) / ours.get("time_s", float("nan")),
         "ratio_loo_estimated_over_ours": rows[3]["time_s"] / ours.get("time_s", float("nan")),
-        "ratio_loo_small_over_ours_small": (loo_small.get("time_s", float("nan"))
-                                            / ours_small.get("time_s", float("nan"))),
+        "ratio_loo_small_over_ours_small": (
+            loo_small.get("time_s", float("nan")) / ours_small.get("time_s", float("nan"))
+        ),
     }
     if "scores" in ours_small and "scores" in loo_small:
         summary["loo_small_max_rel_score_diff"] = _max_rel_diff(ours_small["scores"], loo_small["scores"])
@@ -252,8 +277,10 @@ def main() -> None:
             print(f"{r['what']:58s} ERROR {r['error']}")
             continue
         note = r.get("notes") or (f"{r.get('best')} / {r['test_rmse']:.4f}" if "test_rmse" in r else str(r.get("best")))
-        print(f"{r['what']:58s} {r['time_s']:9.2f} {r.get('load_1min') or float('nan'):5.2f} "
-              f"{r.get('others_cpu_s', float('nan')):12.1f}  {note}")
+        print(
+            f"{r['what']:58s} {r['time_s']:9.2f} {r.get('load_1min') or float('nan'):5.2f} "
+            f"{r.get('others_cpu_s', float('nan')):12.1f}  {note}"
+        )
     for k, v in summary.items():
         print(f"{k}: {v:.3g}" if isinstance(v, float) else f"{k}: {v}")
     print(f"wrote {args.out} ({result['total_s']:.0f}s)")

@@ -69,17 +69,33 @@ def m_syrk(n: int, D: int, dtype: str, block_rows: int | None) -> dict:
     return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb(), "checksum": float(G[0, 0])}
 
 
-def m_ours(n: int, D: int, dtype: str, source: str | None, chunk_rows: int | None, dask_threads: int,
-           n_test: int, save_coef: str | None = None, standardize: bool = False,
-           gamma: float = GAMMA) -> dict:
+def m_ours(
+    n: int,
+    D: int,
+    dtype: str,
+    source: str | None,
+    chunk_rows: int | None,
+    dask_threads: int,
+    n_test: int,
+    save_coef: str | None = None,
+    standardize: bool = False,
+    gamma: float = GAMMA,
+) -> dict:
     """RandomFeatureRidge.fit on the local threaded scheduler; holdout RMSE on fresh rows."""
     import dask
     import numpy as np
 
     from bigkernel import RandomFeatureRidge, open_source
 
-    est = RandomFeatureRidge(gamma=gamma, n_components=D, alpha=ALPHA, random_state=0, dtype=dtype,
-                             chunk_rows=chunk_rows, standardize=standardize)
+    est = RandomFeatureRidge(
+        gamma=gamma,
+        n_components=D,
+        alpha=ALPHA,
+        random_state=0,
+        dtype=dtype,
+        chunk_rows=chunk_rows,
+        standardize=standardize,
+    )
     if source is None:
         X, y = _data(n, seed=1)
     else:
@@ -145,11 +161,27 @@ def case_a(n: int, D: int, with_sklearn: bool) -> list[dict]:
     syrk = run("syrk", n=n, D=D, dtype="float32", block_rows=None)
     rows.append({"case": "a", "what": f"numpy PᵀP {n:,}×{D} float32 (bound)", **syrk, "ratio": 1.0})
     for threads, label in ((2, "2 dask threads × 1 BLAS"), (1, "1 dask thread × 2 BLAS")):
-        r = run("ours", n=n, D=D, dtype="float32", source=None, chunk_rows=131_072, dask_threads=threads, n_test=100_000)
-        rows.append({"case": "a", "what": f"bigkernel fit float32, {label}", **r, "ratio": r.get("time_s", float("nan")) / syrk["time_s"]})
+        r = run(
+            "ours", n=n, D=D, dtype="float32", source=None, chunk_rows=131_072, dask_threads=threads, n_test=100_000
+        )
+        rows.append(
+            {
+                "case": "a",
+                "what": f"bigkernel fit float32, {label}",
+                **r,
+                "ratio": r.get("time_s", float("nan")) / syrk["time_s"],
+            }
+        )
     if with_sklearn:
         r = run("sklearn", n=n, D=D, n_test=100_000)
-        rows.append({"case": "a", "what": "sklearn RBFSampler+Ridge float64", **r, "ratio": r.get("time_s", float("nan")) / syrk["time_s"]})
+        rows.append(
+            {
+                "case": "a",
+                "what": "sklearn RBFSampler+Ridge float64",
+                **r,
+                "ratio": r.get("time_s", float("nan")) / syrk["time_s"],
+            }
+        )
     return rows
 
 
@@ -165,8 +197,14 @@ def case_b(n: int, D: int, data_dir: str, rss_ns: list[int]) -> list[dict]:
         syrk = run("syrk", n=m, D=D, dtype="float32", block_rows=131_072)
         r = run("ours", n=m, D=D, dtype="float32", source=path, chunk_rows=131_072, dask_threads=2, n_test=100_000)
         rows.append({"case": "b", "what": f"numpy PᵀP {m:,}×{D} float32, blocked (bound)", **syrk, "ratio": 1.0})
-        rows.append({"case": "b", "what": f"bigkernel fit {m:,} rows from zarr (made in {made:.0f}s)", **r,
-                     "ratio": r.get("time_s", float("nan")) / syrk["time_s"]})
+        rows.append(
+            {
+                "case": "b",
+                "what": f"bigkernel fit {m:,} rows from zarr (made in {made:.0f}s)",
+                **r,
+                "ratio": r.get("time_s", float("nan")) / syrk["time_s"],
+            }
+        )
     return rows
 
 
@@ -183,8 +221,13 @@ def case_chunking(n: int, D: int) -> list[dict]:
                 files.append(f)
             a, b = (np.load(f) for f in files)
             rel = float(np.linalg.norm(a - b) / np.linalg.norm(a))
-            rows.append({"case": "chunking", "what": f"{dtype}: chunks {chunkings[0]:,} vs {chunkings[1]:,} rows",
-                         "coef_rel_diff": rel})
+            rows.append(
+                {
+                    "case": "chunking",
+                    "what": f"{dtype}: chunks {chunkings[0]:,} vs {chunkings[1]:,} rows",
+                    "coef_rel_diff": rel,
+                }
+            )
     return rows
 
 
@@ -203,10 +246,18 @@ def case_standardize(n: int, D: int, data_dir: str) -> list[dict]:
     base = plain.get("time_s", float("nan"))
     return [
         {"case": "std", "what": f"fit {n:,} rows from zarr, standardize=False", **plain, "ratio": 1.0},
-        {"case": "std", "what": "fit, standardize=True (pre-pass + pass)", **scaled,
-         "ratio": scaled.get("time_s", float("nan")) / base},
-        {"case": "std", "what": "the pre-pass alone (mean, std of X)", **pre,
-         "ratio": pre.get("time_s", float("nan")) / base},
+        {
+            "case": "std",
+            "what": "fit, standardize=True (pre-pass + pass)",
+            **scaled,
+            "ratio": scaled.get("time_s", float("nan")) / base,
+        },
+        {
+            "case": "std",
+            "what": "the pre-pass alone (mean, std of X)",
+            **pre,
+            "ratio": pre.get("time_s", float("nan")) / base,
+        },
     ]
 
 
@@ -220,7 +271,9 @@ def _table(rows: list[dict]) -> str:
             lines.append(f"{r['case']:8s} {r['what']:58s} ERROR {r['error']}")
             continue
         rmse = f"{r['rmse']:.4f}" if "rmse" in r else ""
-        lines.append(f"{r['case']:8s} {r['what']:58s} {r['time_s']:8.2f} {r['ratio']:6.2f} {r['peak_rss_mb']:11.0f} {rmse:>7s}")
+        lines.append(
+            f"{r['case']:8s} {r['what']:58s} {r['time_s']:8.2f} {r['ratio']:6.2f} {r['peak_rss_mb']:11.0f} {rmse:>7s}"
+        )
     return "\n".join(lines)
 
 
@@ -249,8 +302,9 @@ def main() -> None:
         rows += case_chunking(int(args.n or 4e5), args.D or 2048)
     if args.case in ("standardize", "all"):
         rows += case_standardize(int(args.n or 3e6), args.D or 1024, args.data_dir)
-    import numpy
     import platform
+
+    import numpy
 
     result = {"rows": rows, "total_s": time.perf_counter() - t0, "machine": {
         "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),

@@ -26,8 +26,14 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     alpha = args.alpha if args.alpha == "gcv" else float(args.alpha)
     ds = bigkernel.open_source(args.data)
-    est = bigkernel.RandomFeatureRidge(kernel=args.kernel, gamma=args.gamma, n_components=args.n_components,
-                                       alpha=alpha, dtype=args.dtype, random_state=args.seed)
+    est = bigkernel.RandomFeatureRidge(
+        kernel=args.kernel,
+        gamma=args.gamma,
+        n_components=args.n_components,
+        alpha=alpha,
+        dtype=args.dtype,
+        random_state=args.seed,
+    )
     if args.scheduler_address:
         from distributed import Client
 

@@ -48,11 +48,18 @@ def measure(path: str, n_components: int, dtype: str, threads: int) -> tuple[int
     from bigkernel.numerics.splits import HoldoutSplit
 
     ds = bigkernel.open_source(path)
-    est = bigkernel.RandomFeatureRidge(gamma=0.5, n_components=n_components, alpha=1e-2,
-                                       dtype=dtype, random_state=0)
-    with LocalCluster(n_workers=1, threads_per_worker=threads, processes=True, host="127.0.0.1",
-                      dashboard_address="127.0.0.1:0", memory_limit=0) as cluster, \
-            Client(cluster) as client:
+    est = bigkernel.RandomFeatureRidge(gamma=0.5, n_components=n_components, alpha=1e-2, dtype=dtype, random_state=0)
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=threads,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            memory_limit=0,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         # a first small fit loads every module a task needs: the base is then the idle worker
         small = bigkernel.open_source(path, chunk_rows=1024)
         bigkernel.RandomFeatureRidge(n_components=8, random_state=0).fit(small.X[:1024], small.y[:1024])
@@ -75,16 +82,35 @@ def main() -> None:
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with tempfile.TemporaryDirectory() as tmp:
-        path = make_data(SyntheticSpec("friedman1", args.chunks * args.chunk_rows, args.n_features),
-                         os.path.join(tmp, "d.zarr"), chunk_rows=args.chunk_rows)
-        logger.info("%6s %8s %7s %10s %9s %12s %13s", "D", "dtype", "threads", "chunk_rows",
-                    "idle_MiB", "measured_MiB", "estimate_MiB")
+        path = make_data(
+            SyntheticSpec("friedman1", args.chunks * args.chunk_rows, args.n_features),
+            os.path.join(tmp, "d.zarr"),
+            chunk_rows=args.chunk_rows,
+        )
+        logger.info(
+            "%6s %8s %7s %10s %9s %12s %13s",
+            "D",
+            "dtype",
+            "threads",
+            "chunk_rows",
+            "idle_MiB",
+            "measured_MiB",
+            "estimate_MiB",
+        )
         for D in args.n_components:
             for t in args.threads:
                 base, peak = measure(path, D, args.dtype, t)
                 est = fit_worker_memory(D, args.dtype, args.chunk_rows, args.n_features, threads=t)
-                logger.info("%6d %8s %7d %10d %9.0f %12.0f %13.0f", D, args.dtype, t,
-                            args.chunk_rows, base / 2**20, peak / 2**20, est / 2**20)
+                logger.info(
+                    "%6d %8s %7d %10d %9.0f %12.0f %13.0f",
+                    D,
+                    args.dtype,
+                    t,
+                    args.chunk_rows,
+                    base / 2**20,
+                    peak / 2**20,
+                    est / 2**20,
+                )
 
 
 if __name__ == "__main__":

@@ -169,9 +169,19 @@ def test_graph_builders_never_compute():
                 raise AssertionError(f"{name} uses compute (line {node.lineno})")
 
 
+def _code_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines of a function from its signature to its end, its docstring left out."""
+    doc = ast.get_docstring(node, clean=False)
+    skip = 0
+    if doc is not None:
+        first = node.body[0]
+        skip = first.end_lineno - first.lineno + 1
+    return node.end_lineno - node.lineno + 1 - skip
+
+
 def test_a_long_function_says_why_it_is_one():
     for name, tree in TREES.items():
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _code_lines(node) > 80:
                 doc = ast.get_docstring(node) or ""
                 assert "One function on purpose" in doc, f"{name}.{node.name} ({node.lineno}): say why it is one"

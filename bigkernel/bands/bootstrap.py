@@ -78,6 +78,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
+from bigkernel.bands.plans import ReplicatePlan, make_plan
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import (
     DataError,
@@ -86,8 +87,6 @@ from bigkernel.errors import (
     ParameterError,
     StoreMismatchError,
 )
-from bigkernel.runtime import active_client, compute, local_threads
-from bigkernel.bands.plans import ReplicatePlan, make_plan
 from bigkernel.io.band_store import (
     BootstrapStore,
     array_digest,
@@ -101,6 +100,7 @@ from bigkernel.numerics.residuals import (
     RESIDUAL_SAMPLE_ROWS,
     ResidualSample,
 )
+from bigkernel.runtime import active_client, compute, local_threads
 from bigkernel.validation import Interval, Options, check_int, check_param, is_integer
 
 __all__ = [
@@ -149,8 +149,12 @@ RESIDUAL_SCHEME = "bigkernel-residual-bottom-k-v1"
 
 def _residual_identity() -> dict[str, Any]:
     """Identity of the residual sample kept in a store (compared before it is reused)."""
-    return {"scheme": RESIDUAL_SCHEME, "capacity": RESIDUAL_SAMPLE_ROWS, "eval_block": EVAL_BLOCK,
-            "draws_per_replicate": DRAWS_PER_REPLICATE}
+    return {
+        "scheme": RESIDUAL_SCHEME,
+        "capacity": RESIDUAL_SAMPLE_ROWS,
+        "eval_block": EVAL_BLOCK,
+        "draws_per_replicate": DRAWS_PER_REPLICATE,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,14 +295,11 @@ def _check_X_eval(X_eval: Any, n_features: int) -> np.ndarray:
         E = np.asarray(X_eval, dtype=np.float64)
     except (TypeError, ValueError):
         raise DataError(
-            f"X_eval must be a numeric array of shape (n_eval, {n_features}); found "
-            f"{type(X_eval).__name__}."
+            f"X_eval must be a numeric array of shape (n_eval, {n_features}); found {type(X_eval).__name__}."
         ) from None
     if E.ndim != 2 or E.shape[1] != n_features or E.shape[0] < 1:
         hint = " (reshape a single feature with X_eval.reshape(-1, 1))" if E.ndim == 1 else ""
-        raise DataError(
-            f"X_eval must have shape (n_eval >= 1, {n_features}) like X; found {E.shape}{hint}."
-        )
+        raise DataError(f"X_eval must have shape (n_eval >= 1, {n_features}) like X; found {E.shape}{hint}.")
     if not np.isfinite(E).all():
         raise DataError("X_eval contains NaN or inf; evaluation points must be finite.")
     return np.ascontiguousarray(E)
@@ -306,8 +307,11 @@ def _check_X_eval(X_eval: Any, n_features: int) -> np.ndarray:
 
 def _check_confidence(confidence_level: Any, caller: str) -> float:
     """The band's coverage, in (0, 1) (0.9 for a 90 % band)."""
-    return float(check_param("confidence_level", confidence_level, [Interval(Real, 0, 1, closed="neither")],
-                             caller=caller, default=0.9))
+    return float(
+        check_param(
+            "confidence_level", confidence_level, [Interval(Real, 0, 1, closed="neither")], caller=caller, default=0.9
+        )
+    )
 
 
 def _resolve_seed(random_state: Any, store_path: str | None) -> int:
@@ -326,11 +330,10 @@ def _resolve_seed(random_state: Any, store_path: str | None) -> int:
     if store_path is not None:
         try:
             fp = open_store(store_path).fingerprint
-        except Exception:  # noqa: BLE001 - absent or foreign: open_or_create_store says which
+        except Exception:
             fp = None
         if isinstance(fp, Mapping) and fp.get("kind") == STORE_KIND and "seed" in fp:
-            logger.info("random_state=None: reusing the seed %s recorded in %s", fp["seed"],
-                        store_path)
+            logger.info("random_state=None: reusing the seed %s recorded in %s", fp["seed"], store_path)
             return int(fp["seed"])
     return int(np.random.SeedSequence().entropy)
 
@@ -383,8 +386,7 @@ def _batch_dataset(ds: Dataset, batch: int, clone_data: bool) -> Dataset:
 
 def _check_interval(interval: Any) -> str:
     """'confidence' (band of the fitted function) or 'prediction' (interval for a new y)."""
-    return str(check_param("interval", interval, [Options(str, INTERVALS)], caller="bootstrap",
-                           default="confidence"))
+    return str(check_param("interval", interval, [Options(str, INTERVALS)], caller="bootstrap", default="confidence"))
 
 
 def out_of_range(X_eval: np.ndarray, data_min: np.ndarray | None, data_max: np.ndarray | None) -> np.ndarray:
@@ -406,8 +408,7 @@ def out_of_range(X_eval: np.ndarray, data_min: np.ndarray | None, data_max: np.n
     return ((E < data_min) | (E > data_max)).any(axis=1)
 
 
-def _warn_extrapolation(E: np.ndarray, lo: np.ndarray, hi: np.ndarray, flags: np.ndarray,
-                        interval: str) -> None:
+def _warn_extrapolation(E: np.ndarray, lo: np.ndarray, hi: np.ndarray, flags: np.ndarray, interval: str) -> None:
     """One :class:`ExtrapolationWarning`: how many points, which features, the training range."""
     outside = (E < lo) | (E > hi)
     features = np.flatnonzero(outside.any(axis=0))
@@ -423,24 +424,24 @@ def _warn_extrapolation(E: np.ndarray, lo: np.ndarray, hi: np.ndarray, flags: np
         f"{int(flags.sum())} of {E.shape[0]} evaluation points lie outside the per-feature range "
         f"of the training X ({'; '.join(shown)}). There the bootstrap {what} reflects the "
         "model's extrapolation, not the data; such points are flagged in result.out_of_range.",
-        ExtrapolationWarning, stacklevel=3,
+        ExtrapolationWarning,
+        stacklevel=3,
     )
 
 
 def _check_residual_identity(info: Mapping[str, Any], path: str) -> None:
     """Refuse a stored residual sample made by another sampling scheme."""
-    diffs = [f"  {k}: expected {v!r}, found {info.get(k)!r}" for k, v in _residual_identity().items()
-             if info.get(k) != v]
+    diffs = [
+        f"  {k}: expected {v!r}, found {info.get(k)!r}" for k, v in _residual_identity().items() if info.get(k) != v
+    ]
     if diffs:
         raise StoreMismatchError(
             f"bootstrap store {path!r} holds a residual sample made by another scheme; it "
-            "cannot serve this prediction interval. Differing fields:\n" + "\n".join(diffs)
-            + "\nUse a new store path."
+            "cannot serve this prediction interval. Differing fields:\n" + "\n".join(diffs) + "\nUse a new store path."
         )
 
 
-def _result(store: BootstrapStore, confidence_level: float, n_computed: int,
-            interval: str) -> BootstrapResult:
+def _result(store: BootstrapStore, confidence_level: float, n_computed: int, interval: str) -> BootstrapResult:
     fp = store.fingerprint
     single = int(fp.get("data", {}).get("y_ndim", 2)) == 1
     band = store.read_band(confidence_level)
@@ -626,19 +627,24 @@ def bootstrap(
     if missing:
         m = batch_size or default_batch_size(len(missing), workers, plan.max_batch_size)
         batches = [tuple(missing[i : i + m]) for i in range(0, len(missing), m)]
-        clone_data = (not in_memory and ds.X.numblocks[0] > 1
-                      and ds.X.nbytes + ds.y.nbytes > SHARED_DATA_BYTES)
+        clone_data = not in_memory and ds.X.numblocks[0] > 1 and ds.X.nbytes + ds.y.nbytes > SHARED_DATA_BYTES
         window = BATCHES_IN_FLIGHT_PER_WORKER * workers
-        logger.info("bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d "
-                    "(<= %d at a time)", len(missing), B, B - len(missing), len(batches), m, window)
+        logger.info(
+            "bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d (<= %d at a time)",
+            len(missing),
+            B,
+            B - len(missing),
+            len(batches),
+            m,
+            window,
+        )
         for b, reps in enumerate(batches):
             weights = BootstrapWeights(entropy, reps, n, method)
             # Batch b waits for batch b - window: otherwise the scheduler may run the chunk tasks
             # of every batch before reducing any and hold B·D² partial sums at once (1.5 GB at
             # B = 96, D = 512, 4 chunks, measured), whatever the memory.
             after = per_batch[b - window] if b >= window else ()
-            per_batch.append(plan.batch_tasks(_batch_dataset(ds, b, clone_data), weights, bs,
-                                              after=after))
+            per_batch.append(plan.batch_tasks(_batch_dataset(ds, b, clone_data), weights, bs, after=after))
     else:
         logger.info("bootstrap: all %d replicates found complete in %s", B, bs.path)
     if data_min is None:
@@ -648,7 +654,7 @@ def bootstrap(
     replicate_tasks = [t for batch in per_batch for t in batch]
     if replicate_tasks or extra:  # one compute: replicates, original fit, range
         out = compute(*replicate_tasks, *extra.values(), client=client, label="bootstrap")
-        extra = dict(zip(extra, out[len(replicate_tasks):]))
+        extra = dict(zip(extra, out[len(replicate_tasks) :]))
     if "data_min" in extra:
         data_min, data_max = extra["data_min"], extra["data_max"]
     if data_min is not None and bs.read_range()[0] is None:
@@ -656,10 +662,14 @@ def bootstrap(
     if "residuals" in extra:
         sample: ResidualSample = extra["residuals"]
         bs.write_residuals(sample, _residual_identity())
-        logger.info("bootstrap: original fit df=%.1f on n=%d rows, residual sd %s (x%.4f for "
-                    "df), %d residuals kept", sample.df, sample.n,
-                    np.array2string(sample.sigma, precision=4), sample.scale,
-                    sample.residuals.shape[0])
+        logger.info(
+            "bootstrap: original fit df=%.1f on n=%d rows, residual sd %s (x%.4f for df), %d residuals kept",
+            sample.df,
+            sample.n,
+            np.array2string(sample.sigma, precision=4),
+            sample.scale,
+            sample.residuals.shape[0],
+        )
     if missing:
         left = bs.missing()
         if left:  # a plan whose tasks did not write their replicate
@@ -748,8 +758,7 @@ def eval_grid(
         if X.ndim != 2:
             raise DataError(f"X must be 2-D (n_samples, n_features); found shape {X.shape}.")
         step = max(1, math.ceil(X.shape[0] / 100_000))
-        lo, hi, sample = compute(X.min(axis=0), X.max(axis=0), X[::step], client=client,
-                                 label="eval-grid")
+        lo, hi, sample = compute(X.min(axis=0), X.max(axis=0), X[::step], client=client, label="eval-grid")
         A = np.asarray(sample, dtype=np.float64)
     else:
         A = np.asarray(X, dtype=np.float64)

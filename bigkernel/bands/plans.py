@@ -58,7 +58,6 @@ from sklearn.base import clone
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.residuals import residual_sample_graph
-from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.io.band_store import BootstrapStore, array_digest
 from bigkernel.models.exact import (
     DEFAULT_PROBES,
@@ -66,14 +65,15 @@ from bigkernel.models.exact import (
     resolve_memory_budget,
 )
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
+from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
 from bigkernel.numerics.primal import PrimalExpansion, solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
-from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.residuals import ResidualSample, finish_residuals, residual_summary
+from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.validation import is_integer
 
@@ -116,7 +116,10 @@ class ReplicatePlan(Protocol):
     max_batch_size: int
 
     def batch_tasks(
-        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
+        self,
+        ds: Dataset,
+        weights: BootstrapWeights,
+        store: BootstrapStore,
         after: Sequence[Delayed] = (),
     ) -> list[Delayed]:
         """Delayed tasks, one per replicate of ``weights.replicates``; each one fits its
@@ -212,9 +215,7 @@ def _params(est: Any, **override: Any) -> dict[str, Any]:
 
 def _check_n_features(est: Any, d: int) -> None:
     if est.n_features_in_ != d:
-        raise DataError(
-            f"the fitted {type(est).__name__} expects {est.n_features_in_} features; X has {d}."
-        )
+        raise DataError(f"the fitted {type(est).__name__} expects {est.n_features_in_} features; X has {d}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,12 +235,12 @@ class _FeatureReplicate:
     def run(self, stats: SufficientStats, index: int, replicate: int, store: BootstrapStore) -> int:
         # the same solve (and GCV rounding guard) as the estimator's fit
         sol = solve_primal(stats.select(index), self.alpha, self.fit_intercept, sums_precision(self.dtype))
-        pred = PrimalExpansion(self.fmap, sol.coef, sol.intercept, dtype=self.dtype,
-                               block_rows=self.block_rows)(self.X_eval)
+        pred = PrimalExpansion(self.fmap, sol.coef, sol.intercept, dtype=self.dtype, block_rows=self.block_rows)(
+            self.X_eval
+        )
         # coefficient rows 0..D-1 are β, row D the intercept
         store.write_replicate(replicate, pred, np.vstack([sol.coef, sol.intercept[np.newaxis]]))
         return replicate
-
 
     def reference(self, stats: SufficientStats) -> _Reference:
         """The fit with unit weights (``stats`` of the whole data) and its predictor."""
@@ -277,8 +278,9 @@ def _finish_reference(ref: _Reference, summary) -> ResidualSample:
 class _FeaturePlan:
     """Replicate plan of the streamed primal solvers: weighted one-pass sums, primal solve."""
 
-    def __init__(self, est: FeatureEstimator, fmap: Any, alpha: Any, X_eval: np.ndarray,
-                 fingerprint: dict[str, Any]) -> None:
+    def __init__(
+        self, est: FeatureEstimator, fmap: Any, alpha: Any, X_eval: np.ndarray, fingerprint: dict[str, Any]
+    ) -> None:
         self.estimator, self.fmap = est, fmap
         dtype = str(np.dtype(est.dtype))
         D = fmap.n_components
@@ -301,8 +303,9 @@ class _FeaturePlan:
         summary = residual_sample_graph(ds.X, Y, dask.delayed(_predictor, pure=True)(ref), seed, capacity)
         return dask.delayed(_finish_reference, pure=True)(ref, summary)
 
-    def batch_tasks(self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
-                    after: Sequence[Delayed] = ()) -> list[Delayed]:
+    def batch_tasks(
+        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore, after: Sequence[Delayed] = ()
+    ) -> list[Delayed]:
         stats = self.estimator.stats_graph(ds, self.fmap, weights=_gated(weights, after))
         token = dask.base.tokenize(store.path, stats.key)
         return [
@@ -325,20 +328,27 @@ def _feature_plan(est: FeatureEstimator, ds: Dataset, X_eval: np.ndarray, seed_e
         _check_n_features(est, d)
         alpha = float(est.alpha_)
         params = _params(est, gamma_=float(est.gamma_), alpha_=alpha)
-        return _FeaturePlan(est, est.feature_map_, alpha, X_eval,
-                            {"class": _class_name(est), "params": params, "fitted": True})
+        return _FeaturePlan(
+            est, est.feature_map_, alpha, X_eval, {"class": _class_name(est), "params": params, "fitted": True}
+        )
     if _is_fitted(est):
         _check_n_features(est, d)
-        return _FeaturePlan(est, est.feature_map_, est.alpha, X_eval,
-                            {"class": _class_name(est), "params": _params(est), "fitted": True})
+        return _FeaturePlan(
+            est,
+            est.feature_map_,
+            est.alpha,
+            X_eval,
+            {"class": _class_name(est), "params": _params(est), "fitted": True},
+        )
     est = _with_seed(est, seed_entropy)
     est._fit_scaler(ds)  # standardize: the scaling is fixed from all rows, like the map
     if isinstance(est, NystroemRidge):
         fmap = est._make_map(ds, None)  # landmarks from the data, once
     else:
         fmap = est._make_feature_map(d)
-    return _FeaturePlan(est, fmap, est.alpha, X_eval,
-                        {"class": _class_name(est), "params": _params(est), "fitted": False})
+    return _FeaturePlan(
+        est, fmap, est.alpha, X_eval, {"class": _class_name(est), "params": _params(est), "fitted": False}
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,8 +364,9 @@ class _ExactReplicate:
     solve_budget: int  # decides rank and exact df, as in a fit with this budget
     cache_budget: int  # Gram tiles cached per task (speed only, never the values)
 
-    def run(self, data: tuple[np.ndarray, np.ndarray, np.ndarray], index: int, replicate: int,
-            store: BootstrapStore) -> int:
+    def run(
+        self, data: tuple[np.ndarray, np.ndarray, np.ndarray], index: int, replicate: int, store: BootstrapStore
+    ) -> int:
         X, Y, counts = data
         c = counts[index]
         keep = c > 0
@@ -367,8 +378,9 @@ class _ExactReplicate:
             return ops[0]
 
         try:
-            sol, _, _ = self.estimator._solve(self.kernel, Xk, Yk, operator, self.solve_budget,
-                                              None if np.all(ck == 1.0) else ck)
+            sol, _, _ = self.estimator._solve(
+                self.kernel, Xk, Yk, operator, self.solve_budget, None if np.all(ck == 1.0) else ck
+            )
         finally:
             for op in ops:
                 op.close()
@@ -418,8 +430,7 @@ def _with_counts(data: tuple[np.ndarray, np.ndarray], weights: BootstrapWeights)
 class _ExactPlan:
     """Replicate plan of :class:`~bigkernel.ExactKernelRidge` (see the module docstring)."""
 
-    def __init__(self, est: ExactKernelRidge, ds: Dataset, X_eval: np.ndarray, seed_entropy: int,
-                 workers: int) -> None:
+    def __init__(self, est: ExactKernelRidge, ds: Dataset, X_eval: np.ndarray, seed_entropy: int, workers: int) -> None:
         fitted = _is_fitted(est)
         d = ds.X.shape[1]
         if fitted:
@@ -454,8 +465,9 @@ class _ExactPlan:
         """Delayed :class:`ResidualSample` of the unit-weight fit (one task: data in memory)."""
         return dask.delayed(_exact_reference, pure=True)(self._model, self._data, seed, capacity)
 
-    def batch_tasks(self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore,
-                    after: Sequence[Delayed] = ()) -> list[Delayed]:
+    def batch_tasks(
+        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore, after: Sequence[Delayed] = ()
+    ) -> list[Delayed]:
         data = dask.delayed(_with_counts, pure=True)(self._data, _gated(weights, after))
         token = dask.base.tokenize(store.path, data.key)
         return [
@@ -475,9 +487,14 @@ def _exact_at_choice(cv: ExactKernelRidgeCV) -> ExactKernelRidge:
             "and alpha_; the search is not repeated per replicate): call fit first, or bootstrap "
             "an ExactKernelRidge with the gamma and alpha you want."
         )
-    est = ExactKernelRidge(cv.kernel_, alpha=float(cv.alpha_), fit_intercept=cv.fit_intercept,
-                           memory_budget=cv.memory_budget, standardize=cv.standardize,
-                           random_state=cv.random_state)
+    est = ExactKernelRidge(
+        cv.kernel_,
+        alpha=float(cv.alpha_),
+        fit_intercept=cv.fit_intercept,
+        memory_budget=cv.memory_budget,
+        standardize=cv.standardize,
+        random_state=cv.random_state,
+    )
     est.kernel_, est.n_features_in_, est.dual_coef_ = cv.kernel_, cv.n_features_in_, cv.dual_coef_
     if cv.standardize:
         est.scaler_mean_, est.scaler_scale_ = cv.scaler_mean_, cv.scaler_scale_
@@ -487,8 +504,7 @@ def _exact_at_choice(cv: ExactKernelRidgeCV) -> ExactKernelRidge:
 # --------------------------------------------------------------------------------------------
 # Dispatch
 # --------------------------------------------------------------------------------------------
-def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int,
-              workers: int = 1) -> ReplicatePlan:
+def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int, workers: int = 1) -> ReplicatePlan:
     """The replicate plan of ``estimator`` (fitted or not) for data ``ds``.
 
     Parameters

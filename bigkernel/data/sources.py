@@ -37,7 +37,9 @@ def open_zarr_array(path: str, name: str, storage_options: dict | None = None) -
     """Array ``name`` of the zarr group at ``path`` (local or fsspec URL)."""
     path = str(path)
     if not _is_url(path) and not os.path.exists(path):
-        raise DataNotFoundError(f"data source {path!r} does not exist; check the path (relative paths in a job are resolved against the config file's folder)")
+        raise DataNotFoundError(
+            f"data source {path!r} does not exist; check the path (relative paths in a job are resolved against the config file's folder)"
+        )
     try:
         group = zarr.open_group(path, mode="r", storage_options=storage_options if _is_url(path) else None)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError) as exc:
@@ -68,13 +70,18 @@ def open_npy(path: str, chunk_rows: int | None = None) -> da.Array:
     try:
         mm = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
-        raise DataError(f"{path!r} is not a plain numeric .npy file (object arrays are refused, no unpickling): {exc}") from None
+        raise DataError(
+            f"{path!r} is not a plain numeric .npy file (object arrays are refused, no unpickling): {exc}"
+        ) from None
     if mm.ndim == 0:
         raise DataError(f"{path!r} holds a scalar, expected an array")
     rows = chunk_rows or default_chunk_rows(int(np.prod(mm.shape[1:], dtype=int)) or 1, mm.dtype.itemsize)
     blocks = [
-        da.from_delayed(dask.delayed(_load_npy_rows, pure=True)(path, lo, min(lo + rows, mm.shape[0])),
-                        shape=(min(lo + rows, mm.shape[0]) - lo, *mm.shape[1:]), dtype=mm.dtype)
+        da.from_delayed(
+            dask.delayed(_load_npy_rows, pure=True)(path, lo, min(lo + rows, mm.shape[0])),
+            shape=(min(lo + rows, mm.shape[0]) - lo, *mm.shape[1:]),
+            dtype=mm.dtype,
+        )
         for lo in range(0, mm.shape[0], rows)
     ]
     if not blocks:
@@ -159,8 +166,9 @@ def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
     return da.from_array(arr, chunks=(max(1, min(rows, arr.shape[0] or 1)), *arr.shape[1:]))
 
 
-def as_dataset(X, y=None, source: str = "<array>", chunk_rows: int | None = None,
-               columns: tuple[str, ...] | None = None) -> Dataset:
+def as_dataset(
+    X, y=None, source: str = "<array>", chunk_rows: int | None = None, columns: tuple[str, ...] | None = None
+) -> Dataset:
     """Validate ``X`` (and ``y``) from metadata and align y's chunks to X's rows; ``columns``
     names X's columns (a table's selection)."""
     X = as_dask(X, chunk_rows, "X")

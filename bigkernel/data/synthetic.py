@@ -16,9 +16,9 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from bigkernel.io.atomic import atomic_folder
 from bigkernel.data.tables import is_table, write_table
 from bigkernel.errors import OutputExistsError, ParameterError
+from bigkernel.io.atomic import atomic_folder
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def is_complete(path: str, spec: SyntheticSpec | None = None) -> bool:
                 attrs = json.load(f)
         else:
             attrs = zarr.open_group(str(path), mode="r").attrs.asdict()
-    except Exception:  # noqa: BLE001 - anything unreadable is "not complete"
+    except Exception:
         return False
     if attrs.get("format") != DATA_FORMAT or not attrs.get("complete"):
         return False
@@ -167,8 +167,9 @@ def make_data(spec: SyntheticSpec, path: str, chunk_rows: int = 131_072, overwri
         )
     n, d = int(spec.n_samples), int(spec.n_features)
     chunk_rows = max(1, min(int(chunk_rows), n))
-    rows = da.map_blocks(_rows_block, spec, chunks=(_chunks(n, chunk_rows), (d + 1,)), dtype=np.float64,
-                         meta=np.empty((0, d + 1)))
+    rows = da.map_blocks(
+        _rows_block, spec, chunks=(_chunks(n, chunk_rows), (d + 1,)), dtype=np.float64, meta=np.empty((0, d + 1))
+    )
     logger.info("writing %s rows of %s (d=%d) to %s", f"{n:,}", spec.kind, d, path)
     if is_table(path):
         return _make_table(spec, rows, path)
@@ -189,8 +190,9 @@ def _make_table(spec: SyntheticSpec, rows: da.Array, path: str) -> str:
     xs, y = table_columns(spec.n_features)
     write_table(rows, [*xs, y], path, overwrite=True, what="data set")
     with open(marker + ".partial", "w") as f:
-        json.dump({"format": DATA_FORMAT, "spec": asdict(spec), "complete": True,
-                   "columns": {"x": list(xs), "y": y}}, f)
+        json.dump(
+            {"format": DATA_FORMAT, "spec": asdict(spec), "complete": True, "columns": {"x": list(xs), "y": y}}, f
+        )
     os.replace(marker + ".partial", marker)
     return path
 

@@ -10,8 +10,8 @@ import dask
 import dask.array as da
 import numpy as np
 
-from bigkernel.io.atomic import atomic_folder
 from bigkernel.errors import DataError, DataNotFoundError
+from bigkernel.io.atomic import atomic_folder
 
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
 CSV_SUFFIXES = (".csv", ".csv.gz")
@@ -65,8 +65,10 @@ def open_table(path: str, x: str | list[str], y: str | list[str] | None) -> tupl
         df = _read(path, xs + ys)
         bad = {c: str(t) for c, t in df.dtypes.items() if not _numeric(t)}
         if bad:
-            raise DataError(f"{path!r}: columns must be numeric; non-numeric columns {bad}. Select numeric "
-                            "columns or convert them before fitting")
+            raise DataError(
+                f"{path!r}: columns must be numeric; non-numeric columns {bad}. Select numeric "
+                "columns or convert them before fitting"
+            )
         # one conversion of the selected frame, then column slices: converting df[xs] and df[ys]
         # separately lets dask-expr plan their partitions differently from the computed lengths
         arr = df.to_dask_array(lengths=True)
@@ -86,8 +88,7 @@ def _numeric(t) -> bool:
         return False
 
 
-def write_table(arr: da.Array, columns: list[str], path: str, *, overwrite: bool = False,
-                what: str = "table") -> str:
+def write_table(arr: da.Array, columns: list[str], path: str, *, overwrite: bool = False, what: str = "table") -> str:
     """Write the columns of a 2-D dask array to a CSV file or a Parquet dataset, by the suffix.
 
     A ``.csv`` path is one file (the chunks appended in order, ``dask.dataframe.to_csv``'s
@@ -123,12 +124,16 @@ def write_table(arr: da.Array, columns: list[str], path: str, *, overwrite: bool
     frame = dd.from_dask_array(arr, columns=list(columns))
     with atomic_folder(path, overwrite=overwrite, what=what) as target:
         if is_csv:
-            graph = frame.to_csv(target, single_file=True, index=False, compute=False,
-                                 compression="gzip" if path.endswith(".gz") else None)
+            graph = frame.to_csv(
+                target,
+                single_file=True,
+                index=False,
+                compute=False,
+                compression="gzip" if path.endswith(".gz") else None,
+            )
         else:
             # zero-padded part names: readers that sort file names as text keep the row order
-            graph = frame.to_parquet(target, write_index=False, compute=False,
-                                     name_function=_part_name)
+            graph = frame.to_parquet(target, write_index=False, compute=False, name_function=_part_name)
         compute(graph, label=f"write {what}")
     return path
 

@@ -36,9 +36,7 @@ def check_X_metadata(X: da.Array, name: str = "X") -> None:
         raise DataError(f"{name} must be 2-D (n_samples, n_features); got {X.ndim}-D shape {X.shape}{hint}")
     _check_numeric(X, name)
     if X.shape[0] == 0 or X.shape[1] == 0:
-        raise DataError(
-            f"{name} is empty: shape {X.shape}; need at least 1 sample and 1 feature"
-        )
+        raise DataError(f"{name} is empty: shape {X.shape}; need at least 1 sample and 1 feature")
     if any(np.isnan(c) for c in X.shape):
         raise DataError(f"{name} has unknown chunk sizes {X.shape}; call {name}.compute_chunk_sizes() first")
     if X.numblocks[1] != 1:
@@ -66,6 +64,5 @@ def _check_numeric(a: da.Array, name: str) -> None:
     kind = np.dtype(a.dtype).kind
     if kind not in "fiub":
         raise DataError(
-            f"{name} must have a numeric dtype (float or int); got {a.dtype}. "
-            f"Convert it, e.g. {name}.astype('float64')"
+            f"{name} must have a numeric dtype (float or int); got {a.dtype}. Convert it, e.g. {name}.astype('float64')"
         )

@@ -54,9 +54,7 @@ def _tile_task(tiler: GramTiler, rows: slice, cols: slice, dtype: str) -> np.nda
     return tiler.tile(rows, cols, dtype)
 
 
-def cache_graph(
-    tiler: Any, edges: np.ndarray, tiles: Sequence[tuple[int, int]], dtype: str
-) -> list[Delayed]:
+def cache_graph(tiler: Any, edges: np.ndarray, tiles: Sequence[tuple[int, int]], dtype: str) -> list[Delayed]:
     """One delayed tile per ``(i, j)`` in ``tiles`` (to be persisted as the Gram cache).
 
     ``tiler`` is a :class:`GramTiler` or a reference to one (a named ``Delayed`` or a

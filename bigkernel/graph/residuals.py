@@ -19,8 +19,12 @@ __all__ = ["residual_graph", "residual_sample_graph"]
 
 
 def _residuals_task(
-    predict: Callable[[np.ndarray], np.ndarray], X: np.ndarray, Y: np.ndarray, start: int,
-    groups: Callable[[int, int], np.ndarray] | None, n_groups: int,
+    predict: Callable[[np.ndarray], np.ndarray],
+    X: np.ndarray,
+    Y: np.ndarray,
+    start: int,
+    groups: Callable[[int, int], np.ndarray] | None,
+    n_groups: int,
 ) -> np.ndarray:
     """Per-group [count, SSE, Σy, Σy²] for each target, shape (n_groups, 4, k)."""
     check_finite(X, Y, start)
@@ -39,8 +43,12 @@ def _residuals_task(
 
 
 def residual_graph(
-    X: da.Array, Y: da.Array, predict: Callable[[np.ndarray], np.ndarray], *,
-    groups: Callable[[int, int], np.ndarray] | None = None, n_groups: int = 1,
+    X: da.Array,
+    Y: da.Array,
+    predict: Callable[[np.ndarray], np.ndarray],
+    *,
+    groups: Callable[[int, int], np.ndarray] | None = None,
+    n_groups: int = 1,
 ) -> Delayed:
     """Delayed per-group residual sums of ``predict`` (a numpy predictor, e.g. a fitted
     estimator's ``predict``) over the row chunks of ``X`` (n, d) and ``Y`` (n, k).
@@ -60,9 +68,7 @@ def _sample_task(predict, X: np.ndarray, Y: np.ndarray, start: int, seed: int, c
     return residual_summary(predict(np.asarray(X)), Y, start, seed, capacity)
 
 
-def residual_sample_graph(
-    X: da.Array, Y: da.Array, predict: Delayed, seed: int, capacity: int
-) -> Delayed:
+def residual_sample_graph(X: da.Array, Y: da.Array, predict: Delayed, seed: int, capacity: int) -> Delayed:
     """Delayed :class:`~bigkernel.numerics.residuals.ResidualSummary` of a predictor over the
     row chunks of ``X`` (n, d) and ``Y`` (n, k): residual sums and the ``capacity`` rows of
     smallest ``(seed, row)`` hash — the same rows whatever the chunking.

@@ -5,10 +5,9 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import uuid
 
 import dask
 import dask.array as da
@@ -45,9 +44,9 @@ def tree_reduce(parts: list, combine: Callable, split_every: int = SPLIT_EVERY, 
     level = 0
     while len(parts) > 1:
         parts = [
-            dask.delayed(combine, pure=True, name=f"{name}-{level}-{i}-{dask.base.tokenize(*parts[i:i + split_every])}")(
-                *parts[i : i + split_every]
-            )
+            dask.delayed(
+                combine, pure=True, name=f"{name}-{level}-{i}-{dask.base.tokenize(*parts[i : i + split_every])}"
+            )(*parts[i : i + split_every])
             for i in range(0, len(parts), split_every)
         ]
         level += 1

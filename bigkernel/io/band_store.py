@@ -102,9 +102,7 @@ _ABSENT = "<absent>"
 def _normalise_path(path: str | os.PathLike[str]) -> str:
     path = os.fspath(path)
     if not isinstance(path, str):
-        raise ParameterError(
-            f"store path must be a str or os.PathLike; found {type(path).__name__}."
-        )
+        raise ParameterError(f"store path must be a str or os.PathLike; found {type(path).__name__}.")
     # file:// goes through zarr's LocalStore: fsspec's local backend does not create the
     # chunk folders on write (no auto_mkdir).
     path = path.removeprefix("file://")
@@ -130,9 +128,7 @@ def _json_default(obj: Any) -> Any:
 def _normalise_fingerprint(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
     """JSON round trip, so the comparison sees exactly what zarr stores (tuples → lists...)."""
     if not isinstance(fingerprint, Mapping):
-        raise ParameterError(
-            f"fingerprint must be a mapping (dict); found {type(fingerprint).__name__}."
-        )
+        raise ParameterError(f"fingerprint must be a mapping (dict); found {type(fingerprint).__name__}.")
     try:
         text = json.dumps(dict(fingerprint), default=_json_default, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -272,10 +268,7 @@ class BootstrapStore:
         if a.ndim == 1 and self.n_targets == 1:
             a = a[:, None]
         if a.shape != (rows, self.n_targets):
-            raise DataError(
-                f"replicate {r}: {name} must have shape ({rows}, {self.n_targets}); "
-                f"found {a.shape}."
-            )
+            raise DataError(f"replicate {r}: {name} must have shape ({rows}, {self.n_targets}); found {a.shape}.")
         if not np.isfinite(a).all():
             raise DataError(
                 f"replicate {r}: {name} contain NaN or inf; refusing to store them (check the "
@@ -377,7 +370,11 @@ class BootstrapStore:
         return Band(mean=mean, lower=lower, upper=upper)
 
     def read_prediction_interval(
-        self, sample: ResidualSample, seed: int, confidence_level: float = 0.9, *,
+        self,
+        sample: ResidualSample,
+        seed: int,
+        confidence_level: float = 0.9,
+        *,
         max_bytes: int = 2**28,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Bootstrap prediction interval per evaluation point from the stored replicates.
@@ -434,8 +431,7 @@ class BootstrapStore:
     def _write_array(self, name: str, values: np.ndarray, attrs: Mapping[str, Any] | None = None) -> None:
         group = zarr.open_group(self.path, mode="r+", **_zarr_kwargs(self.storage_options))
         a = np.ascontiguousarray(values)
-        node = group.create_array(name, shape=a.shape, chunks=a.shape or None, dtype=a.dtype,
-                                  overwrite=True)
+        node = group.create_array(name, shape=a.shape, chunks=a.shape or None, dtype=a.dtype, overwrite=True)
         node[...] = a
         if attrs:
             node.attrs.update(dict(attrs))  # after the values: attributes mark them complete
@@ -482,8 +478,7 @@ class BootstrapStore:
         """
         if sample.center.shape != (self.n_eval, self.n_targets):
             raise DataError(
-                f"residual centre must have shape ({self.n_eval}, {self.n_targets}); found "
-                f"{sample.center.shape}."
+                f"residual centre must have shape ({self.n_eval}, {self.n_targets}); found {sample.center.shape}."
             )
         self._write_array(_RES_CENTER, sample.center)
         self._write_array(_RES_ROWS, sample.rows)
@@ -513,10 +508,7 @@ class BootstrapStore:
     def coef_dask(self) -> da.Array:
         """Lazy dask array over the stored coefficients, shape (B, p, k)."""
         if self.n_coef == 0:
-            raise ParameterError(
-                f"bootstrap store {self.path!r} was created with n_coef=0 and keeps no "
-                "coefficients."
-            )
+            raise ParameterError(f"bootstrap store {self.path!r} was created with n_coef=0 and keeps no coefficients.")
         return da.from_zarr(self._array(_COEF))
 
 
@@ -535,9 +527,7 @@ def _describe_existing(path: str, storage_options: Mapping[str, Any] | None) -> 
     return ""  # a non-empty folder: let zarr tell what it is
 
 
-def _open_existing_group(
-    path: str, storage_options: Mapping[str, Any] | None, *, for_writing: bool
-) -> zarr.Group:
+def _open_existing_group(path: str, storage_options: Mapping[str, Any] | None, *, for_writing: bool) -> zarr.Group:
     """Open an existing bootstrap store group read-only.
 
     A path holding anything else raises OutputExistsError when we meant to write there (it is
@@ -553,10 +543,7 @@ def _open_existing_group(
     except zarr.errors.ContainsArrayError:
         raise error(f"{path!r} is a zarr array, not a bootstrap store.{hint}") from None
     except (zarr.errors.GroupNotFoundError, FileNotFoundError, zarr.errors.NodeTypeValidationError):
-        raise error(
-            f"{path!r} exists but is a folder that is not a zarr group, not a bootstrap store."
-            f"{hint}"
-        ) from None
+        raise error(f"{path!r} exists but is a folder that is not a zarr group, not a bootstrap store.{hint}") from None
     fmt = group.attrs.get("format")
     if fmt != FORMAT:
         raise error(
@@ -591,9 +578,7 @@ def _check_arrays(group: zarr.Group, store: BootstrapStore) -> None:
             )
 
 
-def open_store(
-    path: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None
-) -> BootstrapStore:
+def open_store(path: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> BootstrapStore:
     """Open an existing bootstrap store (no fingerprint check), e.g. to read results back.
 
     Parameters
@@ -721,30 +706,27 @@ def open_or_create_store(
         if points.ndim == 1:
             points = points[:, np.newaxis]
         if points.ndim != 2 or points.shape[0] != store.n_eval:
-            raise ParameterError(
-                f"eval_points must have shape ({store.n_eval}, d); found {points.shape}."
-            )
+            raise ParameterError(f"eval_points must have shape ({store.n_eval}, d); found {points.shape}.")
 
     if _describe_existing(path, storage_options) is None:
         group = zarr.open_group(path, mode="w-", **kwargs)
         B, e, k, p = store.n_replicates, store.n_eval, store.n_targets, store.n_coef
-        group.create_array(_PREDICTIONS, shape=(B, e, k), chunks=(1, e, k), dtype="float64",
-                           fill_value=np.nan)
+        group.create_array(_PREDICTIONS, shape=(B, e, k), chunks=(1, e, k), dtype="float64", fill_value=np.nan)
         if p > 0:
-            group.create_array(_COEF, shape=(B, p, k), chunks=(1, p, k), dtype="float64",
-                               fill_value=np.nan)
+            group.create_array(_COEF, shape=(B, p, k), chunks=(1, p, k), dtype="float64", fill_value=np.nan)
         group.create_array(_DONE, shape=(B,), chunks=(1,), dtype="uint8", fill_value=0)
         if points is not None:
-            group.create_array(_EVAL_POINTS, shape=points.shape, chunks=points.shape,
-                               dtype="float64")[...] = points
+            group.create_array(_EVAL_POINTS, shape=points.shape, chunks=points.shape, dtype="float64")[...] = points
         # Attributes last: they are what makes the group a valid store.
-        group.attrs.update({
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "versions": _library_versions(),
-            "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
-            **expected,
-        })
+        group.attrs.update(
+            {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "versions": _library_versions(),
+                "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
+                **expected,
+            }
+        )
         logger.info("created bootstrap store %s (B=%d, n_eval=%d, k=%d, p=%d)", path, B, e, k, p)
         return store
 

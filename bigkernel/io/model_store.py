@@ -20,9 +20,9 @@ import numpy as np
 import zarr
 from sklearn.base import BaseEstimator
 
-from bigkernel.io.atomic import atomic_folder
 from bigkernel._version import __version__
 from bigkernel.errors import DataNotFoundError, ModelFormatError
+from bigkernel.io.atomic import atomic_folder
 
 logger = logging.getLogger(__name__)
 
@@ -130,12 +130,11 @@ def load(path: str) -> BaseEstimator:
     try:
         group = zarr.open_group(path, mode="r")
         meta = group.attrs.asdict()
-    except Exception as exc:  # noqa: BLE001 - any unreadable store is the same user-facing error
+    except Exception as exc:
         raise ModelFormatError(f"{path!r} is not a bigkernel model (no readable zarr metadata: {exc})") from None
     if meta.get("format") != MODEL_FORMAT:
         raise ModelFormatError(
-            f"{path!r} is not a bigkernel model: expected format {MODEL_FORMAT!r}, "
-            f"found {meta.get('format')!r}"
+            f"{path!r} is not a bigkernel model: expected format {MODEL_FORMAT!r}, found {meta.get('format')!r}"
         )
     if int(meta.get("format_version", -1)) > FORMAT_VERSION:
         raise ModelFormatError(
@@ -144,7 +143,9 @@ def load(path: str) -> BaseEstimator:
             f"{FORMAT_VERSION}: upgrade bigkernel"
         )
     if not meta.get("complete"):
-        raise ModelFormatError(f"{path!r} is an unfinished model store (its writer did not complete); save the model again")
+        raise ModelFormatError(
+            f"{path!r} is an unfinished model store (its writer did not complete); save the model again"
+        )
     cls = _MODELS.get(meta.get("estimator"))
     if cls is None:
         raise ModelFormatError(f"{path!r} holds an unknown estimator {meta.get('estimator')!r}")
@@ -154,7 +155,9 @@ def load(path: str) -> BaseEstimator:
         est._set_state(meta["state"], arrays)
         _restore_input_facts(est, meta.get("input"))
     except (KeyError, ValueError, TypeError, OSError) as exc:
-        raise ModelFormatError(f"{path!r} is a damaged or truncated bigkernel model: {type(exc).__name__}: {exc}") from None
+        raise ModelFormatError(
+            f"{path!r} is a damaged or truncated bigkernel model: {type(exc).__name__}: {exc}"
+        ) from None
     return est
 
 

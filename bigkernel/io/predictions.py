@@ -51,8 +51,7 @@ def predict_to_table(estimator, X, path: str, *, name: str = "y_pred", overwrite
 
     pred = _lazy_predictions(estimator, X)
     columns = prediction_columns(None if pred.ndim == 1 else pred.shape[1], name)
-    write_table(pred.reshape(pred.shape[0], -1), columns, path, overwrite=overwrite,
-                what="prediction output")
+    write_table(pred.reshape(pred.shape[0], -1), columns, path, overwrite=overwrite, what="prediction output")
     logger.info("wrote %s predictions to %s", f"{pred.shape[0]:,}", path)
     return path
 

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_ROWS", "band_columns", "band_markdown", "band_summary", "band_text",
-           "describe_band", "write_band_csv"]
+__all__ = ["MAX_ROWS", "band_columns", "band_markdown", "band_summary", "band_text", "describe_band", "write_band_csv"]
 
 #: Points shown in report.md and summary.txt (evenly spaced beyond that; all in the CSV).
 MAX_ROWS = 20
@@ -40,15 +39,19 @@ def describe_band(confidence_level: float, interval: str, n_bootstraps: int) -> 
     """
     level = f"{100 * confidence_level:g} %"
     if interval == "prediction":
-        return (f"The band is a {level} bootstrap prediction interval for a new observation y "
-                f"at x (B={n_bootstraps} refits on resampled data plus resampled residuals; it "
-                "assumes the noise does not depend on x): where a new y is expected to fall. "
-                "The narrower confidence band for the fitted function f-hat(x) is in "
-                "confidence_lower/confidence_upper.")
-    return (f"The band is a {level} bootstrap confidence band for the fitted function f-hat(x) "
-            f"(percentiles of B={n_bootstraps} refits on resampled data): how much the fit "
-            "varies, not where a new observation y will fall (for that, set "
-            "`bootstrap.interval: prediction`).")
+        return (
+            f"The band is a {level} bootstrap prediction interval for a new observation y "
+            f"at x (B={n_bootstraps} refits on resampled data plus resampled residuals; it "
+            "assumes the noise does not depend on x): where a new y is expected to fall. "
+            "The narrower confidence band for the fitted function f-hat(x) is in "
+            "confidence_lower/confidence_upper."
+        )
+    return (
+        f"The band is a {level} bootstrap confidence band for the fitted function f-hat(x) "
+        f"(percentiles of B={n_bootstraps} refits on resampled data): how much the fit "
+        "varies, not where a new observation y will fall (for that, set "
+        "`bootstrap.interval: prediction`)."
+    )
 
 
 def _targets(a: Any) -> np.ndarray:
@@ -76,8 +79,7 @@ def band_columns(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, np.n
     E = np.asarray(X_eval, dtype=np.float64)
     cols: dict[str, np.ndarray] = {"point": np.arange(E.shape[0])}
     cols.update({f"x{j}": E[:, j] for j in range(E.shape[1])})
-    values = {"fitted": _targets(fitted), "lower": _targets(result.lower),
-              "upper": _targets(result.upper)}
+    values = {"fitted": _targets(fitted), "lower": _targets(result.lower), "upper": _targets(result.upper)}
     values["width"] = values["upper"] - values["lower"]
     if result.interval == "prediction":
         values["confidence_lower"] = _targets(result.confidence_lower)
@@ -91,6 +93,7 @@ def band_columns(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, np.n
 
 def write_band_csv(path: str, columns: dict[str, np.ndarray]) -> str:
     """Write :func:`band_columns` as CSV (floats exact: shortest repr that reads back the same)."""
+
     def cell(v: Any) -> str:
         if isinstance(v, (bool, np.bool_)):
             return "True" if v else "False"
@@ -117,15 +120,23 @@ def band_summary(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, Any]
     """
     E = np.asarray(X_eval, dtype=np.float64)
     n = E.shape[0]
-    first = {name: _targets(a)[:, 0] for name, a in
-             (("fitted", fitted), ("lower", result.lower), ("upper", result.upper))}
+    first = {
+        name: _targets(a)[:, 0] for name, a in (("fitted", fitted), ("lower", result.lower), ("upper", result.upper))
+    }
     outside = np.asarray(result.out_of_range, dtype=bool)
     shown = np.unique(np.linspace(0, n - 1, min(n, MAX_ROWS)).round().astype(int))
-    rows = [{"point": int(i), "x": E[i, :MAX_X_FEATURES].tolist(),
-             "fitted": float(first["fitted"][i]), "lower": float(first["lower"][i]),
-             "upper": float(first["upper"][i]),
-             "width": float(first["upper"][i] - first["lower"][i]),
-             "out_of_range": bool(outside[i])} for i in shown]
+    rows = [
+        {
+            "point": int(i),
+            "x": E[i, :MAX_X_FEATURES].tolist(),
+            "fitted": float(first["fitted"][i]),
+            "lower": float(first["lower"][i]),
+            "upper": float(first["upper"][i]),
+            "width": float(first["upper"][i] - first["lower"][i]),
+            "out_of_range": bool(outside[i]),
+        }
+        for i in shown
+    ]
     return {
         "interval": result.interval,
         "description": describe_band(result.confidence_level, result.interval,
@@ -146,9 +157,11 @@ def _notes(b: dict[str, Any], where: str) -> list[str]:
     n, rows = b["n_eval"], b["table"]
     notes = []
     if b["n_out_of_range"]:
-        notes.append(f"{b['n_out_of_range']} of {n} points lie outside the training data's "
-                     "range in at least one feature (flagged): there the band shows the model's "
-                     "extrapolation, which the data do not support.")
+        notes.append(
+            f"{b['n_out_of_range']} of {n} points lie outside the training data's "
+            "range in at least one feature (flagged): there the band shows the model's "
+            "extrapolation, which the data do not support."
+        )
     if b.get("n_targets", 1) > 1:
         notes.append(f"Values of the first of {b['n_targets']} targets.")
     if len(rows) < n:
@@ -172,13 +185,21 @@ def band_markdown(b: dict[str, Any], output: str) -> list[str]:
         return []  # a job folder written before the band table existed
     rel = {key: os.path.relpath(b[key], output) for key in ("band_csv", "band_zarr") if b.get(key)}
     where = " and ".join(f"[`{p}`]({p})" for p in rel.values()) or "bootstrap_band.zarr"
-    lines = ["", "## Bootstrap band: values", "", b["description"], "",
-             "| point | x | fitted | lower | upper | width | out of range |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Bootstrap band: values",
+        "",
+        b["description"],
+        "",
+        "| point | x | fitted | lower | upper | width | out of range |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in b["table"]:
-        lines.append(f"| {r['point']} | {_x(r, b['n_features'])} | {r['fitted']:.4g} | "
-                     f"{r['lower']:.4g} | {r['upper']:.4g} | {r['width']:.4g} | "
-                     f"{'**yes**' if r['out_of_range'] else ''} |")
+        lines.append(
+            f"| {r['point']} | {_x(r, b['n_features'])} | {r['fitted']:.4g} | "
+            f"{r['lower']:.4g} | {r['upper']:.4g} | {r['width']:.4g} | "
+            f"{'**yes**' if r['out_of_range'] else ''} |"
+        )
     return lines + [""] + _notes(b, where)
 
 
@@ -187,18 +208,22 @@ def band_text(b: dict[str, Any]) -> list[str]:
     if not b.get("table"):
         return []
     where = " and ".join(b[key] for key in ("band_csv", "band_zarr") if b.get(key))
+
     def wrap(text: str) -> list[str]:
         return textwrap.wrap(text, 96, subsequent_indent="  ")
 
     lines = wrap("bootstrap band: " + b["description"])
     xs = [_x(r, b["n_features"]) for r in b["table"]]
     xw = max(len("x"), *(len(x) for x in xs))
-    lines.append(f"  {'point':>6}  {'x':<{xw}}  {'fitted':>10}  {'lower':>10}  {'upper':>10}  "
-                 f"{'width':>10}  out of range")
+    lines.append(
+        f"  {'point':>6}  {'x':<{xw}}  {'fitted':>10}  {'lower':>10}  {'upper':>10}  {'width':>10}  out of range"
+    )
     for r, x in zip(b["table"], xs):
-        lines.append(f"  {r['point']:>6}  {x:<{xw}}  {r['fitted']:>10.4g}  {r['lower']:>10.4g}  "
-                     f"{r['upper']:>10.4g}  {r['width']:>10.4g}  "
-                     f"{'yes' if r['out_of_range'] else 'no'}")
+        lines.append(
+            f"  {r['point']:>6}  {x:<{xw}}  {r['fitted']:>10.4g}  {r['lower']:>10.4g}  "
+            f"{r['upper']:>10.4g}  {r['width']:>10.4g}  "
+            f"{'yes' if r['out_of_range'] else 'no'}"
+        )
     for note in _notes(b, where or "bootstrap_band.zarr"):
         lines += wrap("  " + note)
     return lines

@@ -35,20 +35,19 @@ from typing import Any
 import numpy as np
 import zarr
 
+from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ExtrapolationWarning
 from bigkernel.jobs.band_table import band_columns, band_summary, write_band_csv
 from bigkernel.jobs.config import SourceConfig
 from bigkernel.jobs.inputs import open_dataset
-from bigkernel.runtime import compute
 from bigkernel.models._base import block_predictor
-from bigkernel.models.kernel_ridge import KernelRidge
-from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
+from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+from bigkernel.runtime import compute
 
-__all__ = ["bootstrap_estimator", "bootstrap_seed", "evaluation_points",
-           "run_bootstrap_section", "write_band"]
+__all__ = ["bootstrap_estimator", "bootstrap_seed", "evaluation_points", "run_bootstrap_section", "write_band"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,21 +77,24 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
         return
     import json
 
-    from bigkernel.errors import StoreMismatchError
     from bigkernel.bands.bootstrap import data_fingerprint
+    from bigkernel.errors import StoreMismatchError
     from bigkernel.io.band_store import open_store
 
     store = open_store(bc.store)  # a folder that is no bootstrap store is refused here
     fp = store.fingerprint or {}
-    canon = lambda v: json.dumps(v, sort_keys=True, default=str)  # noqa: E731 - JSON round trip
+    canon = lambda v: json.dumps(v, sort_keys=True, default=str)
     checks = {
         "seed": (bootstrap_seed(cfg.seed), fp.get("seed")),
         "resampling.method": (bc.method, (fp.get("resampling") or {}).get("method")),
         "n_bootstraps": (bc.n_bootstraps, store.n_replicates),
         "data": (data_fingerprint(ds, None, client), fp.get("data")),
     }
-    diffs = [f"{key}: expected {canon(exp)}, found {canon(found)}" for key, (exp, found) in checks.items()
-             if canon(exp) != canon(found)]
+    diffs = [
+        f"{key}: expected {canon(exp)}, found {canon(found)}"
+        for key, (exp, found) in checks.items()
+        if canon(exp) != canon(found)
+    ]
     if diffs:
         raise StoreMismatchError(
             f"bootstrap store {bc.store!r} was written by a different job; refusing to mix results "
@@ -151,8 +153,7 @@ def bootstrap_estimator(est: Any) -> Any:
     return boot
 
 
-def write_band(path: str, result: BootstrapResult, X_eval: np.ndarray,
-               fitted: np.ndarray | None = None) -> str:
+def write_band(path: str, result: BootstrapResult, X_eval: np.ndarray, fitted: np.ndarray | None = None) -> str:
     """Write the band (and the fitted model's predictions) as a small zarr group at ``path``.
 
     Replaces what is at ``path``: the band is derived from the replicate store, which is kept.
@@ -166,16 +167,14 @@ def write_band(path: str, result: BootstrapResult, X_eval: np.ndarray,
     if fitted is not None:
         arrays["fitted"] = fitted
     if result.interval == "prediction":
-        arrays.update(confidence_lower=result.confidence_lower,
-                      confidence_upper=result.confidence_upper)
+        arrays.update(confidence_lower=result.confidence_lower, confidence_upper=result.confidence_upper)
     if result.data_min is not None:
         arrays.update(data_min=result.data_min, data_max=result.data_max)
     for name, a in arrays.items():
         a = np.asarray(a, dtype=np.float64)
         group.create_array(name, shape=a.shape, chunks=a.shape, dtype="float64")[...] = a
     outside = np.asarray(result.out_of_range, dtype=bool)
-    group.create_array("out_of_range", shape=outside.shape, chunks=outside.shape,
-                       dtype="bool")[...] = outside
+    group.create_array("out_of_range", shape=outside.shape, chunks=outside.shape, dtype="bool")[...] = outside
     group.attrs.update({
         "format": "bigkernel-bootstrap-band", "interval": result.interval,
         "confidence_level": result.confidence_level,
@@ -191,10 +190,11 @@ def _plot_sample(ds: Dataset, client: Any) -> tuple[np.ndarray, np.ndarray]:
     """Up to PLOT_POINTS training rows from at most PLOT_CHUNKS evenly spaced chunks."""
     n_chunks = ds.X.numblocks[0]
     picks = sorted(set(np.linspace(0, n_chunks - 1, min(PLOT_CHUNKS, n_chunks)).astype(int)))
-    parts = compute(*[ds.X.blocks[j] for j in picks], *[ds.y.blocks[j] for j in picks],
-                    client=client, label="bootstrap-plot-sample")
+    parts = compute(
+        *[ds.X.blocks[j] for j in picks], *[ds.y.blocks[j] for j in picks], client=client, label="bootstrap-plot-sample"
+    )
     X = np.concatenate(parts[: len(picks)])
-    y = np.concatenate(parts[len(picks):])
+    y = np.concatenate(parts[len(picks) :])
     keep = np.unique(np.linspace(0, X.shape[0] - 1, min(PLOT_POINTS, X.shape[0])).astype(int))
     return X[keep], y[keep]
 
@@ -234,16 +234,19 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     fitted = block_predictor(est)(E)  # E: points in the training data's columns
     band_zarr = write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E, fitted)
-    band_csv = write_band_csv(os.path.join(cfg.output, "bootstrap_band.csv"),
-                              band_columns(result, E, fitted))
-    outputs = {"bootstrap_store": result.store, "bootstrap_band": band_zarr,
-               "bootstrap_band_csv": band_csv}
+    band_csv = write_band_csv(os.path.join(cfg.output, "bootstrap_band.csv"), band_columns(result, E, fitted))
+    outputs = {"bootstrap_store": result.store, "bootstrap_band": band_zarr, "bootstrap_band_csv": band_csv}
     if bc.plot:
         from bigkernel.jobs.plots import plot_band
 
         Xs, ys = _plot_sample(ds, client)
         outputs["bootstrap_plot"] = plot_band(
-            result, Xs, ys, E, fitted_mean=fitted, points=points,
+            result,
+            Xs,
+            ys,
+            E,
+            fitted_mean=fitted,
+            points=points,
             feature=bc.eval_grid.feature if bc.eval_grid is not None else 0,
             path=os.path.join(cfg.output, "bootstrap_band.png"),
         )
@@ -255,8 +258,14 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         "mean_band_width": float(width.mean()), "max_band_width": float(width.max()),
         **band_summary(result, E, fitted), "band_zarr": band_zarr, "band_csv": band_csv,
     }  # fmt: skip
-    logger.info("bootstrap: B=%d (%d computed, %d reused), %s, mean width %.4g, %d of %d points "
-                "outside the training range", result.n_bootstraps, result.n_computed,
-                result.n_reused, metrics["interval"], metrics["mean_band_width"],
-                metrics["n_out_of_range"], metrics["n_eval"])
+    logger.info(
+        "bootstrap: B=%d (%d computed, %d reused), %s, mean width %.4g, %d of %d points outside the training range",
+        result.n_bootstraps,
+        result.n_computed,
+        result.n_reused,
+        metrics["interval"],
+        metrics["mean_band_width"],
+        metrics["n_out_of_range"],
+        metrics["n_eval"],
+    )
     return {"outputs": outputs, "metrics": metrics}

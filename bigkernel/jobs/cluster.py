@@ -24,8 +24,8 @@ from bigkernel._version import __version__
 from bigkernel.errors import ClusterError
 from bigkernel.graph.stream import SPLIT_EVERY
 from bigkernel.jobs.config import ClusterConfig
-from bigkernel.runtime import blas_threads_for
 from bigkernel.models.random_features import feature_block_rows
+from bigkernel.runtime import blas_threads_for
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +35,17 @@ logger = logging.getLogger(__name__)
 WORKER_BASE_BYTES = 220 * 2**20
 
 
-def fit_worker_memory(n_components: int, dtype: str, chunk_rows: int, n_features: int, *,
-                      threads: int = 1, n_targets: int = 1, n_sets: int = 1,
-                      weighted: bool = False) -> int:
+def fit_worker_memory(
+    n_components: int,
+    dtype: str,
+    chunk_rows: int,
+    n_features: int,
+    *,
+    threads: int = 1,
+    n_targets: int = 1,
+    n_sets: int = 1,
+    weighted: bool = False,
+) -> int:
     """Peak bytes of one Dask worker during the one-pass fit (an upper estimate).
 
     Derived from the code of the pass (``numerics.sums.block_stats``, ``graph.stream``): each
@@ -75,8 +83,12 @@ def fit_worker_memory(n_components: int, dtype: str, chunk_rows: int, n_features
     D, s = int(n_components), np.dtype(dtype).itemsize
     stats = 8 * n_sets * (D * D + D * (n_targets + 2) + 3 * n_targets + 1)
     blocks = 4 if weighted else 2
-    per_task = 2 * 8 * chunk_rows * (n_features + n_targets) \
-        + blocks * feature_block_rows(D, dtype) * D * s + s * D * D + stats
+    per_task = (
+        2 * 8 * chunk_rows * (n_features + n_targets)
+        + blocks * feature_block_rows(D, dtype) * D * s
+        + s * D * D
+        + stats
+    )
     held = (SPLIT_EVERY + 1) * stats  # partials waiting for a combine, and its running total
     return WORKER_BASE_BYTES + threads * per_task + held
 
@@ -99,8 +111,8 @@ class BlasThreadsPlugin(WorkerPlugin):
 
     def setup(self, worker) -> None:
         """Set the worker process's BLAS thread count (process-wide: its tasks all share it)."""
-        from distributed.comm.addressing import get_address_host
         from dask.system import CPU_COUNT  # honours cpusets and cgroup CPU quotas (containers)
+        from distributed.comm.addressing import get_address_host
         from threadpoolctl import threadpool_limits
 
         host_total = self.host_threads.get(get_address_host(worker.address))
@@ -135,8 +147,12 @@ def _security(cfg: ClusterConfig):
     from distributed.security import Security
 
     s = cfg.security
-    return Security(tls_ca_file=s.tls_ca_file, tls_client_cert=s.tls_client_cert,
-                    tls_client_key=s.tls_client_key, require_encryption=s.require_encryption)
+    return Security(
+        tls_ca_file=s.tls_ca_file,
+        tls_client_cert=s.tls_client_cert,
+        tls_client_key=s.tls_client_key,
+        require_encryption=s.require_encryption,
+    )
 
 
 def _connect(address: str, security) -> Client:
@@ -167,8 +183,11 @@ def _connect(address: str, security) -> Client:
 def _check_workers(client: Client, address: str) -> None:
     """Wait for a first worker, then check every worker can import this bigkernel."""
     if not client.nthreads():
-        logger.warning("the scheduler at %s has no workers yet; waiting for one (start them with "
-                       "`dask worker %s`)", address, address)
+        logger.warning(
+            "the scheduler at %s has no workers yet; waiting for one (start them with `dask worker %s`)",
+            address,
+            address,
+        )
         client.wait_for_workers(1)
     # importlib.metadata.version is pickled by reference to the standard library, so this also
     # works on a worker where bigkernel is missing (any bigkernel function would fail to unpickle)
@@ -183,8 +202,11 @@ def _check_workers(client: Client, address: str) -> None:
         )
     other = sorted({v for v in found.values() if v != __version__})
     if other:
-        logger.warning("workers run bigkernel %s, this client %s: results may differ from a run "
-                       "with one version everywhere", ", ".join(other), __version__)
+        logger.warning(
+            "workers run bigkernel %s, this client %s: results may differ from a run with one version everywhere",
+            ", ".join(other),
+            __version__,
+        )
 
 
 @contextlib.contextmanager
@@ -222,8 +244,12 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
         dashboard_address=f"{local.host}:8787" if local.dashboard else f"{local.host}:0",
         scheduler_kwargs={"dashboard": bool(local.dashboard)},
     )  # fmt: skip
-    logger.info("starting a LocalCluster: %d worker(s) × %d thread(s) on %s", local.n_workers,
-                local.threads_per_worker, local.host)
+    logger.info(
+        "starting a LocalCluster: %d worker(s) × %d thread(s) on %s",
+        local.n_workers,
+        local.threads_per_worker,
+        local.host,
+    )
     with LocalCluster(**kwargs) as cluster, Client(cluster, set_as_default=True) as client:
         client.register_plugin(BlasThreadsPlugin(host_threads(client)))
         _log_cluster(client, dashboard=bool(local.dashboard))

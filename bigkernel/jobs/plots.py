@@ -95,8 +95,7 @@ def _is_grid(E: np.ndarray, feature: int) -> bool:
         return False
     others = np.delete(E, feature, axis=1)
     step = np.diff(E[:, feature])
-    return bool(np.all(others == others[0]) and np.all(step > 0)
-                and np.allclose(step, step[0], rtol=1e-6, atol=0.0))
+    return bool(np.all(others == others[0]) and np.all(step > 0) and np.allclose(step, step[0], rtol=1e-6, atol=0.0))
 
 
 def band_figure(
@@ -128,8 +127,10 @@ def band_figure(
         raise ParameterError(f"feature must be in [0, {d}); found {feature}.")
     if isinstance(n_curves, bool) or int(n_curves) != n_curves or n_curves < 0:
         raise ParameterError(f"n_curves must be an integer >= 0; found {n_curves!r}.")
-    band = {name: _pick_target(f"result.{name}", getattr(result, name), target, n_eval)
-            for name in ("mean", "lower", "upper", "confidence_lower", "confidence_upper")}
+    band = {
+        name: _pick_target(f"result.{name}", getattr(result, name), target, n_eval)
+        for name in ("mean", "lower", "upper", "confidence_lower", "confidence_upper")
+    }
     fitted = _pick_target("fitted_mean", fitted_mean, target, n_eval)
     outside = np.asarray(result.out_of_range, dtype=bool).reshape(-1)
     if outside.shape != (n_eval,):
@@ -149,85 +150,152 @@ def band_figure(
     context = draw(ax, result, E, band, fitted, outside, Xt, yt, feature, int(n_curves), target)
     ax.set_ylabel("y" if np.ndim(y_train) == 1 else f"y{target}")
     if title is None:
-        title = (f"{band_title(result.confidence_level, result.interval)} "
-                 f"(bootstrap, B={result.n_bootstraps})")
+        title = f"{band_title(result.confidence_level, result.interval)} (bootstrap, B={result.n_bootstraps})"
         title += f"\n{context}" if context else ""
     if title:
         ax.set_title(title, fontsize="medium")
     if grid:
         ax.legend(loc="best", fontsize="small")
     else:  # bars span the whole axes: the legend goes below it
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16 if E.shape[1] == 1 else -0.22),
-                  ncol=2, fontsize="small", frameon=False)
+        ax.legend(
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16 if E.shape[1] == 1 else -0.22),
+            ncol=2,
+            fontsize="small",
+            frameon=False,
+        )
     return fig
 
 
-def _draw_grid(ax: Any, result: Any, E: np.ndarray, band: dict[str, np.ndarray], fitted: Any,
-               outside: np.ndarray, Xt: np.ndarray, yt: np.ndarray, feature: int, n_curves: int,
-               target: int) -> str:
+def _draw_grid(
+    ax: Any,
+    result: Any,
+    E: np.ndarray,
+    band: dict[str, np.ndarray],
+    fitted: Any,
+    outside: np.ndarray,
+    Xt: np.ndarray,
+    yt: np.ndarray,
+    feature: int,
+    n_curves: int,
+    target: int,
+) -> str:
     """A grid: the band shaded along ``feature``, replicate curves and the fitted curve."""
     x = E[:, feature]
     order = np.argsort(x, kind="stable")
     x = x[order]
-    centre, centre_label = ((fitted, "fitted $\\hat f(x)$") if fitted is not None
-                            else (band["mean"], "bootstrap mean"))
+    centre, centre_label = (fitted, "fitted $\\hat f(x)$") if fitted is not None else (band["mean"], "bootstrap mean")
     # data underneath, then the band(s), the replicate curves and the fitted curve on top
-    ax.scatter(Xt[:, feature], yt, s=8, color="0.5", alpha=0.4, linewidths=0, label="data",
-               zorder=1)
-    ax.fill_between(x, band["lower"][order], band["upper"][order], color=IN_RANGE, alpha=0.3,
-                    linewidth=0, label=band_title(result.confidence_level, result.interval),
-                    zorder=2)
+    ax.scatter(Xt[:, feature], yt, s=8, color="0.5", alpha=0.4, linewidths=0, label="data", zorder=1)
+    ax.fill_between(
+        x,
+        band["lower"][order],
+        band["upper"][order],
+        color=IN_RANGE,
+        alpha=0.3,
+        linewidth=0,
+        label=band_title(result.confidence_level, result.interval),
+        zorder=2,
+    )
     if result.interval == "prediction":
-        ax.fill_between(x, band["confidence_lower"][order], band["confidence_upper"][order],
-                        color=IN_RANGE, alpha=0.45, linewidth=0,
-                        label=band_title(result.confidence_level, "confidence"), zorder=2)
+        ax.fill_between(
+            x,
+            band["confidence_lower"][order],
+            band["confidence_upper"][order],
+            color=IN_RANGE,
+            alpha=0.45,
+            linewidth=0,
+            label=band_title(result.confidence_level, "confidence"),
+            zorder=2,
+        )
     m = min(n_curves, int(result.n_bootstraps))
     if m:
         preds = np.asarray(result.predictions[:m])
         curves = (preds[:, :, target] if preds.ndim == 3 else preds)[:, order]
         for i, c in enumerate(curves):
-            ax.plot(x, c, color="tab:orange", linewidth=0.8, alpha=0.8,
-                    label="bootstrap replicates" if i == 0 else None, zorder=3)
+            ax.plot(
+                x,
+                c,
+                color="tab:orange",
+                linewidth=0.8,
+                alpha=0.8,
+                label="bootstrap replicates" if i == 0 else None,
+                zorder=3,
+            )
     ax.plot(x, centre[order], color="black", linewidth=1.5, label=centre_label, zorder=4)
     if outside.any():
-        ax.plot(E[outside, feature], centre[outside], "x", color=OUT_OF_RANGE, ms=6,
-                label="outside the training data's range", zorder=5)
+        ax.plot(
+            E[outside, feature],
+            centre[outside],
+            "x",
+            color=OUT_OF_RANGE,
+            ms=6,
+            label="outside the training data's range",
+            zorder=5,
+        )
     d = E.shape[1]
     ax.set_xlabel(f"x{feature}" if d > 1 else "x")
     return f"along x{feature}, other features at the reference point" if d > 1 else ""
 
 
-def _draw_points(ax: Any, result: Any, E: np.ndarray, band: dict[str, np.ndarray], fitted: Any,
-                 outside: np.ndarray, Xt: np.ndarray, yt: np.ndarray, feature: int,
-                 n_curves: int, target: int) -> str:
+def _draw_points(
+    ax: Any,
+    result: Any,
+    E: np.ndarray,
+    band: dict[str, np.ndarray],
+    fitted: Any,
+    outside: np.ndarray,
+    Xt: np.ndarray,
+    yt: np.ndarray,
+    feature: int,
+    n_curves: int,
+    target: int,
+) -> str:
     """Chosen points: one interval bar per point (x = the feature for d = 1, else the index)."""
     n_eval, d = E.shape
     x = E[:, 0] if d == 1 else np.arange(n_eval, dtype=np.float64)
     if d == 1:
-        ax.scatter(Xt[:, 0], yt, s=8, color="0.5", alpha=0.35, linewidths=0, label="data",
-                   zorder=1)
-    centre, centre_label = ((fitted, "fitted $\\hat f(x)$") if fitted is not None
-                            else (band["mean"], "bootstrap mean"))
+        ax.scatter(Xt[:, 0], yt, s=8, color="0.5", alpha=0.35, linewidths=0, label="data", zorder=1)
+    centre, centre_label = (fitted, "fitted $\\hat f(x)$") if fitted is not None else (band["mean"], "bootstrap mean")
     what = band_title(result.confidence_level, result.interval)
     bars = [("lower", "upper", what, {"elinewidth": 1.5, "capsize": 4})]
     if result.interval == "prediction":  # the (narrower) band of f-hat inside the interval
-        bars.append(("confidence_lower", "confidence_upper",
-                     band_title(result.confidence_level, "confidence"),
-                     {"elinewidth": 5, "capsize": 0, "alpha": 0.45}))
+        bars.append(
+            (
+                "confidence_lower",
+                "confidence_upper",
+                band_title(result.confidence_level, "confidence"),
+                {"elinewidth": 5, "capsize": 0, "alpha": 0.45},
+            )
+        )
     for lo, hi, label, style in bars:
         for sel, colour in ((~outside, IN_RANGE), (outside, OUT_OF_RANGE)):
             if sel.any():
                 mid = (band[lo][sel] + band[hi][sel]) / 2  # a percentile band need not
                 half = (band[hi][sel] - band[lo][sel]) / 2  # contain the fitted value
-                ax.errorbar(x[sel], mid, yerr=half, fmt="none", ecolor=colour, zorder=2,
-                            label=label if colour == IN_RANGE or not (~outside).any() else None,
-                            **style)
+                ax.errorbar(
+                    x[sel],
+                    mid,
+                    yerr=half,
+                    fmt="none",
+                    ecolor=colour,
+                    zorder=2,
+                    label=label if colour == IN_RANGE or not (~outside).any() else None,
+                    **style,
+                )
     if (~outside).any():
-        ax.plot(x[~outside], centre[~outside], "o", color="black", ms=5, linestyle="none",
-                label=centre_label, zorder=3)
+        ax.plot(x[~outside], centre[~outside], "o", color="black", ms=5, linestyle="none", label=centre_label, zorder=3)
     if outside.any():  # one legend entry for the points outside, whatever is drawn there
-        ax.plot(x[outside], centre[outside], "X", color=OUT_OF_RANGE, ms=7, linestyle="none",
-                label="outside the training data's range (extrapolated)", zorder=3)
+        ax.plot(
+            x[outside],
+            centre[outside],
+            "X",
+            color=OUT_OF_RANGE,
+            ms=7,
+            linestyle="none",
+            label="outside the training data's range (extrapolated)",
+            zorder=3,
+        )
     if d == 1:
         ax.set_xlabel("x")
         return f"at {n_eval} chosen points"
@@ -316,8 +384,20 @@ def plot_band(
     str
         ``path``.
     """
-    fig = band_figure(result, X_train, y_train, X_eval, fitted_mean, n_curves, feature,
-                      points=points, target=target, title=title, figsize=figsize, dpi=dpi)
+    fig = band_figure(
+        result,
+        X_train,
+        y_train,
+        X_eval,
+        fitted_mean,
+        n_curves,
+        feature,
+        points=points,
+        target=target,
+        title=title,
+        figsize=figsize,
+        dpi=dpi,
+    )
     path = os.fspath(path)
     fig.savefig(path, format="png")
     logger.info("saved bootstrap band plot %s", path)

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from bigkernel.jobs import holdout as holdout_module
-
 from bigkernel.errors import BigkernelError
+from bigkernel.jobs import holdout as holdout_module
 from bigkernel.numerics.dual import describe_df
 
 logger = logging.getLogger(__name__)
@@ -67,8 +66,13 @@ def path_table(est) -> dict[str, np.ndarray] | None:
         r = est.cv_results_
         cv = getattr(est, "criterion", None) or est.cv  # ExactKernelRidgeCV: "loo" or "gcv"
         kind = {"gcv": "GCV", "loo": "LOO MSE (closed form)"}.get(cv, f"{cv}-fold CV MSE")
-        return {"gamma": np.asarray(r["param_gamma"]), "alpha": np.asarray(r["param_alpha"]),
-                "score": -np.asarray(r["mean_test_score"]), "df": np.asarray(r["df"]), "kind": kind}
+        return {
+            "gamma": np.asarray(r["param_gamma"]),
+            "alpha": np.asarray(r["param_alpha"]),
+            "score": -np.asarray(r["mean_test_score"]),
+            "df": np.asarray(r["df"]),
+            "kind": kind,
+        }
     fmap = getattr(est, "feature_map_", None)  # the exact solver has no feature map
     gamma = fmap.params.get("length_scale") if fmap is not None else None
     alphas, gcv, df = np.asarray(est.alphas_), np.asarray(est.gcv_), np.asarray(est.df_path_)
@@ -80,11 +84,12 @@ def path_table(est) -> dict[str, np.ndarray] | None:
         alphas = float(est.alpha_) * FIXED_ALPHA_CURVE
         gcv, df = spectrum.gcv(alphas), spectrum.df(alphas)
         table["title"] = f"α fixed at {est.alpha_:.3g}: GCV (solid) and df (dashed) around it"
-        table["note"] = (f"α was fixed at {est.alpha_:.3g} (the fit used that α only); the penalty-path "
-                         "figure shows GCV and df over α·10^±3 around it, from the fit's "
-                         "eigendecomposition (no further pass over the data).")
-    g = np.full(alphas.size, np.nan if gamma is None or isinstance(gamma, list) else
-                1.0 / (2.0 * float(gamma) ** 2))
+        table["note"] = (
+            f"α was fixed at {est.alpha_:.3g} (the fit used that α only); the penalty-path "
+            "figure shows GCV and df over α·10^±3 around it, from the fit's "
+            "eigendecomposition (no further pass over the data)."
+        )
+    g = np.full(alphas.size, np.nan if gamma is None or isinstance(gamma, list) else 1.0 / (2.0 * float(gamma) ** 2))
     table.update(gamma=g, alpha=alphas, score=gcv if gcv.ndim == 1 else gcv.mean(axis=1), df=df)
     return table
 
@@ -93,10 +98,15 @@ def no_path_reason(est, table: dict[str, Any] | None = None) -> str:
     """Why there is no penalty-path figure for ``est`` (its ``table``, if any) (for report.md)."""
     if table is not None:
         return f"No penalty-path figure: no α on the path has a finite {table['kind']} score."
-    why = ("the exact solver scores only the α it solves for" if getattr(est, "feature_map_", None) is None
-           else "this model was saved before bigkernel kept the spectrum that gives the curve")
-    return (f"No penalty-path figure: α was fixed (α={est.alpha_:.3g}) and {why}, so the path "
-            "would be a single point. Give `alpha: gcv` or a list of α to see the path.")
+    why = (
+        "the exact solver scores only the α it solves for"
+        if getattr(est, "feature_map_", None) is None
+        else "this model was saved before bigkernel kept the spectrum that gives the curve"
+    )
+    return (
+        f"No penalty-path figure: α was fixed (α={est.alpha_:.3g}) and {why}, so the path "
+        "would be a single point. Give `alpha: gcv` or a list of α to see the path."
+    )
 
 
 def plot_alpha_path(table: dict[str, Any], path: str, chosen: tuple[float, float] | None = None) -> str:
@@ -106,13 +116,13 @@ def plot_alpha_path(table: dict[str, Any], path: str, chosen: tuple[float, float
     ax2 = ax.twinx()
     gammas = table["gamma"]
     keys = np.unique(gammas[~np.isnan(gammas)]) if np.any(~np.isnan(gammas)) else [np.nan]
-    for i, g in enumerate(keys):
+    for g in keys:
         sel = np.isnan(gammas) if np.isnan(g) else gammas == g
         order = np.argsort(table["alpha"][sel])
         a, sc, df = table["alpha"][sel][order], table["score"][sel][order], table["df"][sel][order]
         sc = np.where(np.isfinite(sc), sc, np.nan)  # inf: an unreliable score, not drawn
         label = "" if np.isnan(g) else f"γ={g:.3g}"
-        line, = ax.plot(a, sc, marker="o", ms=3, label=label or table["kind"])
+        (line,) = ax.plot(a, sc, marker="o", ms=3, label=label or table["kind"])
         ax2.plot(a, df, ls="--", color=line.get_color(), alpha=0.6)
     if chosen is not None:
         ax.axvline(chosen[1], color="k", lw=0.8, ls=":")
@@ -120,8 +130,15 @@ def plot_alpha_path(table: dict[str, Any], path: str, chosen: tuple[float, float
         if isinstance(chosen[0], float) and np.isfinite(chosen[0]):
             at &= np.isnan(gammas) | np.isclose(gammas, chosen[0], rtol=1e-12)
         if at.sum() == 1:  # the chosen point on its curve (not drawn when ambiguous)
-            ax.plot(table["alpha"][at], table["score"][at], marker="*", ms=12, color="k", ls="",
-                    label=f"chosen α={chosen[1]:.3g}")
+            ax.plot(
+                table["alpha"][at],
+                table["score"][at],
+                marker="*",
+                ms=12,
+                color="k",
+                ls="",
+                label=f"chosen α={chosen[1]:.3g}",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("α (ridge penalty)")
@@ -152,8 +169,9 @@ def plot_predicted_vs_observed(y: np.ndarray, pred: np.ndarray, path: str, title
     return path
 
 
-def write_report(output: str, metrics: dict[str, Any], figures: dict[str, str],
-                 notes: dict[str, str] | None = None) -> str:
+def write_report(
+    output: str, metrics: dict[str, Any], figures: dict[str, str], notes: dict[str, str] | None = None
+) -> str:
     """``report.md`` in ``output``: the job's figures (relative links), key numbers and
     ``notes`` ({section title: paragraph}, e.g. why a figure is missing, what a file holds)."""
     m = metrics
@@ -198,13 +216,15 @@ def make_report(output: str, est, holdout: tuple[np.ndarray, ...] | None, metric
     if table is None or not np.isfinite(table["score"]).any():
         notes["Penalty path"] = no_path_reason(est, table)
     else:
-        figures["Penalty path"] = plot_alpha_path(table, os.path.join(output, "alpha_path.png"),
-                                                  chosen=(getattr(est, "gamma_", np.nan), est.alpha_))
+        figures["Penalty path"] = plot_alpha_path(
+            table, os.path.join(output, "alpha_path.png"), chosen=(getattr(est, "gamma_", np.nan), est.alpha_)
+        )
         if "note" in table:
             notes["Penalty path with a fixed α"] = table["note"]
     if holdout is not None and holdout[0].size:
         figures["Predicted vs observed"] = plot_predicted_vs_observed(
-            holdout[0], holdout[1], os.path.join(output, "predicted_vs_observed.png"))
+            holdout[0], holdout[1], os.path.join(output, "predicted_vs_observed.png")
+        )
     band = os.path.join(output, "bootstrap_band.png")
     if os.path.exists(band):
         figures["Bootstrap band"] = band
@@ -223,15 +243,19 @@ def holdout_sample_note(output: str, metrics: dict[str, Any]) -> str | None:
     with np.load(path, allow_pickle=False) as z:
         arrays, size = sorted(z.files), int(z["y"].size)
     first = min(int(metrics["data"]["n_samples"]), holdout_module.HOLDOUT_SAMPLE_ROWS)
-    what = {"row": "`row` (global row index in the training data, from 0)",
-            "y": "`y` (observed; the first target when there are several)",
-            "pred": "`pred` (the saved model's prediction)"}
+    what = {
+        "row": "`row` (global row index in the training data, from 0)",
+        "y": "`y` (observed; the first target when there are several)",
+        "pred": "`pred` (the saved model's prediction)",
+    }
     order = [a for a in what if a in arrays] + [a for a in arrays if a not in what]
     listed = ", ".join(what.get(a, f"`{a}`") for a in order)
-    return (f"`holdout_sample.npz` holds the {size:,} holdout rows among the first {first:,} rows of "
-            f"the training data (the rows the predicted-vs-observed figure draws; the holdout "
-            f"scores above use every holdout row): arrays {listed}, one entry per row. "
-            "Read it with `numpy.load`.")
+    return (
+        f"`holdout_sample.npz` holds the {size:,} holdout rows among the first {first:,} rows of "
+        f"the training data (the rows the predicted-vs-observed figure draws; the holdout "
+        f"scores above use every holdout row): arrays {listed}, one entry per row. "
+        "Read it with `numpy.load`."
+    )
 
 
 def report_from_folder(output: str) -> dict[str, str]:

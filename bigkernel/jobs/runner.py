@@ -23,17 +23,17 @@ from bigkernel._version import __version__
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import OutputExistsError
 from bigkernel.graph.residuals import residual_graph
+from bigkernel.io.predictions import predict_to_path
 from bigkernel.jobs.config import JobConfig
 from bigkernel.jobs.holdout import holdout_rows, holdout_sample
 from bigkernel.jobs.inputs import _chunk_rows, check_inputs, open_dataset, open_training_data
 from bigkernel.kernels.registry import kernel_spec
-from bigkernel.runtime import compute, progress_bars
 from bigkernel.models._base import block_predictor
-from bigkernel.io.predictions import predict_to_path
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.dual import describe_df
 from bigkernel.numerics.splits import HoldoutSplit
+from bigkernel.runtime import compute, progress_bars
 
 logger = logging.getLogger(__name__)
 
@@ -58,14 +58,29 @@ def build_estimator(cfg: JobConfig):
 
 def _build_kernel_solver(m, alpha, ls):
     """ExactKernelRidge, NystroemRidge or KernelRidge (solver auto) from the ``model:`` keys."""
-    from bigkernel.models.kernel_ridge import KernelRidge
     from bigkernel.models.exact import ExactKernelRidge
+    from bigkernel.models.kernel_ridge import KernelRidge
     from bigkernel.models.nystroem import NystroemRidge
 
-    common = dict(alpha=alpha, gamma=m.gamma, degree=m.degree, coef0=m.coef0, length_scale=ls, nu=m.nu,
-                  fit_intercept=m.fit_intercept, random_state=m.random_state, standardize=m.standardize)
-    exact = dict(tol=m.tol, max_iter=m.max_iter, rank=m.rank, memory_budget=m.memory_budget,
-                 n_probes=m.n_probes, preconditioner=None if m.preconditioner == "none" else m.preconditioner)
+    common = dict(
+        alpha=alpha,
+        gamma=m.gamma,
+        degree=m.degree,
+        coef0=m.coef0,
+        length_scale=ls,
+        nu=m.nu,
+        fit_intercept=m.fit_intercept,
+        random_state=m.random_state,
+        standardize=m.standardize,
+    )
+    exact = dict(
+        tol=m.tol,
+        max_iter=m.max_iter,
+        rank=m.rank,
+        memory_budget=m.memory_budget,
+        n_probes=m.n_probes,
+        preconditioner=None if m.preconditioner == "none" else m.preconditioner,
+    )
     if m.solver == "exact":
         return ExactKernelRidge(m.kernel, dtype=m.gram_dtype, **exact, **common)
     if m.solver == "nystroem":
@@ -195,8 +210,15 @@ def _record_failure(output: str, job: str, handler: logging.Handler, exc: BaseEx
 
     message = str(exc) or ("interrupted" if isinstance(exc, KeyboardInterrupt) else "")
     ours = isinstance(exc, BigkernelError)  # its message says all; anything else is a bug: traceback
-    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, "job %s failed: %s: %s",
-                               (job, type(exc).__name__, message), None if ours else (type(exc), exc, exc.__traceback__))
+    record = logger.makeRecord(
+        logger.name,
+        logging.ERROR,
+        __file__,
+        0,
+        "job %s failed: %s: %s",
+        (job, type(exc).__name__, message),
+        None if ours else (type(exc), exc, exc.__traceback__),
+    )
     handler.handle(record)
     _write_json_atomic(os.path.join(output, STATUS_FILE), {
         "status": "failed", "job": job, "error": {"type": type(exc).__name__, "message": message},
@@ -220,14 +242,24 @@ def _prepare_output(cfg: JobConfig) -> None:
     pred = cfg.predict.output if cfg.predict is not None and "://" not in cfg.predict.output else None
     pred_inside = pred is not None and _is_inside(pred, cfg.output)
     if pred is not None and not pred_inside and os.path.exists(pred) and not cfg.overwrite:
-        raise OutputExistsError(
-            f"predict.output {pred!r} already exists; choose another path or set `overwrite: true`"
-        )
+        raise OutputExistsError(f"predict.output {pred!r} already exists; choose another path or set `overwrite: true`")
     os.makedirs(cfg.output, exist_ok=True)
-    stale = [done] + [os.path.join(cfg.output, name) for name in (
-        STATUS_FILE, "summary.txt", "model.zarr", "report.md", "alpha_path.png", "predicted_vs_observed.png",
-        "holdout_sample.npz", "search_results.json", "bootstrap_band.zarr", "bootstrap_band.png",
-        "bootstrap_band.csv")]
+    stale = [done] + [
+        os.path.join(cfg.output, name)
+        for name in (
+            STATUS_FILE,
+            "summary.txt",
+            "model.zarr",
+            "report.md",
+            "alpha_path.png",
+            "predicted_vs_observed.png",
+            "holdout_sample.npz",
+            "search_results.json",
+            "bootstrap_band.zarr",
+            "bootstrap_band.png",
+            "bootstrap_band.csv",
+        )
+    ]
     for path in stale + ([pred] if pred_inside else []):
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -251,11 +283,17 @@ def dry_run(cfg: JobConfig) -> dict[str, Any]:
     plan: dict[str, Any] = {"config": cfg.to_dict()}
     if cfg.data.make is not None and not os.path.exists(cfg.data.make.path):
         mk = cfg.data.make
-        plan["chunk_plan"] = {"source": mk.path, "n_samples": mk.n_samples, "n_features": mk.n_features,
-                              "note": "synthetic data not made yet; it will be written first"}
+        plan["chunk_plan"] = {
+            "source": mk.path,
+            "n_samples": mk.n_samples,
+            "n_features": mk.n_features,
+            "note": "synthetic data not made yet; it will be written first",
+        }
     else:
-        plan["chunk_plan"] = chunk_plan(cfg, open_training_data(cfg) if cfg.data.make is None
-                                        else open_dataset(cfg.data.make.source, _chunk_rows(cfg)))
+        plan["chunk_plan"] = chunk_plan(
+            cfg,
+            open_training_data(cfg) if cfg.data.make is None else open_dataset(cfg.data.make.source, _chunk_rows(cfg)),
+        )
     return plan
 
 
@@ -303,13 +341,16 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             # any estimator: its own numpy predict per chunk, train/holdout sums in one pass; the
             # first rows for the figure and holdout_sample.npz ride along in the same graph
             head = holdout_rows(ds, split)
-            res, *head = compute(residual_graph(ds.X, Y, block_predictor(est), groups=split.groups,
-                                                n_groups=2), *head, client=client, label="evaluate")
+            res, *head = compute(
+                residual_graph(ds.X, Y, block_predictor(est), groups=split.groups, n_groups=2),
+                *head,
+                client=client,
+                label="evaluate",
+            )
             scores = _metrics_from_residuals(res)
             holdout = holdout_sample(*head, est, split) if head else None
             if holdout is not None:
-                np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1],
-                         row=holdout[2])
+                np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1], row=holdout[2])
             timings["evaluate"] = time.perf_counter() - t
 
             t = time.perf_counter()
@@ -362,16 +403,25 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
     inner = getattr(est, "estimator_", est)  # KernelRidge (solver auto) wraps the solver it chose
     kernel = est.kernel if isinstance(est.kernel, str) else getattr(est.kernel, "name", str(est.kernel))
     gcv = np.asarray(est.gcv_, dtype=np.float64)
-    out = {"solver": getattr(est, "solver_", cfg.model.solver), "kernel": kernel,
-           "n_components": getattr(inner, "n_components", None), "alpha": est.alpha_, "df": _finite(est.df_),
-           "dtype": getattr(inner, "dtype", None),
-           "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None}
+    out = {
+        "solver": getattr(est, "solver_", cfg.model.solver),
+        "kernel": kernel,
+        "n_components": getattr(inner, "n_components", None),
+        "alpha": est.alpha_,
+        "df": _finite(est.df_),
+        "dtype": getattr(inner, "dtype", None),
+        "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None,
+    }
     if hasattr(est, "solver_reason_"):
         out["solver_reason"] = est.solver_reason_
     if hasattr(inner, "n_iter_"):  # exact: CG figures, df's standard error, the Gram cache
-        out.update(n_samples_fit=inner.n_samples_fit_, df_stderr=_finite(inner.df_stderr_),
-                   n_iter=np.asarray(inner.n_iter_).tolist(), residual=np.asarray(inner.residual_).tolist(),
-                   solver_info=inner.solver_info_)
+        out.update(
+            n_samples_fit=inner.n_samples_fit_,
+            df_stderr=_finite(inner.df_stderr_),
+            n_iter=np.asarray(inner.n_iter_).tolist(),
+            residual=np.asarray(inner.residual_).tolist(),
+            solver_info=inner.solver_info_,
+        )
     elif hasattr(inner, "criterion"):  # exact search (ExactKernelRidgeCV): closed form, no CG
         out.update(n_samples_fit=inner.n_samples_fit_, dtype="float64", solver_info=inner.solver_info_)
     return out
@@ -386,9 +436,12 @@ def _search_summary(est) -> dict[str, Any] | None:
     """Best point and grid size of a (γ, α) search, or None for a plain fit."""
     if not hasattr(est, "cv_results_"):
         return None
-    return {"cv": getattr(est, "criterion", None) or est.cv, "best_params": est.best_params_,
-            "best_score": est.best_score_,
-            "n_candidates": len(est.cv_results_["params"])}
+    return {
+        "cv": getattr(est, "criterion", None) or est.cv,
+        "best_params": est.best_params_,
+        "best_score": est.best_score_,
+        "n_candidates": len(est.cv_results_["params"]),
+    }
 
 
 def _want_plots(cfg: JobConfig) -> bool:
@@ -396,8 +449,9 @@ def _want_plots(cfg: JobConfig) -> bool:
 
     if cfg.plots == "auto":
         if not plots_available():
-            logger.warning("matplotlib, a dependency of bigkernel, is not installed: no figures "
-                           "(pip install matplotlib)")
+            logger.warning(
+                "matplotlib, a dependency of bigkernel, is not installed: no figures (pip install matplotlib)"
+            )
             return False
         return True
     if cfg.plots:
@@ -419,18 +473,22 @@ def summary_text(m: dict[str, Any]) -> str:
     d, mo = m["data"], m["model"]
     lines = [
         f"bigkernel {m['bigkernel_version']} — job {m['job']}",
-        f"data:  {d['n_samples']:,} rows × {d['n_features']} features from {d['source']} "
-        f"({d['n_chunks']} chunks)",
+        f"data:  {d['n_samples']:,} rows × {d['n_features']} features from {d['source']} ({d['n_chunks']} chunks)",
         f"model: {mo['solver']} {mo['kernel']}, "
-        + (f"exact on n={mo['n_samples_fit']:,}, "
-           + (f"CG iterations {mo['n_iter']}, " if "n_iter" in mo else "closed form (eigh per gamma), ")
-           if "n_samples_fit" in mo else f"D={mo['n_components']}, ")
+        + (
+            f"exact on n={mo['n_samples_fit']:,}, "
+            + (f"CG iterations {mo['n_iter']}, " if "n_iter" in mo else "closed form (eigh per gamma), ")
+            if "n_samples_fit" in mo
+            else f"D={mo['n_components']}, "
+        )
         + f"alpha={mo['alpha']:.3g}, {describe_df(mo['df'], mo.get('df_stderr'))}, {mo['dtype']} "
         + ("Gram" if "n_samples_fit" in mo else "features"),
     ]
     if m.get("search"):
-        lines.append(f"search: best {m['search']['best_params']} of {m['search']['n_candidates']} "
-                     f"candidates ({_search_kind(m['search']['cv'])})")
+        lines.append(
+            f"search: best {m['search']['best_params']} of {m['search']['n_candidates']} "
+            f"candidates ({_search_kind(m['search']['cv'])})"
+        )
     for name, s in m["scores"].items():
         lines.append(f"{name:8s} n={s['n_samples']:,}  RMSE={s['rmse']:.4f}  R²={s['r2']:.4f}")
     lines += _bootstrap_band_lines(m)

@@ -58,9 +58,7 @@ def _length_scale(kernel: str, value: Any) -> float | tuple[float, ...]:
             f"feature, found shape {arr.shape}"
         )
     if not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
-        raise ParameterError(
-            f"{kernel} kernel: every length_scale must be finite and > 0, found {arr.tolist()}"
-        )
+        raise ParameterError(f"{kernel} kernel: every length_scale must be finite and > 0, found {arr.tolist()}")
     return tuple(float(v) for v in arr)
 
 
@@ -83,10 +81,7 @@ def _blocks(X: ArrayLike, Z: ArrayLike | None) -> tuple[np.ndarray, np.ndarray |
         return Xa, None
     Za = _as_2d(Z, "Z")
     if Za.shape[1] != Xa.shape[1]:
-        raise DataError(
-            f"X and Z must have the same number of features: X has {Xa.shape[1]}, "
-            f"Z has {Za.shape[1]}"
-        )
+        raise DataError(f"X and Z must have the same number of features: X has {Xa.shape[1]}, Z has {Za.shape[1]}")
     return Xa, Za
 
 
@@ -178,9 +173,7 @@ def _gram_self(X: np.ndarray, *, symmetrize: bool = True) -> np.ndarray:
     return out
 
 
-def _feature_scaler(
-    length_scale: float | tuple[float, ...], kernel: str
-) -> Callable[[np.ndarray], np.ndarray]:
+def _feature_scaler(length_scale: float | tuple[float, ...], kernel: str) -> Callable[[np.ndarray], np.ndarray]:
     """In-place ``x ↦ x / ℓ`` (one ℓ or one per feature) for a centred copy."""
     inv = 1.0 / np.asarray(length_scale, dtype=np.float64)
 
@@ -201,7 +194,6 @@ def _finish(arg: np.ndarray, func, dtype: np.dtype) -> np.ndarray:
     out = arg if dtype == arg.dtype else arg.astype(dtype)
     func(out, out=out)
     return out
-
 
 
 def _ones_diag(X: ArrayLike) -> np.ndarray:

@@ -52,9 +52,7 @@ class Kernel:
     # numpy scalars defer to our __rmul__ (np.float64(2) * k is a Scaled kernel)
     __array_ufunc__ = None
 
-    def __call__(
-        self, X: ArrayLike, Z: ArrayLike | None = None, *, dtype: DTypeLike = np.float64
-    ) -> np.ndarray:
+    def __call__(self, X: ArrayLike, Z: ArrayLike | None = None, *, dtype: DTypeLike = np.float64) -> np.ndarray:
         """Gram block ``K[i, j] = k(X[i], Z[j])``.
 
         Parameters
@@ -127,9 +125,7 @@ def _flatten(cls: type, kernels: tuple[Kernel, ...]) -> tuple[Kernel, ...]:
     flat: list[Kernel] = []
     for k in kernels:
         if not isinstance(k, Kernel):
-            raise ParameterError(
-                f"{cls.name} of kernels: every term must be a Kernel, found {type(k).__name__}"
-            )
+            raise ParameterError(f"{cls.name} of kernels: every term must be a Kernel, found {type(k).__name__}")
         flat.extend(k.kernels if isinstance(k, cls) else (k,))
     if len(flat) < 2:
         raise ParameterError(f"{cls.name} of kernels needs at least two kernels, found {len(flat)}")

@@ -85,7 +85,6 @@ class Polynomial(Kernel):
         return {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
 
 
-
 @dataclass(frozen=True, eq=False)
 class Sigmoid(Kernel):
     """Sigmoid kernel ``tanh(γ xᵀy + coef0)`` — NOT positive semi-definite in general.

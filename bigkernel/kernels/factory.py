@@ -94,9 +94,7 @@ def make_kernel(
     given = {k: v for k, v in params.items() if v is not None}
     if isinstance(name, Kernel):
         if given and strict:
-            raise ParameterError(
-                f"parameters {sorted(given)} cannot be applied to a Kernel instance"
-            )
+            raise ParameterError(f"parameters {sorted(given)} cannot be applied to a Kernel instance")
         return name
     if not isinstance(name, str):
         raise ParameterError(f"kernel must be a name or a Kernel, found {type(name).__name__}")
@@ -137,7 +135,6 @@ def _default_gamma(kernel: str, has_length_scale: bool, n_features: int | None) 
     if n_features is None:
         extra = " or length_scale" if has_length_scale else ""
         raise ParameterError(
-            f"{kernel} kernel: give gamma{extra}, or n_features for scikit-learn's default "
-            "gamma = 1 / n_features"
+            f"{kernel} kernel: give gamma{extra}, or n_features for scikit-learn's default gamma = 1 / n_features"
         )
     return 1.0 / _positive_int(kernel, "n_features", n_features)

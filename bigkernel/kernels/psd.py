@@ -68,11 +68,7 @@ def check_psd(
     if isinstance(n_sample, bool) or not isinstance(n_sample, numbers.Integral) or n_sample < 2:
         raise ParameterError(f"check_psd: n_sample must be an integer >= 2, found {n_sample!r}")
     rng = np.random.default_rng(random_state)
-    rows = (
-        np.sort(rng.choice(len(X), size=n_sample, replace=False))
-        if len(X) > n_sample
-        else slice(None)
-    )
+    rows = np.sort(rng.choice(len(X), size=n_sample, replace=False)) if len(X) > n_sample else slice(None)
     K = kernel(X[rows])
     w = np.linalg.eigvalsh(0.5 * (K + K.T))
     lo, hi = float(w[0]), float(w[-1])

@@ -85,8 +85,7 @@ class RBF(Kernel):
         def apply(Xc: np.ndarray) -> np.ndarray:
             if T.shape[0] != Xc.shape[1]:
                 raise DataError(
-                    f"rbf kernel: precision matrix is {T.shape[0]}×{T.shape[0]} but the data "
-                    f"has {Xc.shape[1]} features"
+                    f"rbf kernel: precision matrix is {T.shape[0]}×{T.shape[0]} but the data has {Xc.shape[1]} features"
                 )
             return Xc @ T
 
@@ -113,9 +112,7 @@ def _psd_matrix_factor(A: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Check that ``A`` is a symmetric PSD matrix; return it and ``T`` with ``A = T Tᵀ``."""
     A = np.asarray(A, dtype=np.float64)
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.size == 0:
-        raise ParameterError(
-            f"rbf kernel: precision must be a square (d, d) matrix, found shape {A.shape}"
-        )
+        raise ParameterError(f"rbf kernel: precision must be a square (d, d) matrix, found shape {A.shape}")
     if not np.all(np.isfinite(A)):
         raise ParameterError("rbf kernel: precision contains NaN or inf")
     scale = max(float(np.abs(A).max()), np.finfo(float).tiny)
@@ -124,9 +121,7 @@ def _psd_matrix_factor(A: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     A = 0.5 * (A + A.T)
     w, U = np.linalg.eigh(A)
     if w.min() < -1e-10 * max(abs(w.max()), np.finfo(float).tiny):
-        raise ParameterError(
-            f"rbf kernel: precision must be positive semi-definite, found eigenvalue {w.min():.3g}"
-        )
+        raise ParameterError(f"rbf kernel: precision must be positive semi-definite, found eigenvalue {w.min():.3g}")
     T = U * np.sqrt(np.clip(w, 0.0, None))
     return A, T
 
@@ -253,12 +248,8 @@ class Periodic(Kernel):
     stationary: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "length_scale", _positive("periodic", "length_scale", self.length_scale)
-        )
-        object.__setattr__(
-            self, "periodicity", _positive("periodic", "periodicity", self.periodicity)
-        )
+        object.__setattr__(self, "length_scale", _positive("periodic", "length_scale", self.length_scale))
+        object.__setattr__(self, "periodicity", _positive("periodic", "periodicity", self.periodicity))
 
     def _block(self, X, Z, dtype):
         out = _dists(X, Z)

@@ -85,8 +85,15 @@ COEF0 = [Interval(Real, None, None, closed="neither")]
 KERNEL_PARAMS = [dict, None]
 #: the kernel's entries, shared by every estimator that builds an exact kernel (names are checked
 #: when the kernel is built, by make_kernel and the registry)
-KERNEL_CONSTRAINTS = {"kernel": KERNEL, "gamma": GAMMA, "degree": DEGREE, "coef0": COEF0,
-                      "length_scale": LENGTH_SCALE, "nu": NU, "kernel_params": KERNEL_PARAMS}
+KERNEL_CONSTRAINTS = {
+    "kernel": KERNEL,
+    "gamma": GAMMA,
+    "degree": DEGREE,
+    "coef0": COEF0,
+    "length_scale": LENGTH_SCALE,
+    "nu": NU,
+    "kernel_params": KERNEL_PARAMS,
+}
 
 
 class RowWeights:
@@ -114,12 +121,9 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray:
 
         (sample_weight,) = compute(sample_weight, label="sample weights")
     try:
-        sw = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64,
-                                  ensure_non_negative=True)
+        sw = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64, ensure_non_negative=True)
     except ValueError as exc:
-        raise ParameterError(
-            f"sample_weight must be finite weights >= 0, one per row (shape ({n},)); {exc}"
-        ) from None
+        raise ParameterError(f"sample_weight must be finite weights >= 0, one per row (shape ({n},)); {exc}") from None
     return sw
 
 
@@ -138,8 +142,13 @@ def int_seed(random_state) -> int:
 @functools.cache
 def _init_defaults(cls: type) -> dict:
     """The default of each ``__init__`` parameter of ``cls`` (offered as the fix of an error)."""
-    return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+    return {
+        name: p.default
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
 class _NamedBlocks:
     """``est.predict`` for numpy blocks cut from the table the model was fitted on: each block
     gets the fitted column names back, so scikit-learn's name check passes (a bare array would
@@ -184,8 +193,12 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     def _validate_params(self) -> None:
         """Check every parameter against ``_parameter_constraints`` (overrides scikit-learn's
         private method of the same name, which reads scikit-learn's own constraint objects)."""
-        validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__,
-                        defaults=_init_defaults(type(self)))
+        validate_params(
+            self._parameter_constraints,
+            self.get_params(deep=False),
+            type(self).__name__,
+            defaults=_init_defaults(type(self)),
+        )
 
     def _check_rules(self) -> None:
         """Rules a table cannot express (several parameters together); none by default."""
@@ -287,8 +300,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     def _check_n_features(self, d: int) -> None:
         if d != self.n_features_in_:
             raise DataError(
-                f"X has {d} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
+                f"X has {d} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input"
             )
 
     # ----------------------------------------------------------------- output

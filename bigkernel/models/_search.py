@@ -16,8 +16,15 @@ def search_params(gammas: np.ndarray, alphas: np.ndarray, with_gamma: bool = Tru
     return [({"gamma": float(g)} if with_gamma else {}) | {"alpha": float(a)} for g, a in zip(gammas, alphas)]
 
 
-def cv_results(gammas: np.ndarray, alphas: np.ndarray, mean: np.ndarray, std: np.ndarray, *,
-               with_gamma: bool = True, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def cv_results(
+    gammas: np.ndarray,
+    alphas: np.ndarray,
+    mean: np.ndarray,
+    std: np.ndarray,
+    *,
+    with_gamma: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``cv_results_`` shaped like scikit-learn's: params, param_gamma, param_alpha, mean, std
     and rank of the test score (higher is better), then ``extra`` columns."""
     mean = np.asarray(mean, dtype=np.float64)

@@ -24,6 +24,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, NotPSDError, ParameterError
+from bigkernel.io.model_store import register_model
+from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.factory import kernel_from_dict, make_kernel
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
@@ -39,17 +42,14 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
-from bigkernel.runtime import active_client, compute
-from bigkernel.solvers.gram_operator import GramOperator
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
-from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.factory import kernel_from_dict, make_kernel
 from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
-from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import resolve_alphas
+from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import check_finite
-from bigkernel.io.model_store import register_model
+from bigkernel.runtime import active_client, compute
+from bigkernel.solvers.gram_operator import GramOperator
 from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
@@ -367,8 +367,9 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
         return self
 
-    def _fit_arrays(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float,
-                    sample_weight: np.ndarray | None = None) -> None:
+    def _fit_arrays(
+        self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, sample_weight: np.ndarray | None = None
+    ) -> None:
         d = X.shape[1]
         self.n_features_in_ = d
         self._set_range(X.min(axis=0), X.max(axis=0))  # the training rows, in memory, unscaled
@@ -381,8 +382,9 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         ops: list[GramOperator] = []
 
         def operator(n_rhs: int, reserve: int) -> GramOperator:
-            ops.append(GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs,
-                                    reserve_bytes=reserve))
+            ops.append(
+                GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve)
+            )
             return ops[0]
 
         try:
@@ -396,8 +398,15 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             "fit_seconds": round(time.perf_counter() - t0, 3),
         })  # fmt: skip
 
-    def _solve(self, kernel: Kernel, X: np.ndarray, Y: np.ndarray, operator, budget: int,
-               sample_weight: np.ndarray | None = None):
+    def _solve(
+        self,
+        kernel: Kernel,
+        X: np.ndarray,
+        Y: np.ndarray,
+        operator,
+        budget: int,
+        sample_weight: np.ndarray | None = None,
+    ):
         """The dual solution on ``(X, Y)``, every α in one CG run: ``(DualSolution, rank, seconds
         spent on the preconditioner)``.
 

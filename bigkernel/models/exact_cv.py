@@ -21,7 +21,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.models._search import best_index, cv_results, search_params
+from bigkernel.io.model_store import register_model
+from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.factory import kernel_from_dict
+from bigkernel.kernels.registry import bandwidth_names, gamma_from_length_scale, kernel_spec, kernels_searching
 from bigkernel.models._base import (
     COEF0,
     DEGREE,
@@ -38,16 +41,13 @@ from bigkernel.models._base import (
     _EstimatorBase,
     single_target,
 )
-from bigkernel.runtime import compute
+from bigkernel.models._search import best_index, cv_results, search_params
 from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
-from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.factory import kernel_from_dict
-from bigkernel.kernels.registry import bandwidth_names, gamma_from_length_scale, kernel_spec, kernels_searching
-from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
+from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import check_finite
-from bigkernel.io.model_store import register_model
+from bigkernel.runtime import compute
 from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
@@ -272,8 +272,15 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         return [None]
 
     def _kernel_at(self, gamma: float | None, n_features: int) -> Kernel:
-        spec = SimpleNamespace(kernel=self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
-                               length_scale=None, nu=self.nu, kernel_params=self.kernel_params)
+        spec = SimpleNamespace(
+            kernel=self.kernel,
+            gamma=gamma,
+            degree=self.degree,
+            coef0=self.coef0,
+            length_scale=None,
+            nu=self.nu,
+            kernel_params=self.kernel_params,
+        )
         return build_kernel(spec, n_features)
 
     def _check_size(self, n: int, d: int, budget: int) -> None:
@@ -350,6 +357,12 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         return self
 
     def _search(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, budget: int) -> None:
+        """Score every (γ, α), keep the best point's coefficients, set the fitted attributes.
+
+        One function on purpose: per γ, one Gram matrix and one eigendecomposition serve every α
+        and the best point's coefficients; keeping the loop together frees each Gram matrix
+        before the next is built (the memory bound of ``exact_cv_bytes``).
+        """
         n, d = X.shape
         gammas = self._bandwidths(d)
         table: dict[str, list] = {k: [] for k in ("gamma", "alpha", "loo", "gcv", "loo_std", "df")}
@@ -388,11 +401,25 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 best = {"gamma": g, "kernel": kernel, "tiler": tiler, "alpha": a, "alphas": alphas,
                         "coef": path.coef(a), "intercept": path.intercept(a), "df": sc.df, "gcv": sc.gcv,
                         "loo": sc.loo_mse}  # fmt: skip
-            timings.append({"gamma": g_report, "gram_seconds": round(t_gram, 3), "eigh_seconds": round(t_eigh, 3),
-                            "score_seconds": round(time.perf_counter() - t - t_gram - t_eigh, 3)})
-            logger.info("closed-form %s at gamma=%s, n=%s: Gram %.2fs, eigh %.2fs; best alpha %.3g (%s %.4g)",
-                        self.criterion.upper(), "-" if g_report is None else f"{g_report:.4g}", f"{n:,}", t_gram,
-                        t_eigh, alphas[j], self.criterion.upper(), crit[j])
+            timings.append(
+                {
+                    "gamma": g_report,
+                    "gram_seconds": round(t_gram, 3),
+                    "eigh_seconds": round(t_eigh, 3),
+                    "score_seconds": round(time.perf_counter() - t - t_gram - t_eigh, 3),
+                }
+            )
+            logger.info(
+                "closed-form %s at gamma=%s, n=%s: Gram %.2fs, eigh %.2fs; best alpha %.3g (%s %.4g)",
+                self.criterion.upper(),
+                "-" if g_report is None else f"{g_report:.4g}",
+                f"{n:,}",
+                t_gram,
+                t_eigh,
+                alphas[j],
+                self.criterion.upper(),
+                crit[j],
+            )
             del path
         self._set_results(table, searched=gammas != [None])
         self.gamma_ = best["gamma"] if best["gamma"] is not None else _kernel_gamma(best["kernel"])
@@ -407,15 +434,25 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             "per_gamma": timings, "memory_bytes": exact_cv_bytes(n, d), "memory_budget": budget,
             "fit_seconds": round(time.perf_counter() - t0, 3),
         }  # fmt: skip
-        logger.info("ExactKernelRidgeCV over %d (γ, α) points at n=%s: best %s (%s %.4g), %.2fs",
-                    len(self.cv_results_["params"]), f"{n:,}", self.best_params_, self.criterion.upper(),
-                    -self.best_score_, self.solver_info_["fit_seconds"])
+        logger.info(
+            "ExactKernelRidgeCV over %d (γ, α) points at n=%s: best %s (%s %.4g), %.2fs",
+            len(self.cv_results_["params"]),
+            f"{n:,}",
+            self.best_params_,
+            self.criterion.upper(),
+            -self.best_score_,
+            self.solver_info_["fit_seconds"],
+        )
 
     def _set_results(self, table: dict[str, list], *, searched: bool) -> None:
         loo, gcv = np.asarray(table["loo"]), np.asarray(table["gcv"])
         mean = -(loo if self.criterion == "loo" else gcv)
         self.cv_results_ = cv_results(
-            table["gamma"], table["alpha"], mean, table["loo_std"], with_gamma=searched,
+            table["gamma"],
+            table["alpha"],
+            mean,
+            table["loo_std"],
+            with_gamma=searched,
             extra={"mean_test_loo": loo, "mean_test_gcv": gcv, "df": np.asarray(table["df"])},
         )
         best = best_index(self.cv_results_, self.criterion.upper())
@@ -433,8 +470,16 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self._expansion = KernelExpansion(tiler, coef, intercept)
 
     # ----------------------------------------------------------------- persistence
-    _RESULT_ARRAYS = ("param_gamma", "param_alpha", "mean_test_score", "std_test_score", "rank_test_score",
-                      "mean_test_loo", "mean_test_gcv", "df")
+    _RESULT_ARRAYS = (
+        "param_gamma",
+        "param_alpha",
+        "mean_test_score",
+        "std_test_score",
+        "rank_test_score",
+        "mean_test_loo",
+        "mean_test_gcv",
+        "df",
+    )
 
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         check_is_fitted(self, "dual_coef_")
@@ -472,8 +517,6 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         if "scaler_mean" in arrays:
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
         self._read_range(arrays)
-
-
 
 
 def _kernel_gamma(kernel: Kernel) -> float | None:

@@ -26,6 +26,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
+from bigkernel.io.model_store import register_model
+from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.registry import check_kernel_name, kernel_serves
 from bigkernel.models._base import (
     ArrayIn,
     ArrayOut,
@@ -37,14 +40,11 @@ from bigkernel.models._base import (
     _EstimatorBase,
     check_sample_weight,
 )
-from bigkernel.runtime import local_threads
 from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.gram_tiles import plan_gram
-from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.registry import check_kernel_name, kernel_serves
-from bigkernel.io.model_store import register_model
+from bigkernel.runtime import local_threads
 from bigkernel.validation import Options
 
 logger = logging.getLogger(__name__)
@@ -207,10 +207,29 @@ class KernelRidge(_EstimatorBase):
     #: the solvers' own entries, read from their tables (one rule each), and the solver choice;
     #: the chosen solver checks its cross-parameter rules when it is fitted
     _parameter_constraints: ClassVar[dict[str, list]] = {
-        **{name: ExactKernelRidge._parameter_constraints[name] for name in (
-            "kernel", "alpha", "gamma", "degree", "coef0", "length_scale", "nu", "kernel_params",
-            "fit_intercept", "memory_budget", "tol", "max_iter", "preconditioner", "rank", "n_probes",
-            "dtype", "standardize", "random_state")},
+        **{
+            name: ExactKernelRidge._parameter_constraints[name]
+            for name in (
+                "kernel",
+                "alpha",
+                "gamma",
+                "degree",
+                "coef0",
+                "length_scale",
+                "nu",
+                "kernel_params",
+                "fit_intercept",
+                "memory_budget",
+                "tol",
+                "max_iter",
+                "preconditioner",
+                "rank",
+                "n_probes",
+                "dtype",
+                "standardize",
+                "random_state",
+            )
+        },
         **{name: NystroemRidge._parameter_constraints[name] for name in ("n_components", "landmarks")},
         "solver": [Options(str, SOLVERS)],
     }

@@ -11,7 +11,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError
-from bigkernel.runtime import compute
+from bigkernel.io.model_store import register_model
+from bigkernel.kernels.base import Kernel
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
@@ -23,16 +24,15 @@ from bigkernel.models._base import (
 )
 from bigkernel.models.exact import build_kernel
 from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
-from bigkernel.kernels.base import Kernel
 from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
     NystroemMap,
     landmark_pool_size,
     select_landmarks,
 )
-from bigkernel.numerics.sums import sums_precision
 from bigkernel.numerics.primal import solve_primal
-from bigkernel.io.model_store import register_model
+from bigkernel.numerics.sums import sums_precision
+from bigkernel.runtime import compute
 from bigkernel.validation import Options
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,9 @@ class NystroemRidge(_RandomFeatureBase):
         self._fit_scaler(ds, weights)
         fmap = self._make_map(ds, weights)
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
-        return self._set_fitted(solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype)), fmap, ds.y.ndim, stats)
+        return self._set_fitted(
+            solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype)), fmap, ds.y.ndim, stats
+        )
 
     def _make_map(self, ds: Dataset, weights) -> NystroemMap:
         n, d = ds.X.shape
@@ -167,8 +169,13 @@ class NystroemRidge(_RandomFeatureBase):
         Z = select_landmarks(kernel, pool, self.n_components, self.landmarks, random_state=rng)
         params = {"landmarks": self.landmarks, "seed": seed, "pool": int(pool.shape[0])}
         fmap = NystroemMap.from_landmarks(kernel, Z, params=params)
-        logger.info("Nyström map: %d %s landmarks from %d candidates, %d components",
-                    Z.shape[0], self.landmarks, pool.shape[0], fmap.n_components)
+        logger.info(
+            "Nyström map: %d %s landmarks from %d candidates, %d components",
+            Z.shape[0],
+            self.landmarks,
+            pool.shape[0],
+            fmap.n_components,
+        )
         return fmap if scaler is None else fmap.standardized(*scaler)
 
     # ----------------------------------------------------------------- persistence

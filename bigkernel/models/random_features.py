@@ -15,6 +15,8 @@ from sklearn.utils.validation import check_is_fitted
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError
 from bigkernel.graph.stream import stats_graph
+from bigkernel.io.model_store import register_model
+from bigkernel.kernels.registry import check_kernel_name
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
@@ -31,14 +33,12 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
-from bigkernel.runtime import compute
-from bigkernel.kernels.registry import check_kernel_name
 from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
 from bigkernel.numerics.nystroem_features import NystroemMap
-from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
+from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
-from bigkernel.io.model_store import register_model
+from bigkernel.runtime import compute
 from bigkernel.validation import DTypes, Options
 
 logger = logging.getLogger(__name__)
@@ -133,8 +133,14 @@ class _RandomFeatureBase(_EstimatorBase):
         self.n_features_in_ = fmap.n_features_in
         # the range came with the pass (rows of weight > 0 only: training rows of a split)
         self._set_range(*((None, None) if stats.x_min is None else (stats.x_min[0], stats.x_max[0])))
-        logger.info("fitted %s: n=%s D=%d alpha=%.3g df=%.1f", type(self).__name__,
-                    f"{self.n_samples_fit_:,}", fmap.n_components, self.alpha_, self.df_)
+        logger.info(
+            "fitted %s: n=%s D=%d alpha=%.3g df=%.1f",
+            type(self).__name__,
+            f"{self.n_samples_fit_:,}",
+            fmap.n_components,
+            self.alpha_,
+            self.df_,
+        )
         return self
 
     def stats_graph(
@@ -146,8 +152,14 @@ class _RandomFeatureBase(_EstimatorBase):
         """The delayed one-pass statistics of ``ds`` under ``fmap`` (a map, or a list of maps
         sharing the pass), optionally weighted or partitioned (for orchestrators)."""
         Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
-        return stats_graph(ds.X, Y, fmap, weights=weights, dtype=str(np.dtype(self.dtype)),
-                           block_rows=feature_block_rows(self.n_components, self.dtype))
+        return stats_graph(
+            ds.X,
+            Y,
+            fmap,
+            weights=weights,
+            dtype=str(np.dtype(self.dtype)),
+            block_rows=feature_block_rows(self.n_components, self.dtype),
+        )
 
     # ----------------------------------------------------------------- predict
     def _coef_2d(self) -> tuple[np.ndarray, np.ndarray]:

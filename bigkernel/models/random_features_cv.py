@@ -11,16 +11,16 @@ from numpy.typing import DTypeLike
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
-from bigkernel.runtime import compute
-from bigkernel.models._search import best_index, cv_results
+from bigkernel.io.model_store import register_model
+from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
 from bigkernel.models._base import GRID, ArrayIn, Grid, RandomStateLike, RowPartition
+from bigkernel.models._search import best_index, cv_results
 from bigkernel.models.random_features import _RandomFeatureBase
 from bigkernel.numerics.cv import cv_path
-from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
 from bigkernel.numerics.sums import sums_precision
-from bigkernel.io.model_store import register_model
+from bigkernel.runtime import compute
 from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
@@ -193,8 +193,9 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         path = eigen_path(best_total, self.fit_intercept, eps)
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
-        sol = PrimalSolution(coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas),
-                             path.spectrum())
+        sol = PrimalSolution(
+            coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas), path.spectrum()
+        )
         self.gamma_ = gammas[gi]
         return self._set_fitted(sol, fmaps[gi], ds.y.ndim, best_total)
 

@@ -35,11 +35,7 @@ OVERHEAD_BYTES = 64 * 1024
 
 
 def _nonneg(name: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not (math.isfinite(value) and value >= 0)
-    ):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= 0):
         raise ParameterError(f"{name} must be a finite number >= 0, found {value!r}")
     return float(value)
 
@@ -58,9 +54,7 @@ def _fixed(m: int, d: int, n_rhs: int) -> int:
     return m * _vectors(d, n_rhs) + OVERHEAD_BYTES
 
 
-def gram_block_bytes(
-    rows: int, m: int, d: int, itemsize: int, kernel_extra: float = 8.0, *, n_rhs: int = 0
-) -> int:
+def gram_block_bytes(rows: int, m: int, d: int, itemsize: int, kernel_extra: float = 8.0, *, n_rhs: int = 0) -> int:
     """Peak bytes to compute a ``(rows, m)`` Gram block (and multiply it by ``n_rhs`` vectors).
 
     Parameters

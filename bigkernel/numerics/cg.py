@@ -72,26 +72,22 @@ class _Operator:
         self.calls += 1
         AV = np.asarray(self.matvec(V), dtype=np.float64)
         if AV.shape != V.shape:
-            raise DataError(
-                f"matvec returned shape {AV.shape}, expected {V.shape} (same as its input)"
-            )
+            raise DataError(f"matvec returned shape {AV.shape}, expected {V.shape} (same as its input)")
         if self.shift is not None:
             AV = AV + V * self.shift[cols]
         return AV
 
 
-def _preconditioner(
-    preconditioner: Any, shift: np.ndarray | None
-) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def _preconditioner(preconditioner: Any, shift: np.ndarray | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """Normalise the preconditioner argument to ``f(R, cols) ≈ (A + shift[cols] I)⁻¹ R``."""
     if preconditioner is None:
         return lambda R, cols: R
     if shift is not None and hasattr(preconditioner, "apply_shifted"):
-        apply = lambda R, cols: preconditioner.apply_shifted(R, shift[cols])  # noqa: E731
+        apply = lambda R, cols: preconditioner.apply_shifted(R, shift[cols])
     elif hasattr(preconditioner, "apply"):
-        apply = lambda R, cols: preconditioner.apply(R)  # noqa: E731
+        apply = lambda R, cols: preconditioner.apply(R)
     elif callable(preconditioner):
-        apply = lambda R, cols: preconditioner(R)  # noqa: E731
+        apply = lambda R, cols: preconditioner(R)
     else:
         raise ParameterError(
             "preconditioner must be None, a callable R -> M⁻¹R or an object with apply(R), "
@@ -114,9 +110,7 @@ def _column_shifts(shift: ArrayLike | None, m: int) -> np.ndarray | None:
     if s.ndim == 0:
         s = np.full(m, float(s))
     if s.shape != (m,):
-        raise ParameterError(
-            f"shift must be a float or have shape ({m},) (one per column of B), found {s.shape}"
-        )
+        raise ParameterError(f"shift must be a float or have shape ({m},) (one per column of B), found {s.shape}")
     if not np.all(np.isfinite(s)):
         raise ParameterError(f"shift must be finite, found {s.tolist()}")
     return s
@@ -125,18 +119,12 @@ def _column_shifts(shift: ArrayLike | None, m: int) -> np.ndarray | None:
 def _column_tols(tol: ArrayLike, m: int) -> np.ndarray:
     """``tol`` as one tolerance per column (a float applies to all)."""
     if np.ndim(tol) == 0:
-        if (
-            isinstance(tol, bool)
-            or not isinstance(tol, numbers.Real)
-            or not (tol > 0 and math.isfinite(tol))
-        ):
+        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (tol > 0 and math.isfinite(tol)):
             raise ParameterError(f"tol must be a finite float > 0, found {tol!r}")
         return np.full(m, float(tol))
     t = np.asarray(tol, dtype=np.float64)
     if t.shape != (m,) or not np.all(np.isfinite(t) & (t > 0)):
-        raise ParameterError(
-            f"tol must be a finite float > 0 or one per column of B (shape ({m},)), found {tol!r}"
-        )
+        raise ParameterError(f"tol must be a finite float > 0 or one per column of B (shape ({m},)), found {tol!r}")
     return t
 
 
@@ -304,9 +292,7 @@ def _initial(x0: ArrayLike, shape: tuple[int, int], squeeze: bool) -> np.ndarray
     if squeeze and X.ndim == 1:
         X = X[:, None]
     if X.shape != shape:
-        raise DataError(
-            f"x0 must have the shape of B, {shape if not squeeze else shape[:1]}, found {np.shape(x0)}"
-        )
+        raise DataError(f"x0 must have the shape of B, {shape if not squeeze else shape[:1]}, found {np.shape(x0)}")
     return X
 
 
@@ -328,9 +314,7 @@ def _report(
         )
         return
     bad = np.flatnonzero(~converged)
-    shown = ", ".join(f"column {j}: {residual[j]:.3g}" for j in bad[:5]) + (
-        ", ..." if bad.size > 5 else ""
-    )
+    shown = ", ".join(f"column {j}: {residual[j]:.3g}" for j in bad[:5]) + (", ..." if bad.size > 5 else "")
     tol_text = f"{tol[0]:g}" if np.all(tol == tol[0]) else f"{tol[bad].min():g}..{tol[bad].max():g}"
     warnings.warn(
         f"CG did not converge for {bad.size} of {len(n_iter)} right-hand side(s) after "

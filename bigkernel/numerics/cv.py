@@ -26,9 +26,7 @@ def subtract(total: SufficientStats, part: SufficientStats) -> SufficientStats:
         (part.n, part.sum_phi, part.sum_y, part.sum_yy, part.gram, part.phi_y))))  # fmt: skip
 
 
-def validation_sse(
-    fold: SufficientStats, coef: np.ndarray, intercept: np.ndarray, eps: float = 1e-13
-) -> np.ndarray:
+def validation_sse(fold: SufficientStats, coef: np.ndarray, intercept: np.ndarray, eps: float = 1e-13) -> np.ndarray:
     """Σ squared errors on a fold for A coefficient sets: coef (A, D, k), intercept (A, k) → (A, k).
 
     inf where the value is not above 10× its rounding error eps·Σ|terms| (a difference of large

@@ -185,8 +185,7 @@ def solve_dual(
     A = alphas.size
     if A > 1 and eigenvalues is None and n_probes < 2:
         raise ParameterError(
-            "choosing among several alphas needs df(alpha): give n_probes >= 2 (Hutchinson) or "
-            "eigenvalues (exact)"
+            "choosing among several alphas needs df(alpha): give n_probes >= 2 (Hutchinson) or eigenvalues (exact)"
         )
     s = _check_sample_weight(sample_weight, n)
     n_eff = n if s is None else float(s @ s)  # rows of the (repeated) data set

@@ -44,9 +44,7 @@ SAMPLERS = (DEFAULT_SAMPLER, "orthogonal")
 FORMS = ("cos", "cossin")
 
 
-def _unit_frequencies(
-    kernel: str, sampler: str, nu: float, d: int, m: int, rng: np.random.Generator
-) -> np.ndarray:
+def _unit_frequencies(kernel: str, sampler: str, nu: float, d: int, m: int, rng: np.random.Generator) -> np.ndarray:
     """Frequencies of the unit-length-scale kernel, shape (d, m), float64."""
     if kernel == "rbf" and sampler == "orthogonal":
         blocks = []
@@ -149,17 +147,13 @@ class FeatureMap:
         }
 
     @classmethod
-    def from_arrays(
-        cls, meta: dict[str, Any], weights: np.ndarray, offsets: np.ndarray | None
-    ) -> FeatureMap:
+    def from_arrays(cls, meta: dict[str, Any], weights: np.ndarray, offsets: np.ndarray | None) -> FeatureMap:
         """Rebuild a map from :meth:`to_metadata` output and its saved arrays."""
         weights = np.asarray(weights, dtype=np.float64)
         d, m = int(meta["n_features_in"]), int(meta["n_components"])
         n_freq = m // 2 if meta["form"] == "cossin" else m
         if weights.shape != (d, n_freq):
-            raise DataError(
-                f"feature-map weights have shape {weights.shape}, expected {(d, n_freq)}"
-            )
+            raise DataError(f"feature-map weights have shape {weights.shape}, expected {(d, n_freq)}")
         return cls(
             kernel=meta["kernel"],
             n_features_in=d,
@@ -241,9 +235,7 @@ def make_feature_map(
 
 def _fourier_basis(d: int, m: int) -> FeatureMap:
     if d != 1:
-        raise DataError(
-            f"kernel='fourier' is the fixed 1-D Fourier basis and needs X with 1 feature, got {d}"
-        )
+        raise DataError(f"kernel='fourier' is the fixed 1-D Fourier basis and needs X with 1 feature, got {d}")
     if m % 2:
         raise ParameterError(f"kernel='fourier' needs an even n_components, got {m}")
     freqs = 2.0 * math.pi * np.arange(1, m // 2 + 1, dtype=np.float64)[np.newaxis, :]
@@ -263,8 +255,7 @@ def _resolve_length_scale(
     ell = np.atleast_1d(np.asarray(length_scale, dtype=np.float64))
     if ell.ndim != 1 or ell.size not in (1, d):
         raise ParameterError(
-            f"length_scale must be a number or have one entry per feature ({d}), "
-            f"got shape {ell.shape}"
+            f"length_scale must be a number or have one entry per feature ({d}), got shape {ell.shape}"
         )
     if not np.all(np.isfinite(ell) & (ell > 0)):
         raise ParameterError(f"length_scale must be positive and finite, got {length_scale!r}")

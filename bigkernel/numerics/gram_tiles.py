@@ -135,9 +135,7 @@ class GramTiler:
         B = np.hstack([Zt, ones, -half[:, None]])
         return A, B
 
-    def _exp_block(
-        self, A: np.ndarray, B: np.ndarray, dtype: np.dtype, workspace: dict | None = None
-    ) -> np.ndarray:
+    def _exp_block(self, A: np.ndarray, B: np.ndarray, dtype: np.dtype, workspace: dict | None = None) -> np.ndarray:
         shape = (A.shape[0], B.shape[0])
         T = np.matmul(A, B.T, out=_buffer(workspace, "f8", shape, np.float64))  # −½‖x̃ − z̃‖²
         np.minimum(T, 0.0, out=T)  # round-off can push an exponent just above 0
@@ -371,11 +369,16 @@ class LocalGram:
 
     def info(self) -> dict:
         """JSON-able description of the cache and the matvecs run."""
-        cached = sum(8 * (self.edges[i + 1] - self.edges[i]) * (self.edges[j + 1] - self.edges[j])
-                     for i, j in self._cache)
-        return {"tile_size": int(np.diff(self.edges).max()), "n_tiles": len(self.tiles),
-                "cached_tiles": len(self._cache), "cache_bytes": int(cached),
-                "n_matvec": self.n_matvec}
+        cached = sum(
+            8 * (self.edges[i + 1] - self.edges[i]) * (self.edges[j + 1] - self.edges[j]) for i, j in self._cache
+        )
+        return {
+            "tile_size": int(np.diff(self.edges).max()),
+            "n_tiles": len(self.tiles),
+            "cached_tiles": len(self._cache),
+            "cache_bytes": int(cached),
+            "n_matvec": self.n_matvec,
+        }
 
     def close(self) -> None:
         """Drop the cached tiles."""
@@ -417,8 +420,15 @@ class KernelExpansion:
         Rows of ``Z`` and columns of ``X`` per block.
     """
 
-    def __init__(self, tiler: GramTiler, coef: np.ndarray, intercept: np.ndarray, *,
-                 dtype: DTypeLike = np.float64, block: int = TILE_MAX) -> None:
+    def __init__(
+        self,
+        tiler: GramTiler,
+        coef: np.ndarray,
+        intercept: np.ndarray,
+        *,
+        dtype: DTypeLike = np.float64,
+        block: int = TILE_MAX,
+    ) -> None:
         self.tiler, self.dtype, self.block = tiler, np.dtype(dtype), int(block)
         self.coef = np.asarray(coef, dtype=np.float64)
         self.intercept = np.asarray(intercept, dtype=np.float64)
@@ -580,5 +590,13 @@ def plan_gram(
     n_cached = int(np.searchsorted(np.cumsum(sizes), cache_budget, side="right"))
     # recomputed tiles are float64 whatever the cache holds: fused in cache-sized panels they
     # cost ~2.3 ns per entry here, float32 (with its casts) ~4.5
-    return GramPlan(edges, tiles, n_cached, dtype, "float64", int(sizes[:n_cached].sum()),
-                    int(cache_budget), int(work + 2 * threads * n * n_rhs * 8))
+    return GramPlan(
+        edges,
+        tiles,
+        n_cached,
+        dtype,
+        "float64",
+        int(sizes[:n_cached].sum()),
+        int(cache_budget),
+        int(work + 2 * threads * n * n_rhs * 8),
+    )

@@ -221,8 +221,7 @@ def _eigh(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return scipy.linalg.eigh(M.T, overwrite_a=True, check_finite=False, driver="evr")
 
 
-def spectral_path(K: np.ndarray, Y: np.ndarray, *, fit_intercept: bool = True,
-                  overwrite: bool = False) -> SpectralPath:
+def spectral_path(K: np.ndarray, Y: np.ndarray, *, fit_intercept: bool = True, overwrite: bool = False) -> SpectralPath:
     """Eigendecompose the (centred) Gram matrix once, for the whole α path.
 
     Parameters
@@ -273,8 +272,11 @@ def spectral_path(K: np.ndarray, Y: np.ndarray, *, fit_intercept: bool = True,
     noise = n * _EPS * float(np.max(np.abs(lam))) if lam.size else 0.0
     lam = np.where(np.abs(lam) <= noise, 0.0, lam)
     if lam.size and lam[0] < -noise:
-        logger.warning("the Gram matrix is indefinite (smallest eigenvalue %.3g): the kernel is not "
-                       "positive semi-definite; alphas with λ_min + α <= noise are never chosen", lam[0])
+        logger.warning(
+            "the Gram matrix is indefinite (smallest eigenvalue %.3g): the kernel is not "
+            "positive semi-definite; alphas with λ_min + α <= noise are never chosen",
+            lam[0],
+        )
     uv = None if u is None else u[1:] @ V
     path = SpectralPath(lam, V, proj, ybar, u, uv, kv, noise, n)
     return path
@@ -372,6 +374,12 @@ def closed_form_scores(path: SpectralPath, alphas, *, block_bytes: int = DEFAULT
         var = np.maximum(s2 / n - (s1 / n) ** 2, 0.0)
     loo_std = np.where(reliable_loo, np.sqrt(var), np.nan)
     if not reliable_loo.all():
-        logger.info("closed-form LOO: %d of %d alphas below the rounding floor (min 1 − h_ii <= %.2g "
-                    "or α <= %.2g), reported as inf", int((~reliable_loo).sum()), A, floor, path.noise)
+        logger.info(
+            "closed-form LOO: %d of %d alphas below the rounding floor (min 1 − h_ii <= %.2g "
+            "or α <= %.2g), reported as inf",
+            int((~reliable_loo).sum()),
+            A,
+            floor,
+            path.noise,
+        )
     return ClosedFormScores(alphas, df, rss, gcv, loo_mse, loo_std, lev_min, reliable_loo)

@@ -24,9 +24,9 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.numerics.gram_tiles import GramTiler
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict
+from bigkernel.numerics.gram_tiles import GramTiler
 from bigkernel.numerics.precond import rpcholesky_factor
 
 __all__ = ["LANDMARK_METHODS", "NystroemMap", "landmark_pool_size", "select_landmarks"]
@@ -121,8 +121,9 @@ class NystroemMap:
 
     def standardized(self, mean: np.ndarray, std: np.ndarray) -> NystroemMap:
         """The same map, applied to ``(x − mean) / std``."""
-        return NystroemMap(self.kernel, self.landmarks, self.projection,
-                           np.asarray(mean, float), np.asarray(std, float), self.params)
+        return NystroemMap(
+            self.kernel, self.landmarks, self.projection, np.asarray(mean, float), np.asarray(std, float), self.params
+        )
 
     # ------------------------------------------------------------------ persistence
     def to_metadata(self) -> dict[str, Any]:
@@ -148,8 +149,14 @@ class NystroemMap:
                 f"Nyström landmarks {Z.shape} and projection {P.shape} do not agree: expected (m, d) "
                 f"and (m, {meta['n_components']})"
             )
-        return cls(kernel_from_dict(meta["kernel"]), Z, P, arrays.get("nystroem_mean"),
-                   arrays.get("nystroem_std"), dict(meta.get("params", {})))
+        return cls(
+            kernel_from_dict(meta["kernel"]),
+            Z,
+            P,
+            arrays.get("nystroem_mean"),
+            arrays.get("nystroem_std"),
+            dict(meta.get("params", {})),
+        )
 
 
 def landmark_pool_size(n: int, m: int, method: str) -> int:
@@ -159,9 +166,7 @@ def landmark_pool_size(n: int, m: int, method: str) -> int:
     return min(n, max(POOL_FACTOR * m, 2000))
 
 
-def select_landmarks(
-    kernel: Kernel, pool: np.ndarray, m: int, method: str, *, random_state=None
-) -> np.ndarray:
+def select_landmarks(kernel: Kernel, pool: np.ndarray, m: int, method: str, *, random_state=None) -> np.ndarray:
     """Rows of ``pool`` (a uniform sample of the data) used as landmarks, shape (≤ m, d).
 
     ``"uniform"`` keeps the first ``m`` pool rows; ``"rpcholesky"`` keeps the RPCholesky pivots

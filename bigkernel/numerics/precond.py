@@ -142,9 +142,7 @@ def _psd_inv_sqrt(W: np.ndarray, rtol: float | None = None) -> np.ndarray:
     return U[:, keep] / np.sqrt(w[keep])
 
 
-def nystrom_factor(
-    columns: Columns, n: int, rank: int, *, random_state: RandomState = None
-) -> LowRankFactor:
+def nystrom_factor(columns: Columns, n: int, rank: int, *, random_state: RandomState = None) -> LowRankFactor:
     """Nyström factor from ``rank`` landmarks drawn uniformly without replacement.
 
     Parameters
@@ -242,9 +240,7 @@ def rpcholesky_factor(
     return LowRankFactor(F[:, :k], np.asarray(pivots, dtype=np.int64), "rpcholesky", float(d.sum()))
 
 
-def _rejection_pivots(
-    H: np.ndarray, d_cand: np.ndarray, S: np.ndarray, rng: np.random.Generator
-) -> list[int]:
+def _rejection_pivots(H: np.ndarray, d_cand: np.ndarray, S: np.ndarray, rng: np.random.Generator) -> list[int]:
     """Accept candidate ``j`` with probability ``H_jj / d_j`` while eliminating accepted ones.
 
     ``H`` is the residual kernel on the candidates (with repeats), ``d_cand`` the residual
@@ -362,9 +358,7 @@ class LowRankPreconditioner:
         column's own α (for CG with ``matvec = K`` and ``shift = alphas``)."""
         s = np.asarray(shift, dtype=np.float64)
         if np.any(~(s > 0)) or not np.all(np.isfinite(s)):
-            raise ParameterError(
-                f"shifts must be finite and > 0 for this preconditioner, found {s.tolist()}"
-            )
+            raise ParameterError(f"shifts must be finite and > 0 for this preconditioner, found {s.tolist()}")
         return self._apply(R, s)
 
     __call__ = apply
@@ -382,14 +376,8 @@ class LowRankPreconditioner:
 
 
 def _positive_alpha(alpha: float) -> float:
-    if (
-        isinstance(alpha, bool)
-        or not isinstance(alpha, numbers.Real)
-        or not (math.isfinite(alpha) and alpha > 0)
-    ):
-        raise ParameterError(
-            f"alpha must be a finite float > 0 for the preconditioner, found {alpha!r}"
-        )
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not (math.isfinite(alpha) and alpha > 0):
+        raise ParameterError(f"alpha must be a finite float > 0 for the preconditioner, found {alpha!r}")
     return float(alpha)
 
 
@@ -428,9 +416,7 @@ def build_preconditioner(
     n = np.asarray(diag).shape[0]
     rank = default_rank(n) if rank is None else rank
     if method == "rpcholesky":
-        factor = rpcholesky_factor(
-            columns, diag, rank, block_size=block_size, random_state=random_state
-        )
+        factor = rpcholesky_factor(columns, diag, rank, block_size=block_size, random_state=random_state)
     elif method == "nystrom":
         factor = nystrom_factor(columns, n, rank, random_state=random_state)
     else:

@@ -14,10 +14,9 @@ One eigendecomposition ΦcᵀΦc = V diag(s) Vᵀ then gives, for every α at on
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
-
-import logging
 
 import numpy as np
 import scipy.linalg
@@ -198,8 +197,9 @@ def best_index(scores: np.ndarray, alphas: np.ndarray) -> int:
     finite = np.isfinite(scores)
     if finite.any():
         return int(np.argmin(np.where(finite, scores, np.inf)))
-    logger.warning("no α on the grid has a score above its rounding error; using the largest, %.3g",
-                   float(np.max(alphas)))
+    logger.warning(
+        "no α on the grid has a score above its rounding error; using the largest, %.3g", float(np.max(alphas))
+    )
     return int(np.argmax(alphas))
 
 
@@ -215,8 +215,9 @@ def solve_primal(stats: SufficientStats, alpha="gcv", fit_intercept: bool = True
     gcv = path.gcv(alphas)
     best = best_index(gcv.mean(axis=1), alphas) if select else 0
     coef = path.coef(float(alphas[best]))
-    return PrimalSolution(coef, path.intercept(coef), float(alphas[best]), alphas, path.df(alphas), gcv,
-                          path.spectrum())
+    return PrimalSolution(
+        coef, path.intercept(coef), float(alphas[best]), alphas, path.df(alphas), gcv, path.spectrum()
+    )
 
 
 @dataclass(frozen=True)
@@ -256,4 +257,3 @@ class PrimalExpansion:
             # β can be large with cancelling terms: keep the product in float64 even for float32 φ
             out[lo : lo + self.block_rows] = phi @ beta + self.intercept
         return out
-

@@ -108,9 +108,7 @@ def _check_replicate(replicate: int) -> int:
     try:
         r = operator.index(replicate)
     except TypeError:
-        raise ParameterError(
-            f"replicate must be an integer; found {type(replicate).__name__}."
-        ) from None
+        raise ParameterError(f"replicate must be an integer; found {type(replicate).__name__}.") from None
     if r < 0:
         raise ParameterError(f"replicate must be >= 0; found {r}.")
     return r
@@ -179,9 +177,7 @@ def _block_totals(root: _Root, replicate: int, n: int, block_rows: int) -> np.nd
     return totals
 
 
-def _block_weights(
-    root: _Root, replicate: int, block: int, size: int, total: int, method: str
-) -> np.ndarray:
+def _block_weights(root: _Root, replicate: int, block: int, size: int, total: int, method: str) -> np.ndarray:
     """Weights of the whole virtual block ``block`` (length ``size``), int64."""
     rng = np.random.Generator(np.random.PCG64(_seed_sequence(root, (replicate, block))))
     if method == "multinomial":
@@ -200,8 +196,7 @@ def _check_range(n: int, start: int, stop: int, method: str, block_rows: int) ->
         raise ParameterError(f"n must be >= 1; found {n}.")
     if not 0 <= start <= stop <= n:
         raise ParameterError(
-            f"row range must satisfy 0 <= start <= stop <= n; found start={start}, "
-            f"stop={stop}, n={n}."
+            f"row range must satisfy 0 <= start <= stop <= n; found start={start}, stop={stop}, n={n}."
         )
     if block_rows < 1:
         raise ParameterError(f"block_rows must be >= 1; found {block_rows}.")
@@ -211,8 +206,14 @@ def _check_range(n: int, start: int, stop: int, method: str, block_rows: int) ->
 
 
 def _counts_into(
-    out: np.ndarray, root: _Root, replicate: int, n: int, start: int, stop: int,
-    method: str, block_rows: int,
+    out: np.ndarray,
+    root: _Root,
+    replicate: int,
+    n: int,
+    start: int,
+    stop: int,
+    method: str,
+    block_rows: int,
 ) -> None:
     if stop == start:
         return
@@ -341,7 +342,12 @@ class BootstrapWeights:
     def __call__(self, start: int, stop: int) -> np.ndarray:
         """Weights of rows ``[start, stop)``, shape ``(m, stop - start)``, float64."""
         return bootstrap_counts_batch(
-            self.seed_entropy, self.replicates, self.n, start, stop, self.method,
+            self.seed_entropy,
+            self.replicates,
+            self.n,
+            start,
+            stop,
+            self.method,
             block_rows=self.block_rows,
         )
 
@@ -378,9 +384,7 @@ def percentile_band(predictions: np.ndarray, confidence_level: float = 0.9) -> B
     """
     p = np.asarray(predictions, dtype=np.float64)
     if p.ndim < 1 or p.shape[0] < 1:
-        raise ParameterError(
-            f"predictions must have at least one replicate along axis 0; found shape {p.shape}."
-        )
+        raise ParameterError(f"predictions must have at least one replicate along axis 0; found shape {p.shape}.")
     c = float(confidence_level)
     if not 0.0 < c < 1.0:
         raise ParameterError(f"confidence_level must be in (0, 1); found {confidence_level}.")

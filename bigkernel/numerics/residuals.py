@@ -222,8 +222,9 @@ def finish_residuals(summary: ResidualSummary, center: np.ndarray, df: float) ->
     )  # fmt: skip
 
 
-def residual_draws(seed: int, replicate: int, start: int, stop: int, n_residuals: int,
-                   draws: int = DRAWS_PER_REPLICATE) -> np.ndarray:
+def residual_draws(
+    seed: int, replicate: int, start: int, stop: int, n_residuals: int, draws: int = DRAWS_PER_REPLICATE
+) -> np.ndarray:
     """Indices into the residual sample for replicate ``replicate`` at evaluation points
     ``[start, stop)``, shape (draws, stop - start), int64 (see the module docstring)."""
     out = np.empty((draws, stop - start), dtype=np.int64)
@@ -237,7 +238,11 @@ def residual_draws(seed: int, replicate: int, start: int, stop: int, n_residuals
 
 
 def prediction_interval(
-    predictions: np.ndarray, center: np.ndarray, residuals: np.ndarray, seed: int, start: int,
+    predictions: np.ndarray,
+    center: np.ndarray,
+    residuals: np.ndarray,
+    seed: int,
+    start: int,
     confidence_level: float = 0.9,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Bootstrap prediction interval at a slab of evaluation points.

@@ -17,9 +17,9 @@ import dask
 import numpy as np
 
 from bigkernel.graph.gram_matvec import cache_graph, matvec_graph
-from bigkernel.runtime import active_client, compute, local_threads, persist
-from bigkernel.numerics.gram_tiles import GramPlan, GramTiler, plan_gram
 from bigkernel.kernels.base import Kernel
+from bigkernel.numerics.gram_tiles import GramPlan, GramTiler, plan_gram
+from bigkernel.runtime import active_client, compute, local_threads, persist
 
 logger = logging.getLogger(__name__)
 

@@ -38,9 +38,7 @@ x_plot = np.linspace(0.0, 1.0, 300)[:, np.newaxis]
 sigmas = [0.02, 0.1, 1.0]
 lambdas = [1e-6, 1e-2, 10.0]
 
-fig, axes = plt.subplots(
-    len(sigmas), len(lambdas), figsize=(9, 7.5), sharex=True, sharey=True
-)
+fig, axes = plt.subplots(len(sigmas), len(lambdas), figsize=(9, 7.5), sharex=True, sharey=True)
 for i, sigma in enumerate(sigmas):
     for j, lam in enumerate(lambdas):
         model = bigkernel.RandomFeatureRidge(

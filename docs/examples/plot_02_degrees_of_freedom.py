@@ -36,9 +36,7 @@ y = np.sin(2 * np.pi * X[:, 0]) + 0.3 * rng.standard_normal(n)
 sigma = 0.05
 lambdas = np.logspace(-6, 3, 28)
 
-exact = bigkernel.ExactKernelRidge(
-    kernel="rbf", length_scale=sigma, alpha=list(lambdas)
-).fit(X, y)
+exact = bigkernel.ExactKernelRidge(kernel="rbf", length_scale=sigma, alpha=list(lambdas)).fit(X, y)
 rff = {
     D: bigkernel.RandomFeatureRidge(
         kernel="rbf",

@@ -44,9 +44,7 @@ X_eval = bigkernel.eval_grid(X, feature=0, n_points=101)
 # dual solve each.
 kernel = {"kernel": "rbf", "length_scale": 0.1}
 estimators = {
-    "random features (D = 100)": bigkernel.RandomFeatureRidge(
-        **kernel, alpha=1.0, n_components=100, random_state=0
-    ),
+    "random features (D = 100)": bigkernel.RandomFeatureRidge(**kernel, alpha=1.0, n_components=100, random_state=0),
     "exact": bigkernel.ExactKernelRidge(**kernel, alpha=1.0),
 }
 workdir = tempfile.mkdtemp(prefix="bigkernel-example-")
@@ -65,10 +63,7 @@ for k, (name, estimator) in enumerate(estimators.items()):
     bands[name] = band
     # five replicate curves, read before the store is removed
     replicates[name] = band.predictions[:5].compute()
-    print(
-        f"{name}: {band.n_computed} replicates, "
-        f"mean band width {band.width.mean():.3f}"
-    )
+    print(f"{name}: {band.n_computed} replicates, mean band width {band.width.mean():.3f}")
 shutil.rmtree(workdir)
 
 # %%
@@ -79,9 +74,7 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
 x = X_eval[:, 0]
 for ax, (name, band) in zip(axes, bands.items()):
     ax.plot(X[:, 0], y, ".", color="0.65", markersize=3, label="data")
-    ax.fill_between(
-        x, band.lower, band.upper, color="C0", alpha=0.3, label="90 % band"
-    )
+    ax.fill_between(x, band.lower, band.upper, color="C0", alpha=0.3, label="90 % band")
     ax.plot(x, replicates[name].T, color="C1", lw=0.7, alpha=0.8)
     ax.plot([], [], color="C1", lw=0.7, label="replicates")  # legend entry
     ax.plot(x, fits[name], color="C0", lw=2, label=r"fit $\hat f(x)$")

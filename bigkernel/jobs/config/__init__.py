@@ -42,29 +42,28 @@ Null
     ``cluster.local``, ...); for a value that has a non-null default it is an error.
 """
 
-
 from bigkernel.jobs.config.loader import config_from_dict, load_config
 from bigkernel.jobs.config.paths import path_relation
 from bigkernel.jobs.config.rules import eval_points_problem
 from bigkernel.jobs.config.schema import (  # the dataclasses, and the vocabularies of their fields
     JOB_KERNELS,
-    DType,
-    Form,
-    GramDType,
-    Landmarks,
-    Preconditioner,
-    Sampler,
-    Solver,
     BootstrapConfig,
     ClusterConfig,
     DataConfig,
+    DType,
     EvalGridConfig,
+    Form,
+    GramDType,
     JobConfig,
+    Landmarks,
     LocalClusterConfig,
     MakeDataConfig,
     ModelConfig,
+    Preconditioner,
     PredictConfig,
+    Sampler,
     SecurityConfig,
+    Solver,
     SourceConfig,
 )
 

@@ -50,8 +50,13 @@ def _show(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return f"{str(value).lower()} (boolean)"
-    kinds = ((str, "string"), (numbers.Integral, "integer"), (numbers.Real, "number"),
-             (Mapping, "mapping"), (list, "list"))
+    kinds = (
+        (str, "string"),
+        (numbers.Integral, "integer"),
+        (numbers.Real, "number"),
+        (Mapping, "mapping"),
+        (list, "list"),
+    )
     kind = next((name for cls, name in kinds if isinstance(value, cls)), type(value).__name__)
     return f"{value!r} ({kind})"
 
@@ -123,12 +128,14 @@ def _satisfying(forms: Sequence[Any], expected: str | None = None) -> Check:
     return check
 
 
-def _interval(kind: type, gt: float | None, ge: float | None, lt: float | None = None,
-              le: float | None = None) -> Interval:
+def _interval(
+    kind: type, gt: float | None, ge: float | None, lt: float | None = None, le: float | None = None
+) -> Interval:
     """The :class:`~bigkernel.validation.Interval` of bounds such as ``gt=0, lt=1``."""
     closed = {(True, True): "both", (True, False): "left", (False, True): "right", (False, False): "neither"}
-    return Interval(kind, ge if ge is not None else gt, le if le is not None else lt,
-                    closed=closed[ge is not None, le is not None])
+    return Interval(
+        kind, ge if ge is not None else gt, le if le is not None else lt, closed=closed[ge is not None, le is not None]
+    )
 
 
 def _integer(*, gt: int | None = None, ge: int | None = None) -> Check:
@@ -136,14 +143,19 @@ def _integer(*, gt: int | None = None, ge: int | None = None) -> Check:
     return _satisfying([_interval(numbers.Integral, gt, ge)])
 
 
-def _number(*, gt: float | None = None, ge: float | None = None, lt: float | None = None,
-            le: float | None = None, expected: str | None = None) -> Check:
+def _number(
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    expected: str | None = None,
+) -> Check:
     """Check for a finite real number (not a boolean) within bounds; returns a float."""
     return _satisfying([_interval(numbers.Real, gt, ge, lt, le)], expected)
 
 
-def _param(owner: type, name: str, *, words: Sequence[str] | None = None,
-           null_word: str | None = None) -> Check:
+def _param(owner: type, name: str, *, words: Sequence[str] | None = None, null_word: str | None = None) -> Check:
     """Check a ``model`` key by the parameter table of the estimator that takes it.
 
     One rule, read by both: ``owner._parameter_constraints[name]``. A YAML value takes the forms
@@ -156,8 +168,11 @@ def _param(owner: type, name: str, *, words: Sequence[str] | None = None,
     entry = [make_constraint(form) for form in owner._parameter_constraints[name]]
     allows_none = any(form.is_satisfied_by(None) for form in entry)
     texts = [o for f in entry if isinstance(f, Options) and f.type is str for o in f.options]
-    forms = [f for f in entry if isinstance(f, (Interval, ListOf)) or f is _BOOLEAN
-             or isinstance(f, Options) and f.type is not str]
+    forms = [
+        f
+        for f in entry
+        if isinstance(f, (Interval, ListOf)) or f is _BOOLEAN or isinstance(f, Options) and f.type is not str
+    ]
     strict = (texts if words is None else []) + ([null_word] if null_word and allows_none else [])
     shown = [*(words or ()), *strict]
     if forms:
@@ -417,8 +432,7 @@ class _Section:
             keys = SECTION_KEYS[self.dotted(key)]
             is_path = isinstance(sub, str) and "path" in keys
             hint = f"; write `{key}: {{path: {sub}}}`" if is_path else ""
-            self.report(key, f"expected a mapping with keys {', '.join(keys)}; found "
-                        f"{_show(sub)}{hint}")
+            self.report(key, f"expected a mapping with keys {', '.join(keys)}; found {_show(sub)}{hint}")
             return None
         return _Section(self.ctx, sub, self.dotted(key))
 
@@ -431,8 +445,11 @@ class _Section:
         """Report keys that are not text or not in ``allowed``, with close matches."""
         for key in self.raw:
             if not isinstance(key, str):
-                self.report(key, f"the key {_show(key)} in {self.prefix or 'the top level'} is "
-                            "not text (YAML 1.1 reads yes/no/on/off as booleans); quote it")
+                self.report(
+                    key,
+                    f"the key {_show(key)} in {self.prefix or 'the top level'} is "
+                    "not text (YAML 1.1 reads yes/no/on/off as booleans); quote it",
+                )
             elif key not in allowed:
                 self.report(key, _unknown_key_message(key, self.prefix, allowed))
 
@@ -441,8 +458,8 @@ def _unknown_key_message(key: str, prefix: str, allowed: Sequence[str]) -> str:
     """Describe an unknown key with close matches here, or the section it belongs to."""
     close = difflib.get_close_matches(key, allowed, n=3)
     if not close:
-        close = [f"{other}.{key}" for other, keys in SECTION_KEYS.items()
-                 if other and other != prefix and key in keys][:3]
+        close = [f"{other}.{key}" for other, keys in SECTION_KEYS.items() if other and other != prefix and key in keys][
+            :3
+        ]
     hint = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
-    return (f"unknown key {key!r}; {hint}valid keys in {prefix or 'the top level'}: "
-            f"{', '.join(allowed)}")
+    return f"unknown key {key!r}; {hint}valid keys in {prefix or 'the top level'}: {', '.join(allowed)}"

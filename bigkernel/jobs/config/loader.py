@@ -167,13 +167,10 @@ def _read_text(shown: str) -> str:
         ) from None
     except IsADirectoryError:
         raise ConfigError(
-            f"{shown}: is a directory; give the path of a YAML job file, "
-            f"e.g. `bigkernel run {EXAMPLE_CONFIG}`"
+            f"{shown}: is a directory; give the path of a YAML job file, e.g. `bigkernel run {EXAMPLE_CONFIG}`"
         ) from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}); a job config is YAML"
-        ) from None
+        raise ConfigError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}); a job config is YAML") from None
 
 
 def _parse_yaml(text: str, shown: str) -> Any:
@@ -191,8 +188,7 @@ def _parse_yaml(text: str, shown: str) -> Any:
         raise ConfigError("\n".join(loader.duplicates))
     if data is None:
         raise ConfigError(
-            f"{shown}: the job config is empty; it needs at least `output:` and `data:` "
-            f"(see {EXAMPLE_CONFIG})"
+            f"{shown}: the job config is empty; it needs at least `output:` and `data:` (see {EXAMPLE_CONFIG})"
         )
     return data
 

@@ -15,7 +15,7 @@ from bigkernel.jobs.config.schema import JobConfig
 def _comparable(location: str) -> tuple[str, str, str]:
     """Return (kind, normalised location, separator) for comparing two locations."""
     if location.startswith("file://"):
-        return "local", os.path.realpath(location[len("file://"):]), os.sep
+        return "local", os.path.realpath(location[len("file://") :]), os.sep
     if _URL.match(location):
         return "url", location.rstrip("/"), "/"
     return "local", os.path.realpath(location), os.sep
@@ -59,14 +59,21 @@ def _check_overlaps(job: JobConfig, ctx: _Context) -> None:
         for in_key, in_path in inputs.items():
             relation = _relation(out_path, in_path)
             if relation:
-                ctx.report(out_key, f"this output would overwrite an input: {out_key} {out_path} "
-                           f"{relation} {in_key} {in_path}; choose an output path apart from "
-                           "the input data")
+                ctx.report(
+                    out_key,
+                    f"this output would overwrite an input: {out_key} {out_path} "
+                    f"{relation} {in_key} {in_path}; choose an output path apart from "
+                    "the input data",
+                )
     inner = [(key, path) for key, path in outputs.items() if key != "output"]
     for key, path in inner:
         if _relation(path, job.output) in ("is the same path as", "contains"):
-            ctx.report(key, f"{key} {path} must be a path inside (or apart from) the output "
-                       f"folder {job.output}, not the folder itself or one containing it")
+            ctx.report(
+                key,
+                f"{key} {path} must be a path inside (or apart from) the output "
+                f"folder {job.output}, not the folder itself or one containing it",
+            )
     if len(inner) == 2 and _relation(inner[0][1], inner[1][1]):
-        ctx.report(inner[1][0], f"{inner[1][0]} {inner[1][1]} overlaps {inner[0][0]} "
-                   f"{inner[0][1]}; give them separate paths")
+        ctx.report(
+            inner[1][0], f"{inner[1][0]} {inner[1][1]} overlaps {inner[0][0]} {inner[0][1]}; give them separate paths"
+        )

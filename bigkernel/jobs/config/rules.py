@@ -108,8 +108,7 @@ def _parse_source(sec: _Section, *, y_default: str | None, needs_y: bool) -> dic
     y_path = sec.value("y_path", _location(sec.ctx.base_dir), None, nullable=True)
     is_npy = path.lower().endswith(".npy")
     if y_path is not None and path and not is_npy:
-        sec.report("y_path", "y_path is only for a .npy path; name y's array inside the zarr "
-                   "group with `y:` instead")
+        sec.report("y_path", "y_path is only for a .npy path; name y's array inside the zarr group with `y:` instead")
     elif needs_y and is_npy and y_path is None:
         sec.report("path", "a .npy file holds X only: give the .npy file of y as `y_path:`")
     elif needs_y and not is_npy and y is None:
@@ -129,14 +128,16 @@ def _parse_make(sec: _Section) -> MakeDataConfig:
         noise=sec.value("noise", _number(ge=0), DEFAULT_NOISE[kind]),
         seed=sec.ctx.seed if seed is None else seed,
         chunk_rows=sec.value("chunk_rows", _integer(gt=0), 131_072),
-        path=sec.required("path", _location(sec.ctx.base_dir), "the zarr group or table to "
-                          "write, e.g. data/synthetic.zarr or data/synthetic.csv"),
+        path=sec.required(
+            "path",
+            _location(sec.ctx.base_dir),
+            "the zarr group or table to write, e.g. data/synthetic.zarr or data/synthetic.csv",
+        ),
     )
     too_few, too_many = make.n_features < low, high is not None and make.n_features > high
     if sec.clean and (too_few or too_many):
         allowed = f"exactly {low}" if high == low else f">= {low}"
-        sec.report("n_features", f"kind {kind!r} needs n_features {allowed}, found "
-                   f"{make.n_features}")
+        sec.report("n_features", f"kind {kind!r} needs n_features {allowed}, found {make.n_features}")
     return make
 
 
@@ -148,12 +149,10 @@ def _parse_data(top: _Section) -> DataConfig:
     if sec is None:
         return DataConfig()
     if sec.is_set("train") == sec.is_set("make"):
-        sec.report(None, "give exactly one of data.train (existing data) and data.make "
-                   "(synthetic data)")
+        sec.report(None, "give exactly one of data.train (existing data) and data.make (synthetic data)")
     train_sec, make_sec = sec.section("train"), sec.section("make")
     return DataConfig(
-        train=SourceConfig(**_parse_source(train_sec, y_default="y", needs_y=True))
-        if train_sec else None,
+        train=SourceConfig(**_parse_source(train_sec, y_default="y", needs_y=True)) if train_sec else None,
         make=_parse_make(make_sec) if make_sec else None,
         holdout_fraction=sec.value("holdout_fraction", _number(ge=0, lt=1), 0.2),
         chunk_rows=sec.value("chunk_rows", _chunk_rows, "auto"),
@@ -165,12 +164,18 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
     model = ModelConfig(
         solver=sec.value("solver", _param(KernelRidge, "solver"), "random_features"),
         kernel=sec.value("kernel", _choice(JOB_KERNELS), "rbf"),
-        gamma=sec.value("gamma", _positive_or_list(
-            "a number > 0, a non-empty list of numbers > 0 (searched), or 'cv'", word="cv"), None,
-            nullable=True),
-        length_scale=sec.value("length_scale", _positive_or_list(
-            "a number > 0 or a non-empty list of numbers > 0 (one per feature)"), None,
-            nullable=True),
+        gamma=sec.value(
+            "gamma",
+            _positive_or_list("a number > 0, a non-empty list of numbers > 0 (searched), or 'cv'", word="cv"),
+            None,
+            nullable=True,
+        ),
+        length_scale=sec.value(
+            "length_scale",
+            _positive_or_list("a number > 0 or a non-empty list of numbers > 0 (one per feature)"),
+            None,
+            nullable=True,
+        ),
         nu=sec.value("nu", _nu, 1.5),
         n_components=sec.value("n_components", _param(RandomFeatureRidge, "n_components"), 1024),
         sampler=sec.value("sampler", _param(RandomFeatureRidge, "sampler"), "iid"),
@@ -185,8 +190,9 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         coef0=sec.value("coef0", _number(), 1.0),
         tol=sec.value("tol", _param(ExactKernelRidge, "tol"), 1e-6),
         max_iter=sec.value("max_iter", _param(ExactKernelRidge, "max_iter"), None, nullable=True),
-        preconditioner=sec.value("preconditioner", _param(ExactKernelRidge, "preconditioner", null_word="none"),
-                                 "rpcholesky"),
+        preconditioner=sec.value(
+            "preconditioner", _param(ExactKernelRidge, "preconditioner", null_word="none"), "rpcholesky"
+        ),
         rank=sec.value("rank", _param(ExactKernelRidge, "rank"), None, nullable=True),
         memory_budget=sec.value("memory_budget", _byte_size, None, nullable=True),
         gram_dtype=sec.value("gram_dtype", _param(ExactKernelRidge, "dtype"), "auto"),
@@ -204,21 +210,28 @@ def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:
     if not sec.clean:
         return
     if model.gamma is not None and model.length_scale is not None:
-        sec.report("length_scale", "give gamma or length_scale, not both: they set the same "
-                   "bandwidth (gamma = 1 / (2 * length_scale**2))")
+        sec.report(
+            "length_scale",
+            "give gamma or length_scale, not both: they set the same bandwidth (gamma = 1 / (2 * length_scale**2))",
+        )
     problem = sampler_problem(model.kernel, model.sampler)
     if problem:
         sec.report("sampler", problem)
     if model.n_components % 2 and (model.form == "cossin" or model.kernel == "fourier"):
         why = "form 'cossin'" if model.form == "cossin" else "kernel 'fourier'"
-        sec.report("n_components", f"must be even with {why} (each frequency gives a cos and a "
-                   f"sin feature), found {model.n_components}")
+        sec.report(
+            "n_components",
+            f"must be even with {why} (each frequency gives a cos and a sin feature), found {model.n_components}",
+        )
     _check_solver(sec, model)
     if isinstance(model.length_scale, tuple) and data.make is not None and not sec.ctx.problems:
         if len(model.length_scale) != data.make.n_features:
-            sec.report("length_scale", f"expected one length scale per feature "
-                       f"({data.make.n_features}, data.make.n_features), found "
-                       f"{len(model.length_scale)}")
+            sec.report(
+                "length_scale",
+                f"expected one length scale per feature "
+                f"({data.make.n_features}, data.make.n_features), found "
+                f"{len(model.length_scale)}",
+            )
 
 
 def _or(words: Sequence[str]) -> str:
@@ -233,26 +246,41 @@ def _check_solver(sec: _Section, model: ModelConfig) -> None:
     if lacking:
         solvers = [s for s, paths in SOLVER_PATHS.items() if all(map(spec.serves, paths))]
         others = [k for k in JOB_KERNELS if all(map(kernel_spec(k).serves, SOLVER_PATHS[model.solver]))]
-        sec.report("kernel", f"kernel {model.kernel!r} has no {PATH_NEEDS[lacking[0]]} for solver "
-                   f"{model.solver!r}; use solver {_or(solvers)}, or one of {', '.join(others)}")
+        sec.report(
+            "kernel",
+            f"kernel {model.kernel!r} has no {PATH_NEEDS[lacking[0]]} for solver "
+            f"{model.solver!r}; use solver {_or(solvers)}, or one of {', '.join(others)}",
+        )
     searched = isinstance(model.gamma, tuple) or "cv" in (model.gamma, model.alpha)
     if model.alpha == "loo" and model.solver != "exact":
-        sec.report("alpha", f"alpha 'loo' (closed-form leave-one-out) exists for solver exact only, "
-                   f"found solver {model.solver!r}; with random_features use alpha 'cv' (K-fold, "
-                   "cv: K) or 'gcv'")
+        sec.report(
+            "alpha",
+            f"alpha 'loo' (closed-form leave-one-out) exists for solver exact only, "
+            f"found solver {model.solver!r}; with random_features use alpha 'cv' (K-fold, "
+            "cv: K) or 'gcv'",
+        )
     elif model.solver not in ("random_features", "exact") and searched:
-        sec.report("solver", f"the (gamma, alpha) search of lists or 'cv' exists for solvers "
-                   f"random_features and exact only, found solver {model.solver!r}; give one gamma "
-                   "and an alpha, a list of alphas or 'gcv'")
+        sec.report(
+            "solver",
+            f"the (gamma, alpha) search of lists or 'cv' exists for solvers "
+            f"random_features and exact only, found solver {model.solver!r}; give one gamma "
+            "and an alpha, a list of alphas or 'gcv'",
+        )
     if model.solver == "exact" and (searched or model.alpha == "loo"):
         if sec.is_set("cv"):
-            sec.report("cv", "solver exact has no K-fold CV: its (gamma, alpha) search scores by "
-                       "closed-form leave-one-out (alpha 'cv' or 'loo') or GCV; remove cv")
+            sec.report(
+                "cv",
+                "solver exact has no K-fold CV: its (gamma, alpha) search scores by "
+                "closed-form leave-one-out (alpha 'cv' or 'loo') or GCV; remove cv",
+            )
         gamma_searched = isinstance(model.gamma, tuple) or model.gamma == "cv"
         if gamma_searched and "gamma" not in spec.searchable("exact"):
-            sec.report("gamma", f"kernel {model.kernel!r} has no gamma to search; gamma lists and "
-                       f"'cv' exist for kernels {', '.join(kernels_searching('exact', 'gamma'))} (use alpha 'loo' "
-                       "to search alpha alone)")
+            sec.report(
+                "gamma",
+                f"kernel {model.kernel!r} has no gamma to search; gamma lists and "
+                f"'cv' exist for kernels {', '.join(kernels_searching('exact', 'gamma'))} (use alpha 'loo' "
+                "to search alpha alone)",
+            )
 
 
 def _byte_size(value: Any) -> int | str:
@@ -278,12 +306,17 @@ def _parse_cluster(sec: _Section) -> ClusterConfig:
     """Parse ``cluster``: a scheduler address or a LocalCluster, not both."""
     address = sec.value("address", _address, None, nullable=True)
     if address is not None and sec.is_set("local"):
-        sec.report("local", "cluster.address and cluster.local are exclusive: connect to the "
-                   "scheduler at address, or start a local cluster — remove one")
+        sec.report(
+            "local",
+            "cluster.address and cluster.local are exclusive: connect to the "
+            "scheduler at address, or start a local cluster — remove one",
+        )
     security_sec = sec.section("security")
     if security_sec is not None and address is None:
-        sec.report("security", "TLS settings are for a scheduler at cluster.address; the local "
-                   "cluster is bound to this machine")
+        sec.report(
+            "security",
+            "TLS settings are for a scheduler at cluster.address; the local cluster is bound to this machine",
+        )
     return ClusterConfig(
         address=address,
         security=_parse_security(security_sec) if security_sec else None,
@@ -318,8 +351,11 @@ def _parse_bootstrap(sec: _Section | None, data: DataConfig) -> BootstrapConfig 
     if sec is None:
         return None
     if sec.is_set("eval") and sec.is_set("eval_grid"):
-        sec.report("eval_grid", "give bootstrap.eval (points from a data source) or "
-                   "bootstrap.eval_grid (a grid along one feature), not both")
+        sec.report(
+            "eval_grid",
+            "give bootstrap.eval (points from a data source) or "
+            "bootstrap.eval_grid (a grid along one feature), not both",
+        )
     base = sec.ctx.output or sec.ctx.base_dir
     return BootstrapConfig(
         n_bootstraps=sec.value("n_bootstraps", _integer(gt=0), 200),
@@ -327,15 +363,16 @@ def _parse_bootstrap(sec: _Section | None, data: DataConfig) -> BootstrapConfig 
         method=sec.value("method", _choice(get_args(BootstrapMethod)), "multinomial"),
         interval=sec.value("interval", _choice(get_args(BandInterval)), "confidence"),
         eval=_parse_eval(sec, data),
-        eval_grid=None if sec.is_set("eval") else _parse_grid(sec.optional_section("eval_grid"),
-                                                              data),
+        eval_grid=None if sec.is_set("eval") else _parse_grid(sec.optional_section("eval_grid"), data),
         store=sec.value("store", _location(base), _resolve("bootstrap.zarr", base)),
         plot=sec.value("plot", _boolean, False),
     )
 
 
-_EVAL_FORMS = ("a list of points such as [[0.1, 2.0], [0.5, 1.0]] (one value per feature; "
-               "[0.1, 0.5, 2.0] for data of one feature), or a data source {path: ...}")
+_EVAL_FORMS = (
+    "a list of points such as [[0.1, 2.0], [0.5, 1.0]] (one value per feature; "
+    "[0.1, 0.5, 2.0] for data of one feature), or a data source {path: ...}"
+)
 
 
 def _parse_eval(sec: _Section, data: DataConfig) -> SourceConfig | EvalPoints | None:
@@ -345,8 +382,11 @@ def _parse_eval(sec: _Section, data: DataConfig) -> SourceConfig | EvalPoints | 
         return None
     if isinstance(raw, list):
         points = sec.value("eval", _eval_points, None)
-        problem = (eval_points_problem(points, data.make.n_features, "data.make.n_features")
-                   if points is not None and data.make is not None else None)
+        problem = (
+            eval_points_problem(points, data.make.n_features, "data.make.n_features")
+            if points is not None and data.make is not None
+            else None
+        )
         if problem:
             sec.report("eval", problem)
         return points
@@ -415,12 +455,15 @@ def eval_points_problem(points: EvalPoints, n_features: int, data_name: str) -> 
     if width == n_features:
         return None
     if width == 1 and n_features > 1:
-        fix = (f"a flat list [a, b, ...] means points of one feature; write each point as a list "
-               f"of {n_features} values, e.g. [[{', '.join(['0.0'] * n_features)}]]")
+        fix = (
+            f"a flat list [a, b, ...] means points of one feature; write each point as a list "
+            f"of {n_features} values, e.g. [[{', '.join(['0.0'] * n_features)}]]"
+        )
     else:
         fix = f"give each point {n_features} values, one per column of the training data"
-    return (f"expected points of {n_features} features like the training data ({data_name}), "
-            f"found points of {width}: {fix}")
+    return (
+        f"expected points of {n_features} features like the training data ({data_name}), found points of {width}: {fix}"
+    )
 
 
 def _parse_grid(sec: _Section, data: DataConfig) -> EvalGridConfig:
@@ -430,6 +473,7 @@ def _parse_grid(sec: _Section, data: DataConfig) -> EvalGridConfig:
         feature=sec.value("feature", _integer(ge=0), 0),
     )
     if data.make is not None and not sec.ctx.problems and grid.feature >= data.make.n_features:
-        sec.report("feature", f"expected a column index < {data.make.n_features} "
-                   f"(data.make.n_features), found {grid.feature}")
+        sec.report(
+            "feature", f"expected a column index < {data.make.n_features} (data.make.n_features), found {grid.feature}"
+        )
     return grid

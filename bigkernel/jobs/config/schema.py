@@ -21,8 +21,12 @@ Kernel = str
 JOB_KERNELS = kernel_names(standalone_only=True)
 #: the registry paths a solver needs to serve its kernel (auto picks exact or nystroem, and
 #: random features only for kernels with a sampler)
-SOLVER_PATHS = {"random_features": ("random_features",), "exact": ("exact",),
-                "nystroem": ("nystroem",), "auto": ("exact", "nystroem")}
+SOLVER_PATHS = {
+    "random_features": ("random_features",),
+    "exact": ("exact",),
+    "nystroem": ("nystroem",),
+    "auto": ("exact", "nystroem"),
+}
 Preconditioner = Literal["rpcholesky", "nystroem", "none"]
 GramDType = Literal["auto", "float32", "float64"]
 Landmarks = Literal["rpcholesky", "uniform"]
@@ -468,8 +472,10 @@ class JobConfig:
         for prefix, source in (
             ("data.train", self.data.train),
             ("predict", self.predict),
-            ("bootstrap.eval", self.bootstrap.eval if self.bootstrap
-             and isinstance(self.bootstrap.eval, SourceConfig) else None),
+            (
+                "bootstrap.eval",
+                self.bootstrap.eval if self.bootstrap and isinstance(self.bootstrap.eval, SourceConfig) else None,
+            ),
         ):
             if source is not None:
                 found[f"{prefix}.path"] = source.path
