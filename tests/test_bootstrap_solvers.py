@@ -376,3 +376,25 @@ def test_local_gram_gives_the_same_bits_cached_or_recomputed(monkeypatch):
     np.testing.assert_array_equal(none.matvec(V), ref)
     np.testing.assert_array_equal(part.matvec(V), ref)
     np.testing.assert_allclose(ref, GramTiler(kernel, X).dense() @ V, rtol=1e-12, atol=1e-12)
+
+
+def test_local_passes_cap_blas_threads_and_never_raise_them():
+    """compute() gives each Dask thread its share of the cores in BLAS threads, but never more
+    than the caller allows (OPENBLAS_NUM_THREADS=1, threadpool_limits): raising them made the
+    passes inside compute round differently from the code around them, and
+    test_exact_replicates_equal_weighted_and_repeated_fits failed with OPENBLAS_NUM_THREADS=1
+    (under OpenBLAS's Haswell and Nehalem kernels)."""
+    import os
+
+    import dask
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from bigkernel.models._compute import compute
+
+    def blas_threads(_):
+        return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert compute(dask.delayed(blas_threads)(0))[0] == 1
+    with dask.config.set(scheduler="threads", num_workers=os.cpu_count()):
+        assert compute(dask.delayed(blas_threads)(0))[0] == 1  # one BLAS thread per Dask thread
