@@ -171,11 +171,21 @@ _controller: ThreadpoolController | None = None
 
 def _blas_limits(threads: int):
     """``threadpool_limits`` through one cached controller: a fresh ``threadpool_limits`` scans
-    every loaded library (~9 ms), too much per CG matvec."""
+    every loaded library (~9 ms), too much per CG matvec.
+
+    A cap, never a raise: each library keeps its current threads when those are fewer
+    (``OPENBLAS_NUM_THREADS=1``, an enclosing ``threadpool_limits``, a CPU affinity mask that
+    OpenBLAS honours and ``os.cpu_count`` does not). Raising them made the passes inside
+    :func:`compute` run with other BLAS threads than the code around them, so an exact
+    bootstrap replicate no longer matched the weighted fit bit for bit.
+    """
     global _controller
     if _controller is None:
         _controller = ThreadpoolController()
-    return _controller.limit(limits=threads)
+    current: dict[str, int] = {}
+    for lib in _controller.lib_controllers:
+        current[lib.user_api] = max(current.get(lib.user_api, 0), lib.num_threads)
+    return _controller.limit(limits={api: min(threads, n) for api, n in current.items()})
 
 
 def persist(*graphs, client=None, label: str = "persist"):

@@ -10,6 +10,7 @@ from bigkernel.errors import BigkernelError, DataError, NotPSDError, ParameterEr
 from bigkernel.numerics.cg import CGResult, conjugate_gradient
 from bigkernel.kernels import RBF
 from bigkernel.numerics.precond import build_preconditioner, kernel_columns
+from tests._tolerance import assert_forward_close, relative_residual
 
 
 def random_spd(n, cond, seed):
@@ -28,9 +29,13 @@ def test_multi_rhs_matches_dense_solve(seed):
     B = np.random.default_rng(seed + 10).normal(size=(80, 3))
     res = conjugate_gradient(mv(A), B, tol=1e-10)
     assert isinstance(res, CGResult) and res.converged.all()
-    np.testing.assert_allclose(res.x, np.linalg.solve(A, B), rtol=1e-6, atol=1e-8)
-    true_rel = np.linalg.norm(B - A @ res.x, axis=0) / np.linalg.norm(B, axis=0)
+    true_rel = relative_residual(A, res.x, B)
     assert np.all(true_rel <= 1e-9) and np.all(res.residual <= 1e-10)
+    # stopped at a relative residual r, x is within cond(A)·r of the solution, normwise (an
+    # element-wise rtol would hold small components to more than CG promises)
+    ref = np.linalg.solve(A, B)
+    for j in range(3):
+        assert_forward_close(res.x[:, j], ref[:, j], 1e3, residual=true_rel[j])
     assert res.x.shape == (80, 3) and res.n_iter.shape == (3,)
 
 
@@ -49,9 +54,12 @@ def test_per_column_shifts():
     shifts = np.array([0.0, 1e-3, 1e-1, 10.0])
     res = conjugate_gradient(mv(A), B, shift=shifts, tol=1e-10)
     for j, s in enumerate(shifts):
-        np.testing.assert_allclose(
-            res.x[:, j], np.linalg.solve(A + s * np.eye(60), B[:, j]), rtol=1e-6, atol=1e-9
-        )
+        # each column solves its own system: its residual is small for that shift only
+        As = A + s * np.eye(60)
+        r = relative_residual(As, res.x[:, j], B[:, j])[0]
+        assert r <= 2e-10
+        cond = (1.0 + s) / (1e-4 + s)  # eigenvalues of A span [1e-4, 1]
+        assert_forward_close(res.x[:, j], np.linalg.solve(As, B[:, j]), cond, residual=r)
     # a larger shift is better conditioned: no more iterations
     assert res.n_iter[3] <= res.n_iter[2] <= res.n_iter[1]
 
@@ -88,7 +96,12 @@ def test_recompute_every_keeps_the_same_answer():
     ref = np.linalg.solve(A, B)
     for every in (1, 7, 50):
         res = conjugate_gradient(mv(A), B, tol=1e-8, recompute_every=every)
-        np.testing.assert_allclose(res.x, ref, rtol=1e-5, atol=1e-7)
+        # cond(A)·tol = 1e-5 is all CG promises: an element-wise rtol=1e-5 measured 0.2 of it
+        # on small components; the true residual and the normwise error are what it controls
+        r = relative_residual(A, res.x, B)
+        assert np.all(r <= 2e-8), r
+        for j in range(2):
+            assert_forward_close(res.x[:, j], ref[:, j], 1e3, residual=r[j])
     assert conjugate_gradient(mv(A), B, tol=1e-8, recompute_every=1).n_matvec > res.n_matvec
 
 

@@ -8,6 +8,7 @@ from bigkernel.numerics.fourier_features import make_feature_map
 from bigkernel.numerics.primal import solve_primal
 from bigkernel.numerics.splits import FoldSplit, HoldoutSplit
 from bigkernel.numerics.sums import block_stats
+from tests._tolerance import assert_forward_close, primal_cond
 from tests.conftest import friedman
 
 
@@ -78,9 +79,16 @@ def test_chosen_point_within_2_percent_of_brute_force(cv):
                 for g in gammas for a in alphas)  # fmt: skip
     assert rmse(m) <= 1.02 * brute
     assert len(m.cv_results_["params"]) == 16 and m.cv_results_["rank_test_score"].min() == 1
-    # the refit from total sums equals a plain fit at the chosen point
+    # the refit from total sums equals a plain fit at the chosen point: both solve
+    # (ΦᵀΦ + αI)β = Φᵀy, from sums added in another order (fold by fold), so they agree to
+    # cond·ε (cond = 6.6e5 at the chosen α = 1e-4), and the predictions to that times
+    # ‖Φₜ‖‖β‖/‖Φₜβ‖ (an rtol=1e-8 on each prediction measured 0.016-0.028 of itself)
     ref = RandomFeatureRidge(gamma=m.gamma_, alpha=m.alpha_, n_components=200, random_state=0).fit(X, y)
-    np.testing.assert_allclose(m.predict(Xt), ref.predict(Xt), rtol=1e-8)
+    cond = primal_cond(ref, X)
+    assert_forward_close(m.coef_, ref.coef_, cond)
+    Pt, pred = ref.feature_map_.transform(Xt), ref.predict(Xt)
+    gain = np.linalg.norm(Pt, 2) * np.linalg.norm(ref.coef_) / np.linalg.norm(pred - ref.intercept_)
+    assert_forward_close(m.predict(Xt) - ref.intercept_, pred - ref.intercept_, cond * gain)
 
 
 def test_cv_scores_equal_direct_fold_refits():
@@ -140,7 +148,10 @@ def test_scores_below_their_rounding_error_are_never_chosen():
         for k in range(3):
             est = RandomFeatureRidge(gamma=0.02, alpha=a, n_components=128, random_state=0).fit(X[g != k], y[g != k])
             mses.append(np.mean((est.predict(X[g == k]) - y[g == k]) ** 2))
-        assert -score == pytest.approx(np.mean(mses), rel=0.05)
+        # a score is kept when it exceeds 10× its rounding-error estimate, so it is promised to
+        # ~10 %, not 5 %: at α = 1e-3 the float32 sums, rounded by OpenBLAS's sgemm, gave 1.6 %
+        # with SkylakeX kernels and 0.09 % with Haswell's (points below the floor are flagged -inf)
+        assert -score == pytest.approx(np.mean(mses), rel=0.1)
     assert m.alpha_ in [a for a, s in zip(alphas, scores) if np.isfinite(s)]
 
 

@@ -7,6 +7,7 @@ import zarr
 
 from bigkernel import RandomFeatureRidge, SyntheticSpec, make_data, open_source
 from bigkernel.data.synthetic import generate_rows
+from tests._tolerance import assert_forward_close, primal_cond
 
 
 @pytest.fixture
@@ -32,7 +33,9 @@ def test_zarr_npy_numpy_dask_sources_give_the_same_model(tmp_path, store):
     ref = RandomFeatureRidge(**kw).fit(X, y)
     for ds in (open_source(store, chunk_rows=2048), open_source(tmp_path / "X.npy", y_path=str(tmp_path / "y.npy"), chunk_rows=1500)):
         m = RandomFeatureRidge(**kw).fit(ds.X, ds.y)
-        np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-9)
+        # other chunks sum in another order; the solve amplifies that by its condition number
+        # (an rtol=1e-9 on each coefficient measured 0.004-0.1 of itself across OpenBLAS kernels)
+        assert_forward_close(m.coef_, ref.coef_, primal_cond(ref, X))
 
 
 def test_fsspec_url_source():

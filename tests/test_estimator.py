@@ -9,6 +9,7 @@ from sklearn.linear_model import Ridge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bigkernel import RandomFeatureRidge
+from tests._tolerance import assert_forward_close, primal_cond
 from tests.conftest import friedman
 
 
@@ -41,8 +42,12 @@ def test_numpy_and_dask_inputs_give_the_same_model():
     kw = dict(gamma=0.5, n_components=128, alpha="gcv", random_state=0)
     a = RandomFeatureRidge(**kw, chunk_rows=1000).fit(X, y)
     b = RandomFeatureRidge(**kw).fit(da.from_array(X, chunks=(700, 10)), da.from_array(y, chunks=700))
-    for attr in ("coef_", "intercept_", "alpha_", "df_", "gcv_", "alphas_"):
+    for attr in ("intercept_", "alpha_", "df_", "gcv_", "alphas_"):
         np.testing.assert_allclose(getattr(a, attr), getattr(b, attr), rtol=1e-9, err_msg=attr)
+    # sums over other chunks round differently and the solve amplifies that by cond = 4.5e3
+    # here: 0.3-2 cond·ε normwise across OpenBLAS kernels (an rtol=1e-9 on each coefficient
+    # measured up to 0.06 of itself)
+    assert_forward_close(a.coef_, b.coef_, primal_cond(a, X))
     Xt = X[:500]
     lazy = b.predict(da.from_array(Xt, chunks=(128, 10)))
     assert isinstance(lazy, da.Array) and lazy.shape == (500,)

@@ -16,6 +16,7 @@ import bigkernel
 from bigkernel import RandomFeatureRidge, SyntheticSpec, make_data, open_source
 from bigkernel.cli import main
 from bigkernel.errors import DataError, DataNotFoundError, OutputExistsError
+from tests._tolerance import assert_forward_close, primal_cond
 
 COLS = [f"x{i}" for i in range(10)]
 
@@ -36,11 +37,15 @@ def sources(tmp_path_factory):
 
 def test_parquet_csv_and_zarr_give_the_same_model(sources):
     kw = dict(gamma=0.5, n_components=64, alpha=0.1, random_state=0)
-    ref = RandomFeatureRidge(**kw).fit(*(lambda s: (s.X, s.y))(open_source(sources / "d.zarr")))
+    zs = open_source(sources / "d.zarr")
+    ref = RandomFeatureRidge(**kw).fit(zs.X, zs.y)
+    cond = primal_cond(ref, zs.X.compute())
     for path in ("d.parquet", "parts", "d.csv"):
         ds = open_source(sources / path, x=COLS, y="target", chunk_rows=1024)
         m = RandomFeatureRidge(**kw).fit(ds.X, ds.y)
-        np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-9, err_msg=path)
+        # other chunks sum in another order; the solve amplifies that by its condition number
+        # (an rtol=1e-9 on each coefficient measured 0.004-0.02 of itself across OpenBLAS kernels)
+        assert_forward_close(m.coef_, ref.coef_, cond)
 
 
 def test_missing_and_non_numeric_columns(sources):
