@@ -30,6 +30,8 @@ from bigkernel.numerics.kernels import (
     make_kernel,
 )
 
+pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
+
 RTOL = 1e-10
 
 
