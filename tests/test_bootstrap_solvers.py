@@ -44,6 +44,7 @@ def exact(**kw):
 # --------------------------------------------------------------------------------------------
 # the weighted dual solve
 # --------------------------------------------------------------------------------------------
+@pytest.mark.numerics
 @pytest.mark.parametrize("fit_intercept", [True, False])
 def test_weighted_dual_equals_dense_fit_on_repeated_rows(fit_intercept):
     """solve_dual(sample_weight=c) == the dense centred solve on np.repeat(rows, c): predictions,
@@ -78,6 +79,7 @@ def test_weighted_dual_equals_dense_fit_on_repeated_rows(fit_intercept):
     np.testing.assert_allclose(K(E, X) @ sol.coef + sol.intercept, ref, rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.numerics
 def test_exact_sample_weight_equals_repeated_rows_and_zero_weight_rows_are_dropped():
     X, Y, E = data()
     c = counts(1)
@@ -107,6 +109,7 @@ def test_exact_sample_weight_errors(bad, match):
 # --------------------------------------------------------------------------------------------
 # bootstrap per solver
 # --------------------------------------------------------------------------------------------
+@pytest.mark.numerics
 def test_exact_replicates_equal_weighted_and_repeated_fits(tmp_path):
     X, Y, E = data()
     est = exact(alpha=[1e-3, 1e-2, 0.1, 1.0])  # each replicate repeats the GCV choice
@@ -130,6 +133,7 @@ def test_exact_replicates_equal_weighted_and_repeated_fits(tmp_path):
         assert weighted.alpha_ == ref.alpha_
 
 
+@pytest.mark.numerics
 def test_exact_values_do_not_depend_on_batch_or_gram_cache(tmp_path, monkeypatch):
     X, Y, E = data()
     y = Y[:, 0]
@@ -272,6 +276,7 @@ def test_job_bootstrap_with_exact_and_nystroem_solvers(tmp_path, solver):
 # --------------------------------------------------------------------------------------------
 # sample_weight on every estimator
 # --------------------------------------------------------------------------------------------
+@pytest.mark.numerics
 @pytest.mark.parametrize("make", [
     lambda: RandomFeatureRidge(gamma=2.0, n_components=40, alpha=0.1, random_state=3, chunk_rows=64),
     lambda: RandomFeatureRidge(gamma=2.0, n_components=40, alpha=[0.01, 0.1, 1.0], random_state=3,
@@ -363,6 +368,7 @@ def test_resume_recomputes_only_lost_replicates_bitwise(tmp_path, solver):
         bootstrap(other, X, Y, E, n_bootstraps=6, random_state=SEED, store=tmp_path / "a.zarr")
 
 
+@pytest.mark.numerics
 def test_local_gram_gives_the_same_bits_cached_or_recomputed(monkeypatch):
     """LocalGram's values do not depend on its budget (what makes exact replicates bitwise
     reproducible on any worker), and the budget does decide what is cached."""
@@ -382,6 +388,7 @@ def test_local_gram_gives_the_same_bits_cached_or_recomputed(monkeypatch):
     np.testing.assert_allclose(ref, GramTiler(kernel, X).dense() @ V, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.numerics
 def test_local_passes_cap_blas_threads_and_never_raise_them():
     """compute() gives each Dask thread its share of the cores in BLAS threads, but never more
     than the caller allows (OPENBLAS_NUM_THREADS=1, threadpool_limits): raising them made the

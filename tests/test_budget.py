@@ -18,6 +18,8 @@ from bigkernel.numerics.budget import (
 )
 from bigkernel.kernels import RBF, Matern
 
+pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
+
 MiB = 2**20
 CASES = list(
     itertools.product(

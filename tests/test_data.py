@@ -24,6 +24,7 @@ def test_make_data_is_deterministic_and_chunking_free(tmp_path):
     assert a.attrs["complete"] is True
 
 
+@pytest.mark.numerics
 def test_zarr_npy_numpy_dask_sources_give_the_same_model(tmp_path, store):
     g = zarr.open_group(store, mode="r")
     X, y = g["X"][:], g["y"][:]

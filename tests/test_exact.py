@@ -37,6 +37,7 @@ def _rel(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "kernel,params",
     [("rbf", {"gamma": 0.5}), ("laplacian", {"gamma": 0.3}), ("polynomial", {"degree": 2, "gamma": 0.1, "coef0": 1.0}),
@@ -55,6 +56,7 @@ def test_matches_sklearn_kernel_ridge_without_intercept(kernel, params):
     assert np.all(ours.residual_ < 1e-9)
 
 
+@pytest.mark.numerics
 def test_intercept_matches_the_dense_centred_solution():
     X, y = friedman(800, seed=3)
     Xt, _ = friedman(200, seed=4)
@@ -85,6 +87,7 @@ def test_intercept_matches_the_dense_centred_solution():
     assert m.df_stderr_ == 0.0 and m.solver_info_["df_method"] == "exact"
 
 
+@pytest.mark.numerics
 def test_alpha_list_is_chosen_by_exact_gcv():
     X, y = friedman(600, seed=5)
     alphas = [1e-3, 1e-2, 1e-1, 1.0]
@@ -102,6 +105,7 @@ def test_alpha_list_is_chosen_by_exact_gcv():
     assert m.df_path_.shape == (4,) and np.all(np.diff(m.df_path_) < 0)
 
 
+@pytest.mark.numerics
 def test_hutchinson_df_agrees_with_exact_within_its_standard_error(monkeypatch):
     X, y = friedman(1500, seed=6)
     exact = ExactKernelRidge(gamma=0.5, alpha=[0.01, 0.3], random_state=0).fit(X, y)
@@ -167,6 +171,7 @@ def test_float32_gram_is_close_and_partial_cache_gives_the_same_answer():
     assert _rel(f32.predict(Xt), full.predict(Xt)) < 1e-4
 
 
+@pytest.mark.numerics
 def test_numpy_and_dask_inputs_give_the_same_model():
     X, y = friedman(1000, seed=11)
     kw = dict(gamma=0.5, alpha=0.05, random_state=0)
@@ -180,6 +185,7 @@ def test_numpy_and_dask_inputs_give_the_same_model():
     np.testing.assert_allclose(lazy.compute(), a.predict(Xt), rtol=1e-12)
 
 
+@pytest.mark.numerics
 def test_fit_dataset_with_a_holdout_split_fits_the_training_rows():
     X, y = friedman(900, seed=13)
     split = HoldoutSplit(3, 0.3)
@@ -208,6 +214,7 @@ def test_save_load_round_trip_keeps_the_training_points_in_the_store(tmp_path):
         np.testing.assert_array_equal(getattr(back, attr), getattr(m, attr), err_msg=attr)
 
 
+@pytest.mark.numerics
 def test_standardize_equals_fitting_standardized_data():
     X, y = friedman(500, seed=16)
     X = X * np.arange(1, 11) + 5

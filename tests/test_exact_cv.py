@@ -21,6 +21,8 @@ from bigkernel.numerics.splits import HoldoutSplit
 from tests._tolerance import assert_forward_close
 from tests.conftest import friedman
 
+pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
+
 
 def _brute_loo(K, Y, alpha, fit_intercept):
     """LOO residuals by n refits on n − 1 points: dense centred ridge solves."""

@@ -23,6 +23,8 @@ from bigkernel.numerics.gram_tiles import (
 from bigkernel.kernels import RBF, Laplacian, Matern, Polynomial, make_kernel
 from tests._tolerance import assert_within, product_bound
 
+pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
+
 MiB = 2**20
 KERNELS = [
     RBF(gamma=0.3),

@@ -35,6 +35,7 @@ def smooth_problem():
     return X, y, Xt, exact.predict(Xt)
 
 
+@pytest.mark.numerics
 def test_nystroem_map_reproduces_the_kernel_on_its_landmarks(rng):
     Z = rng.normal(size=(50, 3))
     fmap = NystroemMap.from_landmarks(RBF(gamma=0.3), Z)
@@ -44,6 +45,7 @@ def test_nystroem_map_reproduces_the_kernel_on_its_landmarks(rng):
     assert fmap.transform_unscaled(X, np.float32).dtype == np.float32
 
 
+@pytest.mark.numerics
 def test_rpcholesky_landmarks_beat_uniform_at_the_same_m(rng):
     """Clustered data: pivots follow the residual, so small clusters get landmarks."""
     centres = rng.normal(scale=6.0, size=(12, 2))
@@ -63,6 +65,7 @@ def test_rpcholesky_landmarks_beat_uniform_at_the_same_m(rng):
     assert errs["rpcholesky"] < 0.5 * errs["uniform"]
 
 
+@pytest.mark.numerics
 def test_random_features_and_nystroem_approach_the_exact_solution(smooth_problem):
     X, y, Xt, exact = smooth_problem
     rff = [_rel(RandomFeatureRidge(gamma=0.1, alpha=1.0, n_components=D, form="cossin", random_state=0)
@@ -82,6 +85,7 @@ def test_random_features_and_nystroem_within_two_percent_at_d_4096(smooth_proble
     assert _rel(nys.predict(Xt), exact) <= 0.02
 
 
+@pytest.mark.numerics
 def test_nystroem_numpy_dask_and_persistence(tmp_path):
     X, y = friedman(3000, seed=3)
     kw = dict(kernel=Polynomial(degree=2, gamma=0.1), n_components=80, alpha="gcv", random_state=5)

@@ -8,6 +8,8 @@ from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.fourier_features import make_feature_map
 
+pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
+
 
 def _exact(kernel, X, gamma, nu):
     if kernel == "rbf":

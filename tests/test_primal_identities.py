@@ -7,6 +7,8 @@ from bigkernel.numerics.fourier_features import make_feature_map
 from bigkernel.numerics.primal import eigen_path, solve_primal
 from bigkernel.numerics.sums import block_stats
 
+pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
+
 
 def _stats(fmap, X, y, **kw):
     return block_stats(fmap, X, y.reshape(len(y), -1), 0, **kw)

@@ -19,6 +19,8 @@ from bigkernel.numerics.resample import (
     replicate_seeds,
 )
 
+pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
+
 
 def _by_ranges(seed, r, n, edges, method="multinomial", block_rows=BLOCK_ROWS):
     return np.concatenate([
