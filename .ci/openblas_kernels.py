@@ -69,8 +69,10 @@ def main(argv: list[str]) -> int:
     cmd = argv[1] if len(argv) > 1 else "describe"
     sets = openblas_sets()
     if cmd == "describe":
-        print(", ".join(f"{lib}'s OpenBLAS {ver}: {arch}, {n} thread(s)" for lib, ver, arch, n in sets)
-              or "no OpenBLAS loaded")
+        print(
+            ", ".join(f"{lib}'s OpenBLAS {ver}: {arch}, {n} thread(s)" for lib, ver, arch, n in sets)
+            or "no OpenBLAS loaded"
+        )
         return 0
     if cmd == "pick":
         if platform.machine().lower() not in ("x86_64", "amd64"):

@@ -48,8 +48,8 @@ from bigkernel.errors import (
     StoreMismatchError,
 )
 from bigkernel.jobs.config import load_config
-from tests.conftest import friedman
 from tests._yaml import MINIMAL, error_of, with_model, write
+from tests.conftest import friedman
 
 distributed = pytest.importorskip("distributed")
 
@@ -71,8 +71,9 @@ def data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def scheduler() -> str:
     """One LocalCluster (a worker process, one thread) for every job here that computes."""
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
+    ) as cluster:
         yield cluster.scheduler_address
 
 
@@ -145,8 +146,6 @@ def zarr_store(path: Path, X: np.ndarray, y: np.ndarray | None, x_chunks=None) -
     return path
 
 
-
-
 # --------------------------------------------------------------------------------------------
 # NaN and inf in X and in y, in a late chunk
 # --------------------------------------------------------------------------------------------
@@ -166,8 +165,12 @@ def test_nonfinite_in_a_late_chunk(where, bad, tmp_path, data_dir, scheduler, ca
     # CLI: a zarr store whose last chunk holds the bad value
     store = zarr_store(tmp_path / "bad.zarr", X, y, x_chunks=(2048, 10))
     job = write_job(tmp_path, job_text(store, address=scheduler))
-    cli_error(["-q", "run", str(job)], caplog, NonFiniteError,
-              rf"{where} contains NaN or inf in rows \[8192, 10000\) — first at row 9123 \(1 bad rows")
+    cli_error(
+        ["-q", "run", str(job)],
+        caplog,
+        NonFiniteError,
+        rf"{where} contains NaN or inf in rows \[8192, 10000\) — first at row 9123 \(1 bad rows",
+    )
     assert_nothing_finished(tmp_path / "out")
 
 
@@ -179,12 +182,16 @@ X0, Y0 = friedman(1000)
 SHAPE_CASES = {
     # id: (X, y, zarr chunks of X, API error on dask input, message, numpy error message)
     "empty": (np.ones((0, 10)), np.ones(0), None, "empty: shape \\(0, 10\\)", "0 sample"),
-    "1-D X": (X0[:, 0].copy(), Y0, None, "must be 2-D .* got 1-D shape \\(1000,\\).*reshape",
-              "Expected 2D array"),
+    "1-D X": (X0[:, 0].copy(), Y0, None, "must be 2-D .* got 1-D shape \\(1000,\\).*reshape", "Expected 2D array"),
     "mismatched n": (X0, Y0[:999], None, "X has 1000, y has 999", "inconsistent numbers of samples"),
     # text that is not numbers (numpy text of numbers is converted, as scikit-learn does)
-    "non-numeric dtype": (np.full((1000, 10), "a"), Y0, None, r"must have a numeric dtype \(float or int\); got",
-                          "could not convert"),
+    "non-numeric dtype": (
+        np.full((1000, 10), "a"),
+        Y0,
+        None,
+        r"must have a numeric dtype \(float or int\); got",
+        "could not convert",
+    ),
     "X chunked along columns": (X0, Y0, (100, 5), "chunked along columns .*rechunk\\(\\{1: 10\\}\\)", None),
 }
 
@@ -238,8 +245,12 @@ def test_missing_files(tmp_path, data_dir, caplog):
     job = write_job(tmp_path, job_text(data_dir / "train.zarr") + f"predict: {{path: {tmp_path / 'gone.zarr'}}}\n")
     cli_error(["-q", "run", str(job)], caplog, DataNotFoundError, "gone.zarr' does not exist")
     assert_nothing_finished(tmp_path / "out")
-    cli_error(["predict", str(tmp_path / "nope.zarr"), str(data_dir / "new.zarr"), "-o", str(tmp_path / "p.zarr")],
-              caplog, DataNotFoundError, "no model at")
+    cli_error(
+        ["predict", str(tmp_path / "nope.zarr"), str(data_dir / "new.zarr"), "-o", str(tmp_path / "p.zarr")],
+        caplog,
+        DataNotFoundError,
+        "no model at",
+    )
     assert not (tmp_path / "p.zarr").exists()
 
 
@@ -270,13 +281,21 @@ def test_wrong_feature_count_at_predict(tmp_path, data_dir, model_path, caplog):
         m.predict(da.from_array(X5))
     # CLI, a job: caught from metadata before the fit, so no model is written either
     job = write_job(tmp_path, job_text(data_dir / "train.zarr") + f"predict: {{path: {data_dir / 'new5.zarr'}}}\n")
-    cli_error(["-q", "run", str(job)], caplog, DataError,
-              "predict.path .*new5.zarr has 5 features, but the training data .*train.zarr has 10")
+    cli_error(
+        ["-q", "run", str(job)],
+        caplog,
+        DataError,
+        "predict.path .*new5.zarr has 5 features, but the training data .*train.zarr has 10",
+    )
     assert_nothing_finished(tmp_path / "out")
     # CLI, `bigkernel predict`
     out = tmp_path / "pred.zarr"
-    cli_error(["predict", str(model_path), str(data_dir / "new5.zarr"), "-o", str(out)], caplog, DataError,
-              "X has 5 features, but RandomFeatureRidge is expecting 10")
+    cli_error(
+        ["predict", str(model_path), str(data_dir / "new5.zarr"), "-o", str(out)],
+        caplog,
+        DataError,
+        "X has 5 features, but RandomFeatureRidge is expecting 10",
+    )
     assert not out.exists() and not list(tmp_path.glob(".pred.zarr.partial*"))
 
 
@@ -293,15 +312,22 @@ def test_nan_in_a_late_chunk_of_prediction_data(tmp_path, data_dir, model_path, 
         m.predict(X)
     store = zarr_store(tmp_path / "nan.zarr", X, None, x_chunks=(1024, 10))
     # CLI, a job: the fit finishes (its model.zarr is that finished fit); predictions never appear
-    job = write_job(tmp_path, job_text(data_dir / "train.zarr", address=scheduler)
-                    + f"predict: {{path: {store}}}\n")
-    cli_error(["-q", "run", str(job)], caplog, NonFiniteError,
-              r"X contains NaN or inf in rows \[0, 3000\) — first at row 2500")
+    job = write_job(tmp_path, job_text(data_dir / "train.zarr", address=scheduler) + f"predict: {{path: {store}}}\n")
+    cli_error(
+        ["-q", "run", str(job)],
+        caplog,
+        NonFiniteError,
+        r"X contains NaN or inf in rows \[0, 3000\) — first at row 2500",
+    )
     assert_nothing_finished(tmp_path / "out", allow=("model.zarr",))
     assert not (tmp_path / "out" / "predictions.zarr").exists()
     # CLI, `bigkernel predict`
-    cli_error(["-q", "predict", str(model_path), str(store), "-o", str(tmp_path / "p.zarr")], caplog,
-              NonFiniteError, "first at row 2500")
+    cli_error(
+        ["-q", "predict", str(model_path), str(store), "-o", str(tmp_path / "p.zarr")],
+        caplog,
+        NonFiniteError,
+        "first at row 2500",
+    )
     assert not (tmp_path / "p.zarr").exists() and not list(tmp_path.glob(".p.zarr.partial*"))
 
 
@@ -311,37 +337,66 @@ def test_nan_in_a_late_chunk_of_prediction_data(tmp_path, data_dir, model_path, 
 
 PARAMETER_CASES = [
     # (API parameters, message, YAML model line, job message)
-    ({"alpha": 0.0}, "alpha must be a number > 0, .*; found 0.0", "alpha: 0",
-     "model.alpha: expected a number > 0.* found 0"),
+    (
+        {"alpha": 0.0},
+        "alpha must be a number > 0, .*; found 0.0",
+        "alpha: 0",
+        "model.alpha: expected a number > 0.* found 0",
+    ),
     ({"alpha": -1}, "alpha must be a number > 0, .*; found -1", "alpha: -1.0", "model.alpha: .*found -1.0"),
-    ({"alpha": float("nan")}, "alpha must be a number > 0, .*found nan .*NaN is not allowed", "alpha: .nan",
-     "model.alpha: .*NaN is not allowed"),
-    ({"alpha": "1e-3"}, "alpha must be .*found '1e-3' .*that is text", "alpha: 1e-3",
-     "model.alpha: .*YAML 1.1 reads 1e-3 as text.*write 1.0e-3"),
+    (
+        {"alpha": float("nan")},
+        "alpha must be a number > 0, .*found nan .*NaN is not allowed",
+        "alpha: .nan",
+        "model.alpha: .*NaN is not allowed",
+    ),
+    (
+        {"alpha": "1e-3"},
+        "alpha must be .*found '1e-3' .*that is text",
+        "alpha: 1e-3",
+        "model.alpha: .*YAML 1.1 reads 1e-3 as text.*write 1.0e-3",
+    ),
     ({"alpha": "big"}, "alpha must be .*found 'big'", "alpha: 'big'", "model.alpha: .*found 'big' \\(string\\)"),
-    ({"gamma": 0.0}, "gamma must be a number > 0 or None; found 0.0", "gamma: 0",
-     "model.gamma: expected a number > 0.*found 0"),
+    (
+        {"gamma": 0.0},
+        "gamma must be a number > 0 or None; found 0.0",
+        "gamma: 0",
+        "model.gamma: expected a number > 0.*found 0",
+    ),
     ({"gamma": -0.5}, "gamma must be a number > 0 or None; found -0.5", "gamma: -0.5", "model.gamma: .*found -0.5"),
-    ({"n_components": 0}, "n_components must be an integer > 0; found 0 .*n_components=100 \\(the default\\)",
-     "n_components: 0", "model.n_components: expected an integer > 0, found 0"),
-    ({"n_components": -5}, "n_components must be an integer > 0; found -5", "n_components: -5",
-     "model.n_components: .*found -5"),
-    ({"kernel": "gausian"}, "unknown kernel 'gausian'; valid kernels are rbf, laplacian, matern, fourier",
-     "kernel: gausian",
-     "model.kernel: expected one of 'rbf', 'laplacian', 'matern', 'fourier'"),
+    (
+        {"n_components": 0},
+        "n_components must be an integer > 0; found 0 .*n_components=100 \\(the default\\)",
+        "n_components: 0",
+        "model.n_components: expected an integer > 0, found 0",
+    ),
+    (
+        {"n_components": -5},
+        "n_components must be an integer > 0; found -5",
+        "n_components: -5",
+        "model.n_components: .*found -5",
+    ),
+    (
+        {"kernel": "gausian"},
+        "unknown kernel 'gausian'; valid kernels are rbf, laplacian, matern, fourier",
+        "kernel: gausian",
+        "model.kernel: expected one of 'rbf', 'laplacian', 'matern', 'fourier'",
+    ),
     ({"kernel": "laplacain"}, "did you mean 'laplacian'", "kernel: laplacain", "did you mean 'laplacian'\\?"),
 ]
 
 
-@pytest.mark.parametrize("params,match,line,job_match", PARAMETER_CASES,
-                         ids=[line for _, _, line, _ in PARAMETER_CASES])
+@pytest.mark.parametrize(
+    "params,match,line,job_match", PARAMETER_CASES, ids=[line for _, _, line, _ in PARAMETER_CASES]
+)
 def test_bad_estimator_parameters(params, match, line, job_match, tmp_path, data_dir, caplog):
     X, y = friedman(50)
     with pytest.raises(ParameterError, match=match):
         RandomFeatureRidge(**params).fit(X, y)
     key = line.split(":")[0]
-    text = "".join(t for t in job_text(data_dir / "train.zarr").splitlines(keepends=True)
-                   if not t.startswith(f"  {key}:"))  # the case's line replaces the job's own
+    text = "".join(
+        t for t in job_text(data_dir / "train.zarr").splitlines(keepends=True) if not t.startswith(f"  {key}:")
+    )  # the case's line replaces the job's own
     job = write_job(tmp_path, text.replace("model:\n", f"model:\n  {line}\n"))
     cli_error(["run", str(job)], caplog, ConfigError, job_match)
     assert not (tmp_path / "out").exists()  # config errors come before anything is written
@@ -357,8 +412,11 @@ def test_bad_estimator_parameters(params, match, line, job_match, tmp_path, data
         ("alpha: auto", "model.alpha", "'gcv' or 'cv', found 'auto' (string)"),
         ("alpha: []", "model.alpha", "the list is empty"),
         ("alpha: [1.0, -2.0]", "model.alpha", "item 1: expected a number > 0"),
-        ("gamma: 0", "model.gamma",
-         "expected a number > 0, a non-empty list of numbers > 0 (searched), or 'cv', found 0"),
+        (
+            "gamma: 0",
+            "model.gamma",
+            "expected a number > 0, a non-empty list of numbers > 0 (searched), or 'cv', found 0",
+        ),
         ("gamma: -0.5", "model.gamma", ", or 'cv', found -0.5"),
         ("length_scale: 0.0", "model.length_scale", "found 0.0"),
         ("n_components: 0", "model.n_components", "expected an integer > 0, found 0"),
@@ -391,15 +449,27 @@ def test_unknown_estimator_parameter_through_the_api():
 
 YAML_CASES = {
     # id: (how to change the job text, error, message)
-    "unknown key": (lambda t: t.replace("  n_components: 32", "  n_compnents: 32"), ConfigError,
-                    r"job.yaml:9: model.n_compnents: unknown key 'n_compnents'; did you mean 'n_components'\?"),
+    "unknown key": (
+        lambda t: t.replace("  n_components: 32", "  n_compnents: 32"),
+        ConfigError,
+        r"job.yaml:9: model.n_compnents: unknown key 'n_compnents'; did you mean 'n_components'\?",
+    ),
     "unknown key in wrong section": (lambda t: t + "alpha: 0.1\n", ConfigError, "did you mean 'model.alpha'"),
-    "1e-3 read as a string": (lambda t: t.replace("alpha: 1.0e-2", "alpha: 1e-3"), ConfigError,
-                              "YAML 1.1 reads 1e-3 as text.*write 1.0e-3"),
-    "duplicate keys": (lambda t: t.replace("  gamma: 0.5\n", "  gamma: 0.5\n  gamma: 0.7\n"), ConfigError,
-                       r"job.yaml:9: duplicate key 'gamma' \(lines 8 and 9\)"),
-    "python object tag": (lambda t: "bad: !!python/object/apply:os.system ['touch PWNED']\n" + t, ConfigError,
-                          r"job.yaml:1: the tag !!python/object/apply:os.system is not allowed"),
+    "1e-3 read as a string": (
+        lambda t: t.replace("alpha: 1.0e-2", "alpha: 1e-3"),
+        ConfigError,
+        "YAML 1.1 reads 1e-3 as text.*write 1.0e-3",
+    ),
+    "duplicate keys": (
+        lambda t: t.replace("  gamma: 0.5\n", "  gamma: 0.5\n  gamma: 0.7\n"),
+        ConfigError,
+        r"job.yaml:9: duplicate key 'gamma' \(lines 8 and 9\)",
+    ),
+    "python object tag": (
+        lambda t: "bad: !!python/object/apply:os.system ['touch PWNED']\n" + t,
+        ConfigError,
+        r"job.yaml:1: the tag !!python/object/apply:os.system is not allowed",
+    ),
 }
 
 
@@ -415,10 +485,14 @@ def test_bad_job_yaml(case, tmp_path, data_dir, caplog, monkeypatch):
 
 
 def test_python_tag_through_a_real_subprocess(tmp_path, data_dir):
-    job = write_job(tmp_path, f"output: !!python/object/apply:os.system ['touch {tmp_path / 'PWNED'}']\n"
-                    + job_text(data_dir / "train.zarr").replace("output: out\n", ""))
-    r = subprocess.run([sys.executable, "-m", "bigkernel.cli", "run", str(job)], capture_output=True,
-                       text=True, timeout=120)
+    job = write_job(
+        tmp_path,
+        f"output: !!python/object/apply:os.system ['touch {tmp_path / 'PWNED'}']\n"
+        + job_text(data_dir / "train.zarr").replace("output: out\n", ""),
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "bigkernel.cli", "run", str(job)], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == EXIT_USER_ERROR
     assert "ConfigError: " in r.stderr and "is not allowed" in r.stderr
     assert not (tmp_path / "PWNED").exists()
@@ -445,11 +519,15 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("key", "value", "spelled"),
-    [("alpha", "1e-3", "1.0e-3"), ("gamma", "1E5", "1.0e+5"), ("gamma", "5e+2", "5.0e+2"),
-     ("gamma", "1.5e3", "1.5e+3"), ("alpha", "'0.5'", "0.5")],
+    [
+        ("alpha", "1e-3", "1.0e-3"),
+        ("gamma", "1E5", "1.0e+5"),
+        ("gamma", "5e+2", "5.0e+2"),
+        ("gamma", "1.5e3", "1.5e+3"),
+        ("alpha", "'0.5'", "0.5"),
+    ],
 )
-def test_numbers_yaml_reads_as_text_are_errors(tmp_path: Path, key: str, value: str,
-                                               spelled: str) -> None:
+def test_numbers_yaml_reads_as_text_are_errors(tmp_path: Path, key: str, value: str, spelled: str) -> None:
     message = error_of(with_model(tmp_path, f"{key}: {value}\n"))
     assert f"model.{key}" in message and "YAML 1.1 reads" in message
     assert f"write {spelled}" in message
@@ -481,16 +559,17 @@ def test_duplicate_top_level_key(tmp_path: Path) -> None:
 
 def test_python_object_tag_is_refused_and_never_executed(tmp_path: Path) -> None:
     marker = tmp_path / "PWNED"
-    path = write(tmp_path, f'output: !!python/object/apply:os.system ["echo pwned > {marker}"]\n'
-                 "data: {train: {path: t.zarr}}\n")
+    path = write(
+        tmp_path,
+        f'output: !!python/object/apply:os.system ["echo pwned > {marker}"]\ndata: {{train: {{path: t.zarr}}}}\n',
+    )
     message = error_of(path)
     assert not marker.exists()
     assert "!!python/object/apply:os.system" in message and "not allowed" in message
     assert f"{path}:1" in message
 
 
-@pytest.mark.parametrize("tag", ["!!python/object:os.system", "!!python/name:os.system",
-                                 "!custom"])
+@pytest.mark.parametrize("tag", ["!!python/object:os.system", "!!python/name:os.system", "!custom"])
 def test_other_non_standard_tags_are_refused(tmp_path: Path, tag: str) -> None:
     message = error_of(write(tmp_path, MINIMAL + f"name: {tag} x\n"))
     assert "not allowed" in message and "job.yaml:5" in message
@@ -513,15 +592,27 @@ def test_output_that_would_overwrite_an_input(tmp_path, data_dir, model_path, ca
     # CLI: the job's output folder, predict.output, and `bigkernel predict --output`
     text = job_text(train)
     job = write_job(tmp_path, text.replace("output: out", f"output: {train}"))
-    cli_error(["run", str(job)], caplog, ConfigError,
-              f"output: this output would overwrite an input: output {train} is the same path as data.train.path")
+    cli_error(
+        ["run", str(job)],
+        caplog,
+        ConfigError,
+        f"output: this output would overwrite an input: output {train} is the same path as data.train.path",
+    )
     job = write_job(tmp_path, text + f"predict: {{path: {data_dir / 'new.zarr'}, output: {train}}}\n")
     cli_error(["run", str(job)], caplog, ConfigError, "predict.output .* is the same path as data.train.path")
     assert not (tmp_path / "out").exists()
-    cli_error(["predict", str(model_path), str(train), "-o", str(train)], caplog, OutputExistsError,
-              "the predictions would overwrite an input")
-    cli_error(["predict", str(model_path), str(train), "-o", str(model_path / "p.zarr")], caplog,
-              OutputExistsError, "is inside the model")
+    cli_error(
+        ["predict", str(model_path), str(train), "-o", str(train)],
+        caplog,
+        OutputExistsError,
+        "the predictions would overwrite an input",
+    )
+    cli_error(
+        ["predict", str(model_path), str(train), "-o", str(model_path / "p.zarr")],
+        caplog,
+        OutputExistsError,
+        "is inside the model",
+    )
     assert sorted(p.name for p in train.rglob("*")) == before  # the input is untouched
 
 
@@ -533,8 +624,7 @@ def test_output_that_would_overwrite_an_input(tmp_path, data_dir, model_path, ca
         ("./data/../data/train.zarr/run", "data/train.zarr", "is inside"),
     ],
 )
-def test_output_overlapping_an_input_names_both_paths(tmp_path: Path, output: str, train: str,
-                                                     relation: str) -> None:
+def test_output_overlapping_an_input_names_both_paths(tmp_path: Path, output: str, train: str, relation: str) -> None:
     message = error_of(write(tmp_path, f"output: {output}\ndata:\n  train: {{path: {train}}}\n"))
     assert "would overwrite an input" in message and relation in message
     assert str(tmp_path / "data" / "train.zarr") in message  # the input, resolved
@@ -582,17 +672,29 @@ def test_finished_work_is_not_replaced_without_overwrite(tmp_path, data_dir, mod
     # a model, predictions, synthetic data
     with pytest.raises(OutputExistsError, match="exists; pass overwrite=True"):
         bigkernel.load(model_path).save(model_path)
-    cli_error(["predict", str(model_path), str(data_dir / "new.zarr"), "-o", str(elsewhere)], caplog,
-              OutputExistsError, "prediction output .*elsewhere.zarr' exists")
-    cli_error(["make-data", "friedman1", str(data_dir / "new.zarr"), "--n-samples", "10"], caplog,
-              OutputExistsError, "new.zarr' exists and is not a complete data set made with these parameters")
+    cli_error(
+        ["predict", str(model_path), str(data_dir / "new.zarr"), "-o", str(elsewhere)],
+        caplog,
+        OutputExistsError,
+        "prediction output .*elsewhere.zarr' exists",
+    )
+    cli_error(
+        ["make-data", "friedman1", str(data_dir / "new.zarr"), "--n-samples", "10"],
+        caplog,
+        OutputExistsError,
+        "new.zarr' exists and is not a complete data set made with these parameters",
+    )
 
 
 def test_rerun_removes_the_old_outputs_first(tmp_path, data_dir, scheduler, caplog):
     """Found while writing this suite: with ``overwrite: true`` a rerun that failed left the
     previous run's model.zarr (and predictions) in the folder, looking like this run's."""
-    job = write_job(tmp_path, job_text(data_dir / "train.zarr", address=scheduler)
-                    + "overwrite: true\n" + f"predict: {{path: {data_dir / 'new.zarr'}}}\n")
+    job = write_job(
+        tmp_path,
+        job_text(data_dir / "train.zarr", address=scheduler)
+        + "overwrite: true\n"
+        + f"predict: {{path: {data_dir / 'new.zarr'}}}\n",
+    )
     assert main(["-q", "run", str(job)]) == 0
     assert (tmp_path / "out" / "model.zarr").exists() and (tmp_path / "out" / "predictions.zarr").exists()
     job.write_text(job.read_text().replace(str(data_dir / "train.zarr"), str(tmp_path / "gone.zarr")))
@@ -645,6 +747,7 @@ def _attrs(**changes):
         path = _copy(tmp_path, model_path)
         zarr.open_group(path, mode="r+").attrs.update(changes)
         return path
+
     return make
 
 
@@ -682,8 +785,21 @@ def test_bad_model_stores(case, tmp_path, data_dir, model_path, caplog):
 
 def test_pickle_through_a_real_subprocess(tmp_path, data_dir, model_path):
     path = _pickle_file(tmp_path, model_path)
-    r = subprocess.run([sys.executable, "-m", "bigkernel.cli", "predict", str(path), str(data_dir / "new.zarr"),
-                        "-o", str(tmp_path / "pred.zarr")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bigkernel.cli",
+            "predict",
+            str(path),
+            str(data_dir / "new.zarr"),
+            "-o",
+            str(tmp_path / "pred.zarr"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == EXIT_USER_ERROR
     assert "ModelFormatError: " in r.stderr and "never loaded" in r.stderr
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "pred.zarr").exists()
@@ -711,9 +827,20 @@ def test_unreachable_scheduler(tmp_path, data_dir, model_path, caplog):
         job = write_job(tmp_path, job_text(data_dir / "train.zarr", address=address))
         cli_error(["-q", "run", str(job)], caplog, ClusterError, match)
     assert_nothing_finished(tmp_path / "out")
-    cli_error(["predict", str(model_path), str(data_dir / "new.zarr"), "-o", str(tmp_path / "p.zarr"),
-               "--address", "http://10.0.0.5:8786"], caplog, ClusterError,
-              "'http://10.0.0.5:8786' is not a Dask scheduler address: unknown address scheme 'http'")
+    cli_error(
+        [
+            "predict",
+            str(model_path),
+            str(data_dir / "new.zarr"),
+            "-o",
+            str(tmp_path / "p.zarr"),
+            "--address",
+            "http://10.0.0.5:8786",
+        ],
+        caplog,
+        ClusterError,
+        "'http://10.0.0.5:8786' is not a Dask scheduler address: unknown address scheme 'http'",
+    )
     assert not (tmp_path / "p.zarr").exists()
 
 
@@ -746,13 +873,17 @@ def test_a_client_that_never_connected_is_not_used(caplog):
 def test_bootstrap_store_of_another_job(tmp_path, data_dir, scheduler, caplog):
     boot = "bootstrap: {{n_bootstraps: 2, eval_grid: {{n_points: 5}}, store: {store}}}\n"
     store = tmp_path / "a" / "bootstrap.zarr"
-    job_a = write_job(tmp_path, job_text(data_dir / "train.zarr", address=scheduler).replace("output: out", "output: a")
-                      + boot.format(store=store))
+    job_a = write_job(
+        tmp_path,
+        job_text(data_dir / "train.zarr", address=scheduler).replace("output: out", "output: a")
+        + boot.format(store=store),
+    )
     assert main(["-q", "run", str(job_a)]) == 0
     done = zarr.open_array(str(store), path="done", mode="r")[:].copy()
     # job b: another seed (so other resamples), pointed at job a's store
-    job_b = write_job(tmp_path, job_text(data_dir / "train.zarr", address=scheduler) + "seed: 1\n"
-                      + boot.format(store=store))
+    job_b = write_job(
+        tmp_path, job_text(data_dir / "train.zarr", address=scheduler) + "seed: 1\n" + boot.format(store=store)
+    )
     cli_error(["-q", "run", str(job_b)], caplog, StoreMismatchError, "seed: expected")
     # refused before the fit: no model, nothing that looks done
     assert_nothing_finished(tmp_path / "out")

@@ -18,8 +18,6 @@ import pytest
 import zarr
 
 from bigkernel import RandomFeatureRidge
-from bigkernel.data.synthetic import SyntheticSpec, generate_rows, true_function
-from bigkernel.errors import IncompleteStoreError, ParameterError, StoreMismatchError
 from bigkernel.bands.bootstrap import (
     BootstrapResult,
     bootstrap,
@@ -27,6 +25,8 @@ from bigkernel.bands.bootstrap import (
     eval_grid,
     load_bootstrap,
 )
+from bigkernel.data.synthetic import SyntheticSpec, generate_rows, true_function
+from bigkernel.errors import IncompleteStoreError, ParameterError, StoreMismatchError
 from bigkernel.io.band_store import open_store
 from bigkernel.numerics.resample import bootstrap_counts, percentile_band
 
@@ -37,8 +37,7 @@ def sine(n, noise=0.3, seed=0):
 
 
 def rff(**kw):
-    params = {"length_scale": 0.1, "n_components": 48, "alpha": 1.0, "random_state": 5,
-              "chunk_rows": 96, **kw}
+    params = {"length_scale": 0.1, "n_components": 48, "alpha": 1.0, "random_state": 5, "chunk_rows": 96, **kw}
     return RandomFeatureRidge(**params)
 
 
@@ -60,8 +59,7 @@ def test_replicates_equal_refits_on_repeated_rows(tmp_path):
     X, y = a[:, :d], np.column_stack([a[:, 5], np.sin(a[:, 0])])  # two targets
     E = 0.9 * X[:20] + 0.05  # inside the training range
     est = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3, chunk_rows=64)
-    res = bootstrap(est, X, y, E, n_bootstraps=B, random_state=seed, store=tmp_path / "bs.zarr",
-                    batch_size=2)
+    res = bootstrap(est, X, y, E, n_bootstraps=B, random_state=seed, store=tmp_path / "bs.zarr", batch_size=2)
     assert res.n_computed == B and res.n_reused == 0 and res.random_state == seed
     preds = res.predictions.compute()
     assert preds.shape == (B, 20, 2) and res.mean.shape == (20, 2)
@@ -70,7 +68,8 @@ def test_replicates_equal_refits_on_repeated_rows(tmp_path):
         counts = bootstrap_counts(seed, r, n, 0, n).astype(int)
         assert counts.sum() == n
         ref = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3).fit(
-            np.repeat(X, counts, axis=0), np.repeat(y, counts, axis=0))
+            np.repeat(X, counts, axis=0), np.repeat(y, counts, axis=0)
+        )
         np.testing.assert_allclose(preds[r], ref.predict(E), rtol=1e-8, atol=1e-8)
         np.testing.assert_allclose(coef[r, :32].T, ref.coef_, rtol=1e-7, atol=1e-8)
         np.testing.assert_allclose(coef[r, 32], ref.intercept_, rtol=1e-8, atol=1e-8)
@@ -82,24 +81,22 @@ def test_replicates_equal_refits_on_repeated_rows(tmp_path):
 def test_one_dimensional_y_dask_input_and_batch_independence(tmp_path, monkeypatch):
     X, y = sine(250)
     est = rff(alpha=0.5)
-    base = bootstrap(est, X, y, X_EVAL, n_bootstraps=6, random_state=2,
-                     store=tmp_path / "np.zarr", batch_size=6)
+    base = bootstrap(est, X, y, X_EVAL, n_bootstraps=6, random_state=2, store=tmp_path / "np.zarr", batch_size=6)
     assert base.mean.shape == (25,) and base.predictions.shape == (6, 25)
     # the batch a replicate runs in does not change its bytes
-    other = bootstrap(est, X, y, X_EVAL, n_bootstraps=6, random_state=2,
-                      store=tmp_path / "np1.zarr", batch_size=1)
+    other = bootstrap(est, X, y, X_EVAL, n_bootstraps=6, random_state=2, store=tmp_path / "np1.zarr", batch_size=1)
     _assert_same_result(base, other)
     # dask input with the same row chunks, shared by the batches or re-read by each: same bytes
     Xd, yd = da.from_array(X, chunks=(96, 1)), da.from_array(y, chunks=96)
-    lazy = bootstrap(est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2,
-                     store=tmp_path / "dask.zarr", batch_size=4)
+    lazy = bootstrap(est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2, store=tmp_path / "dask.zarr", batch_size=4)
     _assert_same_result(base, lazy)
     monkeypatch.setattr("bigkernel.bands.bootstrap.SHARED_DATA_BYTES", 0)
-    reread = bootstrap(est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2,
-                       store=tmp_path / "dask-reread.zarr", batch_size=4)
+    reread = bootstrap(
+        est, Xd, yd, X_EVAL, n_bootstraps=6, random_state=2, store=tmp_path / "dask-reread.zarr", batch_size=4
+    )
     _assert_same_result(base, reread)
-    from bigkernel.data.sources import as_dataset
     from bigkernel.bands.bootstrap import _batch_dataset
+    from bigkernel.data.sources import as_dataset
 
     ds = as_dataset(Xd, yd)
     a, b = _batch_dataset(ds, 0, True), _batch_dataset(ds, 1, True)
@@ -122,8 +119,7 @@ def test_batches_are_chained_to_bound_memory(tmp_path, monkeypatch):
     bmod_compute = bmod.compute
     monkeypatch.setattr(bmod, "compute", capture)
     X, y = sine(200)
-    bootstrap(rff(), X, y, X_EVAL, n_bootstraps=8, random_state=1, store=tmp_path / "c.zarr",
-              batch_size=2)
+    bootstrap(rff(), X, y, X_EVAL, n_bootstraps=8, random_state=1, store=tmp_path / "c.zarr", batch_size=2)
     (tasks,) = graphs
     dsk = {}
     for t in tasks:
@@ -175,15 +171,14 @@ _CHILD = textwrap.dedent("""
 def _done_count(path) -> int:
     try:
         return int((zarr.open_array(str(path), path="done", mode="r")[:] == 1).sum())
-    except Exception:  # noqa: BLE001 - not created yet
+    except Exception:
         return -1
 
 
 def test_resume_after_sigkill_is_bitwise_equal(tmp_path):
     B, path = 18, tmp_path / "killed.zarr"
     code = _CHILD.format(tests=os.path.dirname(__file__), B=B, store=str(path))
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while _done_count(path) < 5:
@@ -201,8 +196,7 @@ def test_resume_after_sigkill_is_bitwise_equal(tmp_path):
     X, y = sine(240)
     resumed = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=B, random_state=7, store=path)
     assert resumed.n_reused == done_at_kill and resumed.n_computed == B - done_at_kill
-    clean = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=B, random_state=7,
-                      store=tmp_path / "clean.zarr", batch_size=4)
+    clean = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=B, random_state=7, store=tmp_path / "clean.zarr", batch_size=4)
     assert clean.n_computed == B
     _assert_same_result(resumed, clean)
     # a third run finds everything and computes nothing
@@ -233,8 +227,7 @@ def test_store_of_another_job_is_refused(tmp_path, change, field):
     change = dict(change)
     if "data_seed" in change:
         X, y = sine(200, seed=change.pop("data_seed"))
-    kwargs = {"n_bootstraps": 4, "random_state": 7, "store": path, "X_eval": X_EVAL,
-              "estimator": rff(), **change}
+    kwargs = {"n_bootstraps": 4, "random_state": 7, "store": path, "X_eval": X_EVAL, "estimator": rff(), **change}
     with pytest.raises(StoreMismatchError, match=field.replace(".", r"\.")):
         bootstrap(kwargs.pop("estimator"), X, y, kwargs.pop("X_eval"), **kwargs)
     assert np.array_equal(open_store(path).done_mask(), before)
@@ -253,10 +246,10 @@ def test_band_width_matches_fresh_samples(tmp_path):
     # one BLAS thread per task: hundreds of tiny multi-threaded BLAS calls crawl (10x) on a
     # busy 2-core machine
     with dask.config.set(scheduler="threads", num_workers=2), threadpool_limits(1):
-        res = bootstrap(est, X, y, X_EVAL, n_bootstraps=B, random_state=1,
-                        store=tmp_path / "bs.zarr")
-        fresh = np.stack([rff(n_components=100, chunk_rows=None).fit(*sine(n, seed=1000 + i))
-                          .predict(X_EVAL) for i in range(R)])
+        res = bootstrap(est, X, y, X_EVAL, n_bootstraps=B, random_state=1, store=tmp_path / "bs.zarr")
+        fresh = np.stack(
+            [rff(n_components=100, chunk_rows=None).fit(*sine(n, seed=1000 + i)).predict(X_EVAL) for i in range(R)]
+        )
     ref = percentile_band(fresh, 0.9)
     ratio = np.mean(res.upper - res.lower) / np.mean(ref.upper - ref.lower)
     assert 0.8 <= ratio <= 1.25, ratio  # the issue's target; 0.91 here
@@ -272,26 +265,47 @@ def test_local_cluster_gives_the_local_band(tmp_path):
     X, y = sine(300)
     Xd, yd = da.from_array(X, chunks=(100, 1)), da.from_array(y, chunks=100)
     # interval="prediction": the original fit and its residual pass run on the cluster too
-    local = bootstrap(rff(), Xd, yd, X_EVAL, n_bootstraps=8, random_state=3,
-                      store=tmp_path / "local.zarr", batch_size=2, interval="prediction")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        remote = bootstrap(rff(), Xd, yd, X_EVAL, n_bootstraps=8, random_state=3,
-                           store=tmp_path / "cluster.zarr", batch_size=2, client=client,
-                           interval="prediction")
+    local = bootstrap(
+        rff(),
+        Xd,
+        yd,
+        X_EVAL,
+        n_bootstraps=8,
+        random_state=3,
+        store=tmp_path / "local.zarr",
+        batch_size=2,
+        interval="prediction",
+    )
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        remote = bootstrap(
+            rff(),
+            Xd,
+            yd,
+            X_EVAL,
+            n_bootstraps=8,
+            random_state=3,
+            store=tmp_path / "cluster.zarr",
+            batch_size=2,
+            client=client,
+            interval="prediction",
+        )
     assert remote.n_computed == 8
     np.testing.assert_array_equal(remote.data_min, X.min(axis=0))
     for name in ("mean", "lower", "upper", "confidence_lower", "confidence_upper"):
-        np.testing.assert_allclose(getattr(remote, name), getattr(local, name), rtol=1e-12,
-                                   atol=1e-12)
+        np.testing.assert_allclose(getattr(remote, name), getattr(local, name), rtol=1e-12, atol=1e-12)
 
 
 # --------------------------------------------------------------------------------------------
 def test_load_bootstrap_and_incomplete_store(tmp_path):
     X, y = sine(200)
-    res = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=5, random_state=4, store=tmp_path / "a.zarr",
-                    confidence_level=0.8)
+    res = bootstrap(
+        rff(), X, y, X_EVAL, n_bootstraps=5, random_state=4, store=tmp_path / "a.zarr", confidence_level=0.8
+    )
     back = load_bootstrap(res.store, confidence_level=0.8)
     assert back.n_computed == 0 and back.n_reused == 5 and back.random_state == 4
     _assert_same_result(res, back)
@@ -318,9 +332,12 @@ def test_parameters_and_unsupported_estimator(tmp_path):
     X, y = sine(100)
     with pytest.raises(NotImplementedError, match="does not support Ridge"):
         bootstrap(Ridge(), X, y, X_EVAL, n_bootstraps=2, store=tmp_path / "r.zarr")
-    for kwargs, match in [({"n_bootstraps": 0}, "n_bootstraps"),
-                          ({"confidence_level": 1.0}, "confidence_level"),
-                          ({"method": "bayes"}, "method"), ({"batch_size": 0}, "batch_size")]:
+    for kwargs, match in [
+        ({"n_bootstraps": 0}, "n_bootstraps"),
+        ({"confidence_level": 1.0}, "confidence_level"),
+        ({"method": "bayes"}, "method"),
+        ({"batch_size": 0}, "batch_size"),
+    ]:
         with pytest.raises(ParameterError, match=match):
             bootstrap(rff(), X, y, X_EVAL, **kwargs)
     with pytest.raises(ValueError, match=r"X_eval must have shape \(n_eval >= 1, 1\)"):
@@ -333,8 +350,7 @@ def test_parameters_and_unsupported_estimator(tmp_path):
 
 def test_poisson_weights_run_and_differ(tmp_path):
     X, y = sine(200)
-    a = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1, method="poisson",
-                  store=tmp_path / "p.zarr")
+    a = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1, method="poisson", store=tmp_path / "p.zarr")
     b = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=4, random_state=1, store=tmp_path / "m.zarr")
     assert a.method == "poisson" and not np.array_equal(a.mean, b.mean)
 
@@ -369,8 +385,18 @@ def test_plot_band_writes_png(tmp_path, d):
     est = rff(length_scale=0.3)
     res = bootstrap(est, X, y, E, n_bootstraps=6, random_state=1, store=tmp_path / "bs.zarr")
     fitted = rff(length_scale=0.3).fit(X, y).predict(E)
-    path = plot_band(res, X, y, E, fitted_mean=fitted, n_curves=3, feature=0 if d == 1 else 1,
-                     path=tmp_path / "band.png", figsize=(6.0, 4.0), dpi=50)
+    path = plot_band(
+        res,
+        X,
+        y,
+        E,
+        fitted_mean=fitted,
+        n_curves=3,
+        feature=0 if d == 1 else 1,
+        path=tmp_path / "band.png",
+        figsize=(6.0, 4.0),
+        dpi=50,
+    )
     assert os.path.getsize(path) > 1000
     assert mpl_image.imread(path).shape[:2] == (200, 300)
 
@@ -420,14 +446,16 @@ def test_band_figure_at_chosen_points_draws_one_bar_per_point(d, interval):
     np.testing.assert_allclose(got, np.column_stack([x, res.lower, res.upper]))
     if interval == "prediction":
         conf = np.concatenate([_bars(c) for c in bars[2:]])
-        np.testing.assert_allclose(conf[:, 1:], np.column_stack([res.confidence_lower,
-                                                                 res.confidence_upper]))
+        np.testing.assert_allclose(conf[:, 1:], np.column_stack([res.confidence_lower, res.confidence_upper]))
     assert not [c for c in ax.collections if isinstance(c, PolyCollection)]  # no shaded band
     colours = {tuple(np.round(c.lines[2][0].get_color()[0][:3], 3)) for c in bars[:2]}
     assert len(colours) == 2  # points outside the training range in another colour
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    what = ("90 % prediction interval for a new $y$" if interval == "prediction"
-            else "90 % confidence band for $\\hat f(x)$")
+    what = (
+        "90 % prediction interval for a new $y$"
+        if interval == "prediction"
+        else "90 % confidence band for $\\hat f(x)$"
+    )
     assert what in legend and "outside the training data's range (extrapolated)" in legend
     assert ax.get_title().startswith(f"{what} (bootstrap, B=200)")
     assert ("data" in legend) == (d == 1)  # the data only where the axis is the feature
@@ -453,8 +481,7 @@ def test_band_figure_on_a_grid_shades_the_band(interval):
     shaded = [c for c in ax.collections if isinstance(c, PolyCollection)]
     assert len(shaded) == (2 if interval == "prediction" else 1)
     top = shaded[0].get_paths()[0].vertices  # the requested interval: lower and upper edges
-    assert np.isclose(top[:, 1].min(), res.lower.min()) and np.isclose(top[:, 1].max(),
-                                                                      res.upper.max())
+    assert np.isclose(top[:, 1].min(), res.lower.min()) and np.isclose(top[:, 1].max(), res.upper.max())
     assert len(ax.lines) == 3 + 1  # replicate curves and the fitted curve
     assert "band along" not in ax.get_title() and "(bootstrap, B=200)" in ax.get_title()
     fig = band_figure(res, X, y, E, fitted_mean=res.mean, points=True)  # asked for bars
@@ -482,16 +509,17 @@ def test_job_section_band_zarr_plot_and_resume(tmp_path, search):
     from bigkernel.jobs.inputs import open_training_data
     from bigkernel.jobs.runner import build_estimator
 
-    data = make_data(SyntheticSpec("friedman1", 400, 5, 0.5, 0), str(tmp_path / "fr.zarr"),
-                     chunk_rows=128)
-    model = {"gamma": [0.1, 0.3], "alpha": "cv", "cv": 3} if search else {"gamma": 0.2,
-                                                                          "alpha": "gcv"}
-    cfg = config_from_dict({
-        "name": "t", "output": str(tmp_path / "out"), "data": {"train": {"path": data}},
-        "model": {"n_components": 32, "random_state": 3, **model},
-        "bootstrap": {"n_bootstraps": 6, "eval_grid": {"n_points": 20, "feature": 3},
-                      "plot": True},
-    })
+    data = make_data(SyntheticSpec("friedman1", 400, 5, 0.5, 0), str(tmp_path / "fr.zarr"), chunk_rows=128)
+    model = {"gamma": [0.1, 0.3], "alpha": "cv", "cv": 3} if search else {"gamma": 0.2, "alpha": "gcv"}
+    cfg = config_from_dict(
+        {
+            "name": "t",
+            "output": str(tmp_path / "out"),
+            "data": {"train": {"path": data}},
+            "model": {"n_components": 32, "random_state": 3, **model},
+            "bootstrap": {"n_bootstraps": 6, "eval_grid": {"n_points": 20, "feature": 3}, "plot": True},
+        }
+    )
     ds = open_training_data(cfg)
     est = build_estimator(cfg).fit_dataset(ds)
     boot_est = bootstrap_estimator(est)
@@ -532,9 +560,11 @@ def test_eval_points_with_other_features_fail_before_the_fit(tmp_path, inline):
                                "y_path": str(tmp_path / "y.npy")}},
         })  # fmt: skip
 
-    fragment = ("bootstrap.eval: expected points of 3 features like the training data .*X.npy"
-                if inline else "bootstrap.eval.path .*E2.npy has 2 features, but the training "
-                "data .*X.npy has 3")
+    fragment = (
+        "bootstrap.eval: expected points of 3 features like the training data .*X.npy"
+        if inline
+        else "bootstrap.eval.path .*E2.npy has 2 features, but the training data .*X.npy has 3"
+    )
     with pytest.raises(DataError, match=fragment):
         check_inputs(cfg(2))
     check_inputs(cfg(3))  # three values per point fit

@@ -12,10 +12,10 @@ from scipy.stats import norm
 
 import bigkernel
 from bigkernel import ExactKernelRidge, ExtrapolationWarning, RandomFeatureRidge
-from bigkernel.data.synthetic import SyntheticSpec, generate_rows, true_function
-from bigkernel.errors import DataError, IncompleteStoreError, ParameterError
 from bigkernel.bands import bootstrap as bootstrap_module
 from bigkernel.bands.bootstrap import bootstrap, load_bootstrap
+from bigkernel.data.synthetic import SyntheticSpec, generate_rows, true_function
+from bigkernel.errors import DataError, IncompleteStoreError, ParameterError
 from bigkernel.io.band_store import open_store
 from bigkernel.numerics.residuals import (
     DRAWS_PER_REPLICATE,
@@ -35,8 +35,7 @@ def sine(n, seed=0, noise=SIGMA):
 
 
 def rff(**kw):
-    return RandomFeatureRidge(**{"length_scale": 0.1, "n_components": 48, "alpha": 1.0,
-                                 "random_state": 5, **kw})
+    return RandomFeatureRidge(**{"length_scale": 0.1, "n_components": 48, "alpha": 1.0, "random_state": 5, **kw})
 
 
 # --------------------------------------------------------------------------------------------
@@ -103,8 +102,7 @@ def test_prediction_interval_covers_new_observations_and_the_band_does_not():
         X, y = sine(300, seed=seed)
         res = bootstrap(rff(), X, y, E, n_bootstraps=60, random_state=seed, interval="prediction")
         assert res.interval == "prediction" and not res.out_of_range.any()
-        for lo, hi, out in ((res.lower, res.upper, pred_cov),
-                            (res.confidence_lower, res.confidence_upper, conf_cov)):
+        for lo, hi, out in ((res.lower, res.upper, pred_cov), (res.confidence_lower, res.confidence_upper, conf_cov)):
             out.append(np.mean(norm.cdf((hi - f) / SIGMA) - norm.cdf((lo - f) / SIGMA)))
         widths.append(np.mean(res.upper - res.lower))
     assert 0.82 <= np.mean(pred_cov) <= 0.97, pred_cov
@@ -117,8 +115,7 @@ def test_prediction_interval_parts_equal_the_fitted_model(tmp_path):
     """The centre, df and residual sample are those of the model fitted on the data."""
     X, y = sine(250, seed=4)
     E = np.linspace(0.05, 0.95, 11)[:, None]
-    res = bootstrap(rff(), X, y, E, n_bootstraps=20, random_state=3, interval="prediction",
-                    store=tmp_path / "p.zarr")
+    res = bootstrap(rff(), X, y, E, n_bootstraps=20, random_state=3, interval="prediction", store=tmp_path / "p.zarr")
     ref = rff().fit(X, y)
     sample, info = open_store(res.store).read_residuals()
     np.testing.assert_allclose(sample.center[:, 0], ref.predict(E), rtol=1e-10, atol=1e-12)
@@ -152,8 +149,9 @@ def test_prediction_interval_formula_with_no_noise():
     # slabs: the same draws whether points 0..n are read at once or from an offset
     whole = residual_draws(7, 2, 0, EVAL_BLOCK + 50, 1000)
     assert whole.shape == (DRAWS_PER_REPLICATE, EVAL_BLOCK + 50)
-    np.testing.assert_array_equal(residual_draws(7, 2, EVAL_BLOCK - 10, EVAL_BLOCK + 50, 1000),
-                                  whole[:, EVAL_BLOCK - 10:])
+    np.testing.assert_array_equal(
+        residual_draws(7, 2, EVAL_BLOCK - 10, EVAL_BLOCK + 50, 1000), whole[:, EVAL_BLOCK - 10 :]
+    )
     assert not np.array_equal(residual_draws(7, 3, 0, 100, 1000), whole[:, :100])  # per replicate
 
 
@@ -163,8 +161,7 @@ def test_residual_sample_is_independent_of_the_chunking():
     pred, Y = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
     whole = residual_summary(pred, Y, 0, seed=9, capacity=cap)
     for cuts in ([0, 1000], [0, 130, 131, 600, 1000], list(range(0, 1001, 50))):
-        parts = [residual_summary(pred[a:b], Y[a:b], a, seed=9, capacity=cap)
-                 for a, b in itertools.pairwise(cuts)]
+        parts = [residual_summary(pred[a:b], Y[a:b], a, seed=9, capacity=cap) for a, b in itertools.pairwise(cuts)]
         total = parts[0]
         for p in parts[1:]:
             total = total + p
@@ -185,10 +182,12 @@ def test_prediction_interval_does_not_depend_on_the_chunking(tmp_path, monkeypat
     E = np.linspace(0.05, 0.95, 13)[:, None]
     runs = []
     for i, chunks in enumerate((None, 64, 111)):
-        data = (X, y) if chunks is None else (da.from_array(X, chunks=(chunks, 1)),
-                                             da.from_array(y, chunks=chunks))
-        runs.append(bootstrap(rff(), *data, E, n_bootstraps=12, random_state=5,
-                              interval="prediction", store=tmp_path / f"c{i}.zarr"))
+        data = (X, y) if chunks is None else (da.from_array(X, chunks=(chunks, 1)), da.from_array(y, chunks=chunks))
+        runs.append(
+            bootstrap(
+                rff(), *data, E, n_bootstraps=12, random_state=5, interval="prediction", store=tmp_path / f"c{i}.zarr"
+            )
+        )
     samples = [open_store(r.store).read_residuals()[0] for r in runs]
     for r, s in zip(runs[1:], samples[1:]):
         np.testing.assert_array_equal(s.rows, samples[0].rows)
@@ -210,14 +209,12 @@ def test_prediction_run_reuses_a_confidence_store(tmp_path):
     with pytest.raises(IncompleteStoreError, match="no residual sample"):
         load_bootstrap(path, interval="prediction")
     assert load_bootstrap(path).interval == "confidence"
-    pred = bootstrap(rff(), X, y, E, n_bootstraps=8, random_state=2, store=path,
-                     interval="prediction")
+    pred = bootstrap(rff(), X, y, E, n_bootstraps=8, random_state=2, store=path, interval="prediction")
     assert pred.n_computed == 0 and pred.n_reused == 8
     np.testing.assert_array_equal(pred.confidence_lower, conf.lower)
     np.testing.assert_array_equal(pred.confidence_upper, conf.upper)
     assert np.all(pred.lower < conf.lower) and np.all(pred.upper > conf.upper)
-    again = bootstrap(rff(), X, y, E, n_bootstraps=8, random_state=2, store=path,
-                      interval="prediction")
+    again = bootstrap(rff(), X, y, E, n_bootstraps=8, random_state=2, store=path, interval="prediction")
     np.testing.assert_array_equal(again.lower, pred.lower)  # the stored sample is reused
     back = load_bootstrap(path)
     assert back.interval == "prediction"

@@ -17,8 +17,8 @@ from bigkernel import (
     RandomFeatureRidge,
     RandomFeatureRidgeCV,
 )
-from bigkernel.errors import ParameterError
 from bigkernel.bands.bootstrap import bootstrap
+from bigkernel.errors import ParameterError
 from bigkernel.io.band_store import open_store
 from bigkernel.numerics.dual import solve_dual
 from bigkernel.numerics.resample import bootstrap_counts
@@ -63,8 +63,9 @@ def test_weighted_dual_equals_dense_fit_on_repeated_rows(fit_intercept):
     evw = np.linalg.eigvalsh(Hs @ (s[:, None] * K(X, X) * s) @ Hs)
     # the weighted system has the nonzero spectrum of the repeated one
     np.testing.assert_allclose(np.sort(evw)[-30:], np.sort(ev)[-30:], rtol=1e-8, atol=1e-9)
-    sol = solve_dual(lambda V: K(X, X) @ V, Y, alphas, fit_intercept=fit_intercept, eigenvalues=evw,
-                     tol=1e-13, sample_weight=c)
+    sol = solve_dual(
+        lambda V: K(X, X) @ V, Y, alphas, fit_intercept=fit_intercept, eigenvalues=evw, tol=1e-13, sample_weight=c
+    )
     gcv = []
     for al in alphas:
         a = H @ np.linalg.solve(H @ Kr @ H + al * np.eye(Nr), H @ Yr)
@@ -97,9 +98,14 @@ def test_exact_sample_weight_equals_repeated_rows_and_zero_weight_rows_are_dropp
     np.testing.assert_array_equal(lazy.predict(E), a.predict(E))
 
 
-@pytest.mark.parametrize("bad, match", [
-    (-np.ones(N), "(?i)>= 0.*negative"), (np.zeros(N), "(?i)non-zero"), (np.ones(N - 1), "shape"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (-np.ones(N), "(?i)>= 0.*negative"),
+        (np.zeros(N), "(?i)non-zero"),
+        (np.ones(N - 1), "shape"),
+    ],
+)
 def test_exact_sample_weight_errors(bad, match):
     X, Y, _ = data()
     with pytest.raises(ParameterError, match=match):
@@ -113,8 +119,7 @@ def test_exact_sample_weight_errors(bad, match):
 def test_exact_replicates_equal_weighted_and_repeated_fits(tmp_path):
     X, Y, E = data()
     est = exact(alpha=[1e-3, 1e-2, 0.1, 1.0])  # each replicate repeats the GCV choice
-    res = bootstrap(est, X, Y, E, n_bootstraps=5, random_state=SEED, store=tmp_path / "ex.zarr",
-                    batch_size=2)
+    res = bootstrap(est, X, Y, E, n_bootstraps=5, random_state=SEED, store=tmp_path / "ex.zarr", batch_size=2)
     assert res.n_computed == 5 and res.predictions.shape == (5, 12, 2)
     P = res.predictions.compute()
     C = open_store(res.store).coef_dask().compute()
@@ -137,37 +142,33 @@ def test_exact_replicates_equal_weighted_and_repeated_fits(tmp_path):
 def test_exact_values_do_not_depend_on_batch_or_gram_cache(tmp_path, monkeypatch):
     X, Y, E = data()
     y = Y[:, 0]
-    base = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3, store=tmp_path / "a.zarr",
-                     batch_size=4)
+    base = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3, store=tmp_path / "a.zarr", batch_size=4)
     assert base.mean.shape == (12,)
     # no tile cached (every matvec recomputes its tiles) and one replicate per batch
     monkeypatch.setattr("bigkernel.numerics.gram_tiles.TILE_MAX", 64)  # several tiles
-    cached = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3,
-                       store=tmp_path / "c.zarr", batch_size=1)
+    cached = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3, store=tmp_path / "c.zarr", batch_size=1)
     monkeypatch.setattr("bigkernel.bands.plans.task_cache_budget", lambda b, w: 0)
-    small = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3,
-                      store=tmp_path / "b.zarr", batch_size=1)
+    small = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3, store=tmp_path / "b.zarr", batch_size=1)
     np.testing.assert_array_equal(small.predictions.compute(), cached.predictions.compute())
     # batches of 4 and of 1 sum the matvecs in other orders, and CG (tol 1e-12) stops within
     # cond·tol of the solution either way: cond(K̄ + αI) = 540-650 for these replicates on
     # their repeated rows (an rtol=1e-10 measured 0.0004-0.04 of itself across OpenBLAS kernels)
-    np.testing.assert_allclose(small.predictions.compute(), base.predictions.compute(),
-                               rtol=2 * 1e3 * 1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        small.predictions.compute(), base.predictions.compute(), rtol=2 * 1e3 * 1e-12, atol=1e-12
+    )
 
 
 def test_exact_standardize_fixes_the_scaling_from_all_rows(tmp_path):
     X, Y, E = data()
     X = X * np.array([1.0, 50.0]) + 3.0
     E = E * np.array([1.0, 50.0]) + 3.0
-    res = bootstrap(exact(standardize=True), X, Y, E, n_bootstraps=3, random_state=SEED,
-                    store=tmp_path / "s.zarr")
+    res = bootstrap(exact(standardize=True), X, Y, E, n_bootstraps=3, random_state=SEED, store=tmp_path / "s.zarr")
     fitted = exact(standardize=True).fit(X, Y)
     m, s = fitted.scaler_mean_, fitted.scaler_scale_
     for r in range(3):
         c = counts(r)
         ref = exact().fit((X - m) / s, Y, sample_weight=c)
-        np.testing.assert_allclose(res.predictions.compute()[r], ref.predict((E - m) / s), rtol=1e-9,
-                                   atol=1e-10)
+        np.testing.assert_allclose(res.predictions.compute()[r], ref.predict((E - m) / s), rtol=1e-9, atol=1e-10)
     again = bootstrap(fitted, X, Y, E, n_bootstraps=3, random_state=SEED, store=tmp_path / "f.zarr")
     np.testing.assert_array_equal(again.predictions.compute(), res.predictions.compute())
 
@@ -175,8 +176,7 @@ def test_exact_standardize_fixes_the_scaling_from_all_rows(tmp_path):
 def test_nystroem_replicates_use_the_landmarks_drawn_once(tmp_path):
     X, Y, E = data()
     ny = NystroemRidge(gamma=2.0, n_components=30, alpha=0.1, random_state=4)
-    res = bootstrap(ny, X, Y, E, n_bootstraps=4, random_state=SEED, store=tmp_path / "n.zarr",
-                    batch_size=3)
+    res = bootstrap(ny, X, Y, E, n_bootstraps=4, random_state=SEED, store=tmp_path / "n.zarr", batch_size=3)
     fmap = NystroemRidge(gamma=2.0, n_components=30, alpha=0.1, random_state=4).fit(X, Y).feature_map_
     P = res.predictions.compute()
     for r in range(4):
@@ -184,8 +184,7 @@ def test_nystroem_replicates_use_the_landmarks_drawn_once(tmp_path):
         ref = Ridge(alpha=0.1).fit(fmap.transform(np.repeat(X, c, 0)), np.repeat(Y, c, 0))
         np.testing.assert_allclose(P[r], ref.predict(fmap.transform(E)), rtol=1e-7, atol=1e-8)
     # the fitted model gives the same replicates (its landmarks are those drawn here)
-    fitted = bootstrap(ny.fit(X, Y), X, Y, E, n_bootstraps=4, random_state=SEED,
-                       store=tmp_path / "nf.zarr")
+    fitted = bootstrap(ny.fit(X, Y), X, Y, E, n_bootstraps=4, random_state=SEED, store=tmp_path / "nf.zarr")
     np.testing.assert_array_equal(fitted.predictions.compute(), P)
 
 
@@ -196,27 +195,31 @@ def test_kernel_ridge_uses_the_plan_of_its_solver(tmp_path):
     b = bootstrap(exact(), X, Y, E, n_bootstraps=3, random_state=1, store=tmp_path / "e.zarr")
     assert open_store(a.store).fingerprint["estimator"]["class"].endswith("ExactKernelRidge")
     np.testing.assert_array_equal(a.predictions.compute(), b.predictions.compute())
-    kr_rff = KernelRidge(gamma=2.0, alpha=0.05, solver="random_features", n_components=40,
-                         random_state=2).fit(X, Y)
+    kr_rff = KernelRidge(gamma=2.0, alpha=0.05, solver="random_features", n_components=40, random_state=2).fit(X, Y)
     c = bootstrap(kr_rff, X, Y, E, n_bootstraps=3, random_state=1, store=tmp_path / "r.zarr")
-    d = bootstrap(RandomFeatureRidge(gamma=2.0, alpha=0.05, n_components=40, random_state=2),
-                  X, Y, E, n_bootstraps=3, random_state=1, store=tmp_path / "rr.zarr")
+    d = bootstrap(
+        RandomFeatureRidge(gamma=2.0, alpha=0.05, n_components=40, random_state=2),
+        X,
+        Y,
+        E,
+        n_bootstraps=3,
+        random_state=1,
+        store=tmp_path / "rr.zarr",
+    )
     np.testing.assert_array_equal(c.predictions.compute(), d.predictions.compute())
 
 
 def test_random_feature_cv_is_bootstrapped_at_its_choice(tmp_path):
     X, Y, E = data()
     y = Y[:, 0]
-    cv = RandomFeatureRidgeCV(gammas=[0.5, 2.0, 8.0], alphas=[1e-3, 1e-1, 10.0], n_components=40,
-                              random_state=5)
+    cv = RandomFeatureRidgeCV(gammas=[0.5, 2.0, 8.0], alphas=[1e-3, 1e-1, 10.0], n_components=40, random_state=5)
     with pytest.raises(ParameterError, match="fitted RandomFeatureRidgeCV"):
         bootstrap(cv, X, y, E, n_bootstraps=2, store=tmp_path / "u.zarr")
     cv.fit(X, y)
     res = bootstrap(cv, X, y, E, n_bootstraps=3, random_state=2, store=tmp_path / "cv.zarr")
     plain = RandomFeatureRidge(gamma=cv.gamma_, alpha=cv.alpha_, n_components=40, random_state=5)
     ref = bootstrap(plain, X, y, E, n_bootstraps=3, random_state=2, store=tmp_path / "p.zarr")
-    np.testing.assert_allclose(res.predictions.compute(), ref.predictions.compute(), rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(res.predictions.compute(), ref.predictions.compute(), rtol=1e-12, atol=1e-12)
 
 
 def test_random_features_standardize_uses_the_scaled_map(tmp_path):
@@ -226,14 +229,12 @@ def test_random_features_standardize_uses_the_scaled_map(tmp_path):
     E = E * np.array([1.0, 100.0])
     est = RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.1, random_state=3, standardize=True)
     res = bootstrap(est, X, Y, E, n_bootstraps=3, random_state=2, store=tmp_path / "st.zarr")
-    fitted = RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.1, random_state=3,
-                                standardize=True).fit(X, Y)
+    fitted = RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.1, random_state=3, standardize=True).fit(X, Y)
     fmap = fitted.feature_map_
     for r in range(3):
         c = counts(r, seed=2)
         ref = Ridge(alpha=0.1).fit(fmap.transform(np.repeat(X, c, 0)), np.repeat(Y, c, 0))
-        np.testing.assert_allclose(res.predictions.compute()[r], ref.predict(fmap.transform(E)),
-                                   rtol=1e-7, atol=1e-8)
+        np.testing.assert_allclose(res.predictions.compute()[r], ref.predict(fmap.transform(E)), rtol=1e-7, atol=1e-8)
 
 
 def test_fitted_model_with_other_features_is_refused(tmp_path):
@@ -277,14 +278,19 @@ def test_job_bootstrap_with_exact_and_nystroem_solvers(tmp_path, solver):
 # sample_weight on every estimator
 # --------------------------------------------------------------------------------------------
 @pytest.mark.numerics
-@pytest.mark.parametrize("make", [
-    lambda: RandomFeatureRidge(gamma=2.0, n_components=40, alpha=0.1, random_state=3, chunk_rows=64),
-    lambda: RandomFeatureRidge(gamma=2.0, n_components=40, alpha=[0.01, 0.1, 1.0], random_state=3,
-                               standardize=True, chunk_rows=64),
-    lambda: NystroemRidge(gamma=2.0, n_components=30, alpha=0.1, random_state=3, landmarks="uniform"),
-    lambda: KernelRidge(gamma=2.0, alpha=0.05, tol=1e-12, random_state=0),
-    lambda: exact(standardize=True),
-], ids=["rff", "rff-gcv-standardize", "nystroem", "kernel-ridge", "exact-standardize"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RandomFeatureRidge(gamma=2.0, n_components=40, alpha=0.1, random_state=3, chunk_rows=64),
+        lambda: RandomFeatureRidge(
+            gamma=2.0, n_components=40, alpha=[0.01, 0.1, 1.0], random_state=3, standardize=True, chunk_rows=64
+        ),
+        lambda: NystroemRidge(gamma=2.0, n_components=30, alpha=0.1, random_state=3, landmarks="uniform"),
+        lambda: KernelRidge(gamma=2.0, alpha=0.05, tol=1e-12, random_state=0),
+        lambda: exact(standardize=True),
+    ],
+    ids=["rff", "rff-gcv-standardize", "nystroem", "kernel-ridge", "exact-standardize"],
+)
 def test_sample_weight_equals_repeated_rows(make):
     X, Y, E = data()
     X = X * np.array([1.0, 30.0])
@@ -320,8 +326,7 @@ def test_exact_cv_is_bootstrapped_at_its_choice(tmp_path):
     res = bootstrap(cv, X, y, E, n_bootstraps=3, random_state=2, store=tmp_path / "cv.zarr")
     for r in range(3):
         c = counts(r, seed=2)
-        ref = ExactKernelRidge(gamma=cv.gamma_, alpha=cv.alpha_, tol=1e-12).fit(
-            np.repeat(X, c, 0), np.repeat(y, c, 0))
+        ref = ExactKernelRidge(gamma=cv.gamma_, alpha=cv.alpha_, tol=1e-12).fit(np.repeat(X, c, 0), np.repeat(y, c, 0))
         np.testing.assert_allclose(res.predictions.compute()[r], ref.predict(E), rtol=1e-5, atol=1e-6)
 
 
@@ -347,15 +352,13 @@ def test_resume_recomputes_only_lost_replicates_bitwise(tmp_path, solver):
     import zarr
 
     X, Y, E = data()
-    est = exact() if solver == "exact" else NystroemRidge(gamma=2.0, n_components=30, alpha=0.1,
-                                                          random_state=4)
+    est = exact() if solver == "exact" else NystroemRidge(gamma=2.0, n_components=30, alpha=0.1, random_state=4)
     full = bootstrap(est, X, Y, E, n_bootstraps=6, random_state=SEED, store=tmp_path / "a.zarr")
     before = full.predictions.compute()
     done = zarr.open_array(full.store, path="done", mode="r+")
     done[1] = 0
     done[4] = 0  # as if the run had been killed before these two were written
-    again = bootstrap(est, X, Y, E, n_bootstraps=6, random_state=SEED, store=tmp_path / "a.zarr",
-                      batch_size=1)
+    again = bootstrap(est, X, Y, E, n_bootstraps=6, random_state=SEED, store=tmp_path / "a.zarr", batch_size=1)
     assert again.n_computed == 2 and again.n_reused == 4
     np.testing.assert_array_equal(again.predictions.compute(), before)
     for name in ("mean", "lower", "upper"):
@@ -372,8 +375,8 @@ def test_resume_recomputes_only_lost_replicates_bitwise(tmp_path, solver):
 def test_local_gram_gives_the_same_bits_cached_or_recomputed(monkeypatch):
     """LocalGram's values do not depend on its budget (what makes exact replicates bitwise
     reproducible on any worker), and the budget does decide what is cached."""
-    from bigkernel.numerics.gram_tiles import GramTiler, LocalGram
     from bigkernel.kernels import make_kernel
+    from bigkernel.numerics.gram_tiles import GramTiler, LocalGram
 
     monkeypatch.setattr("bigkernel.numerics.gram_tiles.TILE_MAX", 40)  # 4 × 4 tiles, 10 upper ones
     X, _, _ = data()

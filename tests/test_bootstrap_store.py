@@ -64,8 +64,7 @@ def _create(path, **changes):
 def _snapshot(path: Path):
     if path.is_file():
         return path.read_bytes()
-    return {str(p.relative_to(path)): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(path.rglob("*"))}
+    return {str(p.relative_to(path)): (p.read_bytes() if p.is_file() else None) for p in sorted(path.rglob("*"))}
 
 
 def test_create_layout(tmp_path):
@@ -73,8 +72,7 @@ def test_create_layout(tmp_path):
     group = zarr.open_group(store.path, mode="r")
     assert group.attrs["format"] == FORMAT and group.attrs["format_version"] == 1
     assert group.attrs["fingerprint"]["seed"] == 2**100 + 7
-    assert group.attrs["layout"] == {"n_replicates": B, "n_eval": N_EVAL, "n_targets": K,
-                                     "n_coef": P}
+    assert group.attrs["layout"] == {"n_replicates": B, "n_eval": N_EVAL, "n_targets": K, "n_coef": P}
     assert group["predictions"].shape == (B, N_EVAL, K)
     assert group["predictions"].chunks == (1, N_EVAL, K)
     assert group["coef"].chunks == (1, P, K)
@@ -263,12 +261,10 @@ def test_fsspec_url_store(tmp_path):
 
 def test_eval_points_are_kept(tmp_path):
     points = np.linspace(0, 1, N_EVAL)
-    store = open_or_create_store(tmp_path / "e.zarr", _fingerprint(), B, N_EVAL, K, P,
-                                 eval_points=points)
+    store = open_or_create_store(tmp_path / "e.zarr", _fingerprint(), B, N_EVAL, K, P, eval_points=points)
     assert np.array_equal(store.read_eval_points(), points[:, None])
     assert np.array_equal(open_store(store.path).read_eval_points(), points[:, None])
     assert _create(tmp_path / "none.zarr").read_eval_points() is None
     with pytest.raises(ParameterError, match=r"eval_points must have shape \(5, d\)"):
-        open_or_create_store(tmp_path / "bad.zarr", _fingerprint(), B, N_EVAL, K, P,
-                             eval_points=np.zeros((4, 2)))
+        open_or_create_store(tmp_path / "bad.zarr", _fingerprint(), B, N_EVAL, K, P, eval_points=np.zeros((4, 2)))
     assert not (tmp_path / "bad.zarr").exists()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bigkernel.errors import ParameterError
+from bigkernel.kernels import RBF, Matern
 from bigkernel.numerics.budget import (
     fits_in_budget,
     gram_block_bytes,
@@ -16,16 +17,11 @@ from bigkernel.numerics.budget import (
     gram_block_size,
     gram_bytes,
 )
-from bigkernel.kernels import RBF, Matern
 
 pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
 
 MiB = 2**20
-CASES = list(
-    itertools.product(
-        [1, 7, 1000, 100_000], [1, 500, 20_000], [1, 10, 300], [4, 8], [0.0, 8.0, 24.0], [0, 3]
-    )
-)
+CASES = list(itertools.product([1, 7, 1000, 100_000], [1, 500, 20_000], [1, 10, 300], [4, 8], [0.0, 8.0, 24.0], [0, 3]))
 
 
 @pytest.mark.parametrize("budget", [64 * MiB, 1024 * MiB])

@@ -7,8 +7,8 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from bigkernel.errors import BigkernelError, DataError, NotPSDError, ParameterError
-from bigkernel.numerics.cg import CGResult, conjugate_gradient
 from bigkernel.kernels import RBF
+from bigkernel.numerics.cg import CGResult, conjugate_gradient
 from bigkernel.numerics.precond import build_preconditioner, kernel_columns
 from tests._tolerance import assert_forward_close, relative_residual
 
@@ -110,9 +110,7 @@ def test_recompute_every_keeps_the_same_answer():
 def test_callback_sees_each_iteration():
     A = random_spd(40, 100.0, 11)
     seen = []
-    res = conjugate_gradient(
-        mv(A), np.ones(40), tol=1e-10, callback=lambda it, X, r: seen.append((it, r.copy()))
-    )
+    res = conjugate_gradient(mv(A), np.ones(40), tol=1e-10, callback=lambda it, X, r: seen.append((it, r.copy())))
     assert [s[0] for s in seen] == list(range(1, res.n_iter + 1))
     assert seen[-1][1][0] == pytest.approx(res.residual)
 
@@ -134,9 +132,7 @@ def test_preconditioner_reduces_iterations_on_ill_conditioned_rbf():
     kernel, X, K, B = rbf_system()
     alpha = 1e-4
     plain = conjugate_gradient(mv(K), B, shift=alpha, tol=1e-8)
-    P = build_preconditioner(
-        kernel_columns(kernel, X), kernel.diag(X), alpha, rank=100, random_state=0
-    )
+    P = build_preconditioner(kernel_columns(kernel, X), kernel.diag(X), alpha, rank=100, random_state=0)
     pre = conjugate_gradient(mv(K), B, shift=alpha, preconditioner=P, tol=1e-8)
     ref = np.linalg.solve(K + alpha * np.eye(len(K)), B)
     for res in (plain, pre):
@@ -148,9 +144,7 @@ def test_preconditioner_reduces_iterations_on_ill_conditioned_rbf():
 def test_preconditioner_with_several_alphas():
     kernel, X, K, B = rbf_system(seed=1)
     alphas = np.array([1e-4, 1e-2])
-    P = build_preconditioner(
-        kernel_columns(kernel, X), kernel.diag(X), 1e-4, rank=80, random_state=0
-    )
+    P = build_preconditioner(kernel_columns(kernel, X), kernel.diag(X), 1e-4, rank=80, random_state=0)
     # the shift-aware path (apply_shifted) and a plain callable built for alpha=1e-4 both work
     for prec in (P, P.apply):
         res = conjugate_gradient(mv(K), B, shift=alphas, preconditioner=prec, tol=1e-8)
@@ -161,9 +155,7 @@ def test_preconditioner_with_several_alphas():
 
 def test_non_convergence_warns_with_figures():
     A = random_spd(50, 1e6, 13)
-    with pytest.warns(
-        ConvergenceWarning, match=r"after 2 iterations: relative residual column 0: \d"
-    ):
+    with pytest.warns(ConvergenceWarning, match=r"after 2 iterations: relative residual column 0: \d"):
         res = conjugate_gradient(mv(A), np.ones(50), max_iter=2)
     assert not res.converged and res.n_iter == 2 and res.residual > 1e-6
 

@@ -89,8 +89,12 @@ def test_dry_run_computes_nothing(tmp_path, data_dir, capsys):
 def test_real_subprocess_quickstart_style_job(tmp_path, data_dir):
     """`bigkernel run JOB -q` (-q after the subcommand): nothing below WARNING on the terminal,
     while job.log keeps the job's full INFO log."""
-    r = subprocess.run([sys.executable, "-m", "bigkernel.cli", "run", str(_job(tmp_path, data_dir)), "-q"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "bigkernel.cli", "run", str(_job(tmp_path, data_dir)), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "holdout" in r.stdout and (tmp_path / "out" / "metrics.json").exists()
     assert not [line for line in r.stderr.splitlines() if line.startswith(("INFO", "DEBUG"))], r.stderr
@@ -159,8 +163,9 @@ def test_a_job_failing_mid_run_records_its_error(tmp_path, data_dir):
     status.json says failed; no metrics.json or summary.txt. A fixed rerun clears status.json, and
     a refused rerun (finished folder, no overwrite) marks nothing."""
     job = _job(tmp_path, data_dir, f"predict: {{path: {_nan_prediction_data(tmp_path, data_dir)}}}\n")
-    r = subprocess.run([sys.executable, "-m", "bigkernel.cli", "run", "-q", str(job)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "bigkernel.cli", "run", "-q", str(job)], capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 2, r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("ERROR")]
     assert len(errors) == 1 and errors[0].startswith("ERROR bigkernel: NonFiniteError: X contains NaN"), r.stderr
@@ -200,7 +205,9 @@ def test_a_job_failing_on_a_bug_logs_the_traceback(tmp_path, data_dir, monkeypat
     assert "ERROR bigkernel.jobs.runner: job t failed: ZeroDivisionError: a bug in the job" in log
     assert "Traceback (most recent call last):" in log and "in broken" in log
     assert json.loads((out / "status.json").read_text())["error"] == {
-        "type": "ZeroDivisionError", "message": "a bug in the job"}
+        "type": "ZeroDivisionError",
+        "message": "a bug in the job",
+    }
     assert not (out / "metrics.json").exists()
 
 
@@ -231,8 +238,10 @@ def test_make_data_command(tmp_path, capsys):
     assert g["X"].shape == (10_000, 1) and g.attrs["complete"] is True
 
 
-@pytest.mark.parametrize("path", sorted(p for p in os.listdir(os.path.join(os.path.dirname(__file__), "..", "configs"))
-                                        if p.endswith(".yaml")))
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in os.listdir(os.path.join(os.path.dirname(__file__), "..", "configs")) if p.endswith(".yaml")),
+)
 def test_example_configs_are_valid(path):
     from bigkernel.jobs.config import load_config
 
@@ -255,7 +264,10 @@ def test_quickstart_config_runs(tmp_path):
     for name in ("alpha_path.png", "predicted_vs_observed.png", "report.md", "holdout_sample.npz"):
         assert (out / name).stat().st_size > 0, name
     assert {os.path.basename(m["outputs"][k]) for k in ("Penalty path", "Predicted vs observed", "report")} == {
-        "alpha_path.png", "predicted_vs_observed.png", "report.md"}
+        "alpha_path.png",
+        "predicted_vs_observed.png",
+        "report.md",
+    }
 
 
 def test_matplotlib_is_a_core_dependency_and_the_plot_extra_still_exists():
@@ -266,8 +278,6 @@ def test_matplotlib_is_a_core_dependency_and_the_plot_extra_still_exists():
         project = tomllib.load(f)["project"]
     assert any(dep.split(">")[0].strip() == "matplotlib" for dep in project["dependencies"])
     assert project["optional-dependencies"]["plot"] == []
-
-
 
 
 def test_predict_command(tmp_path, data_dir, capsys):

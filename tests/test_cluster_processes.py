@@ -77,8 +77,13 @@ def _clean_env() -> dict[str, str]:
 def _spawn(args: list[str], log: Path) -> subprocess.Popen:
     """Start ``python -m <args>`` in a new process group, output to ``log``."""
     with open(log, "wb") as out:  # the child keeps its own descriptor
-        return subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=_clean_env())
+        return subprocess.Popen(
+            [sys.executable, "-m", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=_clean_env(),
+        )
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -152,14 +157,33 @@ def cluster(tmp_path_factory) -> Iterator[ProcessCluster]:
     logs = tmp_path_factory.mktemp("cluster-logs")
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    procs = [_spawn(["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                     "--no-dashboard"], logs / "scheduler.log")]
+    procs = [
+        _spawn(
+            ["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], logs / "scheduler.log"
+        )
+    ]
     client = None
     try:
         for i in range(2):
-            procs.append(_spawn(["dask", "worker", address, "--nthreads", "1", "--nworkers", "1",
-                                 "--host", "127.0.0.1", "--no-dashboard", "--name", f"w{i}"],
-                                logs / f"worker{i}.log"))
+            procs.append(
+                _spawn(
+                    [
+                        "dask",
+                        "worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--nworkers",
+                        "1",
+                        "--host",
+                        "127.0.0.1",
+                        "--no-dashboard",
+                        "--name",
+                        f"w{i}",
+                    ],
+                    logs / f"worker{i}.log",
+                )
+            )
         client = distributed.Client(address, timeout=START_TIMEOUT, set_as_default=False)
         client.wait_for_workers(2, timeout=START_TIMEOUT)
         yield ProcessCluster(address, client, logs)
@@ -202,12 +226,12 @@ bootstrap:
 """
 
 
-def _job(folder: Path, name: str, data: Path, cluster: str, D: int = D, dtype: str = "float32",
-         extra: str = BOOTSTRAP) -> Path:
+def _job(
+    folder: Path, name: str, data: Path, cluster: str, D: int = D, dtype: str = "float32", extra: str = BOOTSTRAP
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.yaml"
-    path.write_text(JOB.format(name=name, output=folder / name, data=data, cluster=cluster, D=D,
-                               dtype=dtype) + extra)
+    path.write_text(JOB.format(name=name, output=folder / name, data=data, cluster=cluster, D=D, dtype=dtype) + extra)
     return path
 
 
@@ -236,9 +260,11 @@ class JobResult:
 def _result(output: Path) -> JobResult:
     from bigkernel.bands.bootstrap import load_bootstrap
 
-    return JobResult(bigkernel.load(output / "model.zarr"),
-                     json.loads((output / "metrics.json").read_text()),
-                     load_bootstrap(output / "bootstrap.zarr"))
+    return JobResult(
+        bigkernel.load(output / "model.zarr"),
+        json.loads((output / "metrics.json").read_text()),
+        load_bootstrap(output / "bootstrap.zarr"),
+    )
 
 
 def _assert_same_job(a: JobResult, b: JobResult, rtol: float = 1e-10) -> None:
@@ -248,14 +274,13 @@ def _assert_same_job(a: JobResult, b: JobResult, rtol: float = 1e-10) -> None:
     assert a.model.intercept_ == pytest.approx(b.model.intercept_, rel=rtol)
     assert a.model.alpha_ == b.model.alpha_ and a.model.n_samples_fit_ == b.model.n_samples_fit_
     for group in ("train", "holdout"):
-        assert a.metrics["scores"][group]["rmse"] == pytest.approx(
-            b.metrics["scores"][group]["rmse"], rel=rtol)
+        assert a.metrics["scores"][group]["rmse"] == pytest.approx(b.metrics["scores"][group]["rmse"], rel=rtol)
     assert a.boot.n_bootstraps == b.boot.n_bootstraps == B
-    np.testing.assert_allclose(a.boot.predictions.compute(), b.boot.predictions.compute(),
-                               rtol=rtol, atol=1e-12)  # replicate by replicate
+    np.testing.assert_allclose(
+        a.boot.predictions.compute(), b.boot.predictions.compute(), rtol=rtol, atol=1e-12
+    )  # replicate by replicate
     for name in ("mean", "lower", "upper"):
-        np.testing.assert_allclose(getattr(a.boot, name), getattr(b.boot, name), rtol=rtol,
-                                   atol=1e-12)
+        np.testing.assert_allclose(getattr(a.boot, name), getattr(b.boot, name), rtol=rtol, atol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -341,8 +366,15 @@ def test_a_task_that_keeps_killing_workers_is_a_clear_error(tmp_path):
     worker's ~180 MiB): the nanny kills the worker at 95 % of its limit on every attempt."""
     small = tmp_path / "small.zarr"
     make_data(SyntheticSpec("friedman1", 4096, 5, 1.0, 0), small, chunk_rows=4096)
-    job = _job(tmp_path, "dies", small, "{local: {n_workers: 1, threads_per_worker: 1, "
-               "memory_limit: 400MB}}", D=4096, dtype="float64", extra="")
+    job = _job(
+        tmp_path,
+        "dies",
+        small,
+        "{local: {n_workers: 1, threads_per_worker: 1, memory_limit: 400MB}}",
+        D=4096,
+        dtype="float64",
+        extra="",
+    )
     log = tmp_path / "dies.log"
     assert _finish(_run_cli(job, log), log) == 2, _tail(log)
     text = log.read_text()
@@ -362,8 +394,7 @@ def test_dashboard_link_is_logged_when_enabled(caplog):
 
     for dashboard in (True, False):
         caplog.clear()
-        config = ClusterConfig(local=LocalClusterConfig(n_workers=1, threads_per_worker=1,
-                                                        dashboard=dashboard))
+        config = ClusterConfig(local=LocalClusterConfig(n_workers=1, threads_per_worker=1, dashboard=dashboard))
         with caplog.at_level(logging.INFO, logger="bigkernel"), client_from_config(config) as client:
             link = client.dashboard_link
             # not probed without a dashboard: an in-process scheduler serves the status page
@@ -388,11 +419,16 @@ def test_worker_without_bigkernel_is_a_cluster_error():
             return {"tcp://10.0.0.7:4000": 2, "tcp://10.0.0.8:4000": 2}
 
         def run(self, function, *args, on_error="raise"):
-            return {"tcp://10.0.0.7:4000": bigkernel.__version__,
-                    "tcp://10.0.0.8:4000": PackageNotFoundError("bigkernel")}
+            return {
+                "tcp://10.0.0.7:4000": bigkernel.__version__,
+                "tcp://10.0.0.8:4000": PackageNotFoundError("bigkernel"),
+            }
 
-    with pytest.raises(ClusterError, match=r"bigkernel is not installed on 1 of 2 workers .*"
-                                           r"tcp://10\.0\.0\.8:4000.*install bigkernel"):
+    with pytest.raises(
+        ClusterError,
+        match=r"bigkernel is not installed on 1 of 2 workers .*"
+        r"tcp://10\.0\.0\.8:4000.*install bigkernel",
+    ):
         _check_workers(Stub(), "tcp://10.0.0.5:8786")
 
 
@@ -423,8 +459,7 @@ def test_worker_peak_memory_is_within_the_documented_estimate(data):
     from bigkernel.numerics.splits import HoldoutSplit
 
     ds = bigkernel.open_source(data)
-    est = bigkernel.RandomFeatureRidge(gamma=0.5, n_components=1024, alpha=1e-2, dtype="float32",
-                                       random_state=0)
+    est = bigkernel.RandomFeatureRidge(gamma=0.5, n_components=1024, alpha=1e-2, dtype="float32", random_state=0)
     config = ClusterConfig(local=LocalClusterConfig(n_workers=1, threads_per_worker=2))
     with client_from_config(config) as client:
         bigkernel.RandomFeatureRidge(n_components=8).fit(ds.X[:4096], ds.y[:4096])  # imports
@@ -441,8 +476,7 @@ def test_large_job_survives_a_worker_kill(cluster, tmp_path):
     """n = 2**24 rows (16.8 million; d = 5, 128 chunks), D = 512 float32 on the two workers: an
     undisturbed run and a run whose worker is SIGKILLed mid-fit save bitwise the same model."""
     n = 2**24
-    data = Path(make_data(SyntheticSpec("friedman1", n, 5, 1.0, 0), tmp_path / "big.zarr",
-                          chunk_rows=131_072))
+    data = Path(make_data(SyntheticSpec("friedman1", n, 5, 1.0, 0), tmp_path / "big.zarr", chunk_rows=131_072))
     models = {}
     for name in ("undisturbed", "killed"):
         job = _job(tmp_path, name, data, f"{{address: '{cluster.address}'}}", extra="")

@@ -25,9 +25,7 @@ from bigkernel.jobs.config import (
     config_from_dict,
     load_config,
 )
-
 from tests._yaml import MINIMAL, error_of, with_bootstrap, with_model, write
-
 
 # --------------------------------------------------------------------------------------------
 # Valid configs
@@ -52,7 +50,9 @@ def test_relative_paths_resolve_against_config_directory(tmp_path: Path, monkeyp
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         output: ../runs/job
         data:
           train: {path: data/x.npy, y_path: data/y.npy}
@@ -61,7 +61,9 @@ def test_relative_paths_resolve_against_config_directory(tmp_path: Path, monkeyp
           output: preds.zarr
         bootstrap:
           store: /abs/store.zarr
-        """, name="configs/job.yaml")
+        """,
+        name="configs/job.yaml",
+    )
     cfg = load_config(os.path.relpath(path))  # a relative config path, from another cwd
     configs = tmp_path / "configs"
     assert cfg.output == str(tmp_path / "runs" / "job")
@@ -75,22 +77,28 @@ def test_relative_paths_resolve_against_config_directory(tmp_path: Path, monkeyp
 
 
 def test_urls_are_kept_as_written(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         output: runs/job
         data:
           train: {path: "s3://bucket/train.zarr"}
-        """)
+        """,
+    )
     cfg = load_config(path)
     assert cfg.data.train is not None and cfg.data.train.path == "s3://bucket/train.zarr"
 
 
 def test_seeds_fall_back_to_top_level_seed(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         output: runs/job
         seed: 7
         data:
           make: {path: data/syn.zarr, kind: sine}
-        """)
+        """,
+    )
     cfg = load_config(path)
     assert cfg.model.random_state == 7
     assert cfg.data.make is not None and cfg.data.make.seed == 7
@@ -98,13 +106,16 @@ def test_seeds_fall_back_to_top_level_seed(tmp_path: Path) -> None:
 
 
 def test_explicit_zero_seed_is_not_replaced(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         output: runs/job
         seed: 7
         data:
           make: {path: data/syn.zarr, seed: 0}
         model: {random_state: 0}
-        """)
+        """,
+    )
     cfg = load_config(path)
     assert cfg.model.random_state == 0 and cfg.data.make is not None and cfg.data.make.seed == 0
 
@@ -116,8 +127,7 @@ def test_train_source_comes_from_make(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("yaml_value", "expected"),
-    [("1.0e-3", 1e-3), ("0.5", 0.5), ("2", 2.0), ("[1.0e-3, 0.1, 10]", (1e-3, 0.1, 10.0)),
-     ("gcv", "gcv")],
+    [("1.0e-3", 1e-3), ("0.5", 0.5), ("2", 2.0), ("[1.0e-3, 0.1, 10]", (1e-3, 0.1, 10.0)), ("gcv", "gcv")],
 )
 def test_alpha_accepts_number_list_or_gcv(tmp_path: Path, yaml_value: str, expected) -> None:
     cfg = load_config(with_model(tmp_path, f"alpha: {yaml_value}\n"))
@@ -125,7 +135,9 @@ def test_alpha_accepts_number_list_or_gcv(tmp_path: Path, yaml_value: str, expec
 
 
 def test_full_config_and_round_trip(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         name: full
         output: runs/full
         overwrite: true
@@ -157,7 +169,8 @@ def test_full_config_and_round_trip(tmp_path: Path) -> None:
           plot: true
         progress: false
         log_level: debug
-        """)
+        """,
+    )
     cfg = load_config(path)
     assert cfg.model.length_scale == (0.5, 1.0, 2.0)
     assert cfg.cluster.local is None
@@ -189,14 +202,17 @@ def test_configs_are_frozen(tmp_path: Path) -> None:
 
 
 def test_yaml_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         output: runs/job
         data:
           train: {path: a.zarr}
         model:
           <<: {n_components: 64, alpha: 1.0}
           alpha: 2.0
-        """)
+        """,
+    )
     cfg = load_config(path)
     assert cfg.model.alpha == 2.0 and cfg.model.n_components == 64
 
@@ -226,8 +242,7 @@ def test_non_text_key_is_an_error(tmp_path: Path) -> None:
         ("n_components: null", "model.n_components", "found null"),
     ],
 )
-def test_wrong_type_names_key_expected_and_found(tmp_path: Path, line: str, key: str,
-                                                 fragment: str) -> None:
+def test_wrong_type_names_key_expected_and_found(tmp_path: Path, line: str, key: str, fragment: str) -> None:
     message = error_of(with_model(tmp_path, line + "\n"))
     assert f"{key}: " in message and fragment in message
 
@@ -262,8 +277,7 @@ def test_unknown_solver_is_an_error(tmp_path: Path) -> None:
         ("model: {form: cossin, n_components: 101}", "model.n_components", "must be even"),
         ("data: {holdout_fraction: 1.0}", "data.holdout_fraction", ">= 0 and < 1"),
         ("bootstrap: {confidence_level: 1.0}", "bootstrap.confidence_level", "> 0 and < 1"),
-        ("bootstrap: {eval: {path: e.zarr}, eval_grid: {n_points: 3}}", "bootstrap.eval_grid",
-         "not both"),
+        ("bootstrap: {eval: {path: e.zarr}, eval_grid: {n_points: 3}}", "bootstrap.eval_grid", "not both"),
         ("cluster: {address: tcp://h:1, local: {n_workers: 2}}", "cluster.local", "exclusive"),
         ("cluster: {security: {tls_ca_file: ca.pem}}", "cluster.security", "cluster.address"),
         ("cluster: {address: 'http://h:1'}", "cluster.address", "known schemes"),
@@ -273,8 +287,7 @@ def test_unknown_solver_is_an_error(tmp_path: Path) -> None:
         ("predict: [a.zarr]", "predict", "expected a mapping"),
     ],
 )
-def test_cross_field_and_section_rules(tmp_path: Path, text: str, key: str,
-                                       fragment: str) -> None:
+def test_cross_field_and_section_rules(tmp_path: Path, text: str, key: str, fragment: str) -> None:
     if text.startswith("data:"):
         config = "output: runs/job\ndata: {train: {path: t.zarr}, holdout_fraction: 1.0}\n"
     else:
@@ -317,15 +330,13 @@ def test_all_problems_reported_together_in_file_order(tmp_path: Path) -> None:
     message = error_of(with_model(tmp_path, "alpha: -1\ngamma: 0\nkernel: rbff\n"))
     assert message.startswith(f"3 problems in job config {tmp_path / 'job.yaml'}")
     lines = message.splitlines()[1:]
-    assert [line.split(": ")[1] for line in lines] == ["model.alpha", "model.gamma",
-                                                       "model.kernel"]
+    assert [line.split(": ")[1] for line in lines] == ["model.alpha", "model.gamma", "model.kernel"]
     assert all(line.strip().startswith(str(tmp_path / "job.yaml")) for line in lines)
 
 
 def test_config_from_dict_names_its_source() -> None:
     with pytest.raises(ConfigError, match=r"^<dict>: model\.alpha: expected a number > 0"):
-        config_from_dict({"output": "o", "data": {"train": {"path": "t.zarr"}},
-                          "model": {"alpha": 0}})
+        config_from_dict({"output": "o", "data": {"train": {"path": "t.zarr"}}, "model": {"alpha": 0}})
     with pytest.raises(ConfigError, match="top level of a job config must be a mapping"):
         config_from_dict(["output", "o"])  # type: ignore[arg-type]
 
@@ -405,8 +416,7 @@ def test_one_mistake_gives_one_message(tmp_path: Path, text: str) -> None:
 
 
 def test_ard_length_scales_must_match_synthetic_feature_count(tmp_path: Path) -> None:
-    text = ("output: o\ndata: {make: {path: s.zarr, n_features: 5}}\n"
-            "model: {length_scale: [1.0, 2.0]}\n")
+    text = "output: o\ndata: {make: {path: s.zarr, n_features: 5}}\nmodel: {length_scale: [1.0, 2.0]}\n"
     message = error_of(write(tmp_path, text))
     assert "model.length_scale" in message and "one length scale per feature (5" in message
 
@@ -425,8 +435,7 @@ def test_ard_length_scales_must_match_synthetic_feature_count(tmp_path: Path) ->
         ("eval:\n  - [0.1, 2.0, 3.0]\n  - [0.5, 1.0, 0.0]\n", ((0.1, 2.0, 3.0), (0.5, 1.0, 0.0))),
     ],
 )
-def test_inline_eval_points_are_read_and_round_trip(tmp_path: Path, lines: str,
-                                                    points: tuple) -> None:
+def test_inline_eval_points_are_read_and_round_trip(tmp_path: Path, lines: str, points: tuple) -> None:
     cfg = load_config(with_bootstrap(tmp_path, lines))
     b = cfg.bootstrap
     assert b is not None and b.eval == points and b.eval_grid is None
@@ -465,8 +474,7 @@ def test_interval_is_read_and_checked(tmp_path: Path) -> None:
         ("e.zarr", "write `eval: {path: e.zarr}` for a data source"),
     ],
 )
-def test_bad_inline_eval_points_name_the_point(tmp_path: Path, value: str,
-                                               fragment: str) -> None:
+def test_bad_inline_eval_points_name_the_point(tmp_path: Path, value: str, fragment: str) -> None:
     path = with_bootstrap(tmp_path, f"n_bootstraps: 10\neval: {value}\n")
     message = error_of(path)
     line = MINIMAL.count("\n") + 3  # the `eval:` line
@@ -477,13 +485,14 @@ def test_bad_inline_eval_points_name_the_point(tmp_path: Path, value: str,
 @pytest.mark.parametrize(
     ("value", "fragment"),
     [
-        ("[[0.1, 0.2]]", ("expected points of 10 features like the training data "
-                          "(data.make.n_features), found points of 2")),
+        (
+            "[[0.1, 0.2]]",
+            ("expected points of 10 features like the training data (data.make.n_features), found points of 2"),
+        ),
         ("[0.1, 0.2]", "a flat list [a, b, ...] means points of one feature"),
     ],
 )
-def test_inline_eval_points_must_have_the_synthetic_feature_count(tmp_path: Path, value: str,
-                                                                  fragment: str) -> None:
+def test_inline_eval_points_must_have_the_synthetic_feature_count(tmp_path: Path, value: str, fragment: str) -> None:
     head = "output: o\ndata: {make: {path: s.zarr, kind: friedman1, n_features: 10}}\n"
     message = error_of(with_bootstrap(tmp_path, f"eval: {value}\n", head=head))
     assert "bootstrap.eval: " in message and fragment in message

@@ -50,7 +50,9 @@ def test_cv_from_sums_equals_direct_refits(fit_intercept):
         tr, va = g != k, g == k
         # the fold's training system from sums equals fitting the complement directly
         direct_stats = block_stats(fmap, X[tr], y[tr, None], 0)
-        np.testing.assert_allclose(subtract(folds.total(), folds.select(k)).gram, direct_stats.gram, rtol=1e-9, atol=1e-8)
+        np.testing.assert_allclose(
+            subtract(folds.total(), folds.select(k)).gram, direct_stats.gram, rtol=1e-9, atol=1e-8
+        )
         for a_i, a in enumerate(alphas):
             sol = solve_primal(direct_stats, a, fit_intercept)
             pred = fmap.transform(X[va]) @ sol.coef[:, 0] + sol.intercept[0]
@@ -76,7 +78,7 @@ def test_chosen_point_within_2_percent_of_brute_force(cv):
     Xt, yt = friedman(3000, seed=12)
     gammas, alphas = [0.02, 0.1, 0.5, 2.0], [1e-4, 1e-2, 1.0, 100.0]
     m = RandomFeatureRidgeCV(gammas=gammas, alphas=alphas, cv=cv, n_components=200, random_state=0).fit(X, y)
-    rmse = lambda est: np.sqrt(np.mean((est.predict(Xt) - yt) ** 2))  # noqa: E731
+    rmse = lambda est: np.sqrt(np.mean((est.predict(Xt) - yt) ** 2))
     brute = min(rmse(RandomFeatureRidge(gamma=g, alpha=a, n_components=200, random_state=0).fit(X, y))
                 for g in gammas for a in alphas)  # fmt: skip
     assert rmse(m) <= 1.02 * brute
@@ -138,8 +140,9 @@ def test_scores_below_their_rounding_error_are_never_chosen():
     picked α=1e-6 with a holdout RMSE of 30.8 (noise sd 1)."""
     X, y = friedman(20_000, seed=21)
     alphas = list(np.logspace(-9, 1, 6))
-    m = RandomFeatureRidgeCV(gammas=[0.02], alphas=alphas, cv=3, n_components=128, dtype="float32",
-                             random_state=0).fit(X, y)
+    m = RandomFeatureRidgeCV(gammas=[0.02], alphas=alphas, cv=3, n_components=128, dtype="float32", random_state=0).fit(
+        X, y
+    )
     scores = m.cv_results_["mean_test_score"]
     assert np.isinf(scores).any() and np.isfinite(scores).any()
     g = FoldSplit(0, 3).groups(0, len(y))

@@ -32,7 +32,10 @@ def test_zarr_npy_numpy_dask_sources_give_the_same_model(tmp_path, store):
     np.save(tmp_path / "y.npy", y)
     kw = dict(gamma=0.5, n_components=64, alpha=0.1, random_state=0)
     ref = RandomFeatureRidge(**kw).fit(X, y)
-    for ds in (open_source(store, chunk_rows=2048), open_source(tmp_path / "X.npy", y_path=str(tmp_path / "y.npy"), chunk_rows=1500)):
+    for ds in (
+        open_source(store, chunk_rows=2048),
+        open_source(tmp_path / "X.npy", y_path=str(tmp_path / "y.npy"), chunk_rows=1500),
+    ):
         m = RandomFeatureRidge(**kw).fit(ds.X, ds.y)
         # other chunks sum in another order; the solve amplifies that by its condition number
         # (an rtol=1e-9 on each coefficient measured 0.004-0.1 of itself across OpenBLAS kernels)
@@ -46,5 +49,3 @@ def test_fsspec_url_source():
     g.create_array("y", data=a[:, 10], chunks=(50,))
     ds = open_source("memory://bk-test.zarr")
     np.testing.assert_array_equal(ds.X.compute(), a[:, :10])
-
-

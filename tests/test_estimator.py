@@ -132,7 +132,9 @@ def test_pipeline_and_grid_search():
 
     X, y = friedman(1500, seed=10)
     pipe = make_pipeline(StandardScaler(), RandomFeatureRidge(n_components=64, random_state=0))
-    search = GridSearchCV(pipe, {"randomfeatureridge__gamma": [0.01, 0.1], "randomfeatureridge__alpha": [0.1, 10.0]}, cv=3)
+    search = GridSearchCV(
+        pipe, {"randomfeatureridge__gamma": [0.01, 0.1], "randomfeatureridge__alpha": [0.1, 10.0]}, cv=3
+    )
     search.fit(X, y)
     assert set(search.best_params_) == {"randomfeatureridge__gamma", "randomfeatureridge__alpha"}
     assert search.best_score_ > 0.5

@@ -16,8 +16,8 @@ import bigkernel
 from bigkernel import ExactKernelRidge
 from bigkernel.data.sources import as_dataset
 from bigkernel.errors import NotPSDError, ParameterError
-from bigkernel.models import exact as exact_module
 from bigkernel.kernels import RBF, Matern
+from bigkernel.models import exact as exact_module
 from bigkernel.numerics.splits import HoldoutSplit
 from tests._tolerance import EPS, assert_forward_close, relative_residual
 from tests.conftest import friedman
@@ -128,13 +128,15 @@ def test_df_is_logged_as_known_never_nan(method, monkeypatch, caplog):
     if method == "hutchinson":
         monkeypatch.setattr(exact_module, "EXACT_DF_MAX_N", 100)
     with caplog.at_level(logging.INFO, logger="bigkernel"):
-        est = ExactKernelRidge(gamma=0.5, alpha=0.1, n_probes=0 if method == "none" else 16,
-                               random_state=0).fit(X, y)
+        est = ExactKernelRidge(gamma=0.5, alpha=0.1, n_probes=0 if method == "none" else 16, random_state=0).fit(X, y)
     assert est.solver_info_["df_method"] == method
     lines = [r.getMessage() for r in caplog.records if r.name in ("bigkernel.models.exact", "bigkernel.numerics.dual")]
     assert len(lines) == 2 and not any("nan" in line for line in lines), lines
-    want = {"exact": f"df={est.df_:.1f}", "hutchinson": f"df={est.df_:.1f}±{est.df_stderr_:.1f}",
-            "none": "df not computed"}[method]
+    want = {
+        "exact": f"df={est.df_:.1f}",
+        "hutchinson": f"df={est.df_:.1f}±{est.df_stderr_:.1f}",
+        "none": "df not computed",
+    }[method]
     assert all(want in line for line in lines), (want, lines)
     assert ("±" in " ".join(lines)) == (method == "hutchinson")  # a standard error only when estimated
     assert np.isnan(est.df_) == (method == "none")

@@ -132,10 +132,19 @@ def test_predictions_equal_exact_kernel_ridge_at_the_chosen_point(fit_intercept,
     X, y = friedman(300, seed=6)
     Y = np.column_stack([y, np.cos(y)])
     Xt, _ = friedman(100, seed=7)
-    m = ExactKernelRidgeCV("matern", nu=2.5, gammas=[0.05, 0.5], alphas=[1e-2, 1.0], fit_intercept=fit_intercept,
-                           standardize=standardize).fit(X, Y)
-    ref = ExactKernelRidge("matern", nu=2.5, gamma=m.gamma_, alpha=m.alpha_, fit_intercept=fit_intercept,
-                           standardize=standardize, tol=1e-12, random_state=0).fit(X, Y)
+    m = ExactKernelRidgeCV(
+        "matern", nu=2.5, gammas=[0.05, 0.5], alphas=[1e-2, 1.0], fit_intercept=fit_intercept, standardize=standardize
+    ).fit(X, Y)
+    ref = ExactKernelRidge(
+        "matern",
+        nu=2.5,
+        gamma=m.gamma_,
+        alpha=m.alpha_,
+        fit_intercept=fit_intercept,
+        standardize=standardize,
+        tol=1e-12,
+        random_state=0,
+    ).fit(X, Y)
     np.testing.assert_allclose(m.predict(Xt), ref.predict(Xt), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(m.intercept_, ref.intercept_, rtol=1e-8, atol=1e-10)
     assert m.df_ == pytest.approx(ref.df_, rel=1e-8)

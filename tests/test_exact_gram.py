@@ -9,8 +9,7 @@ import pytest
 
 from bigkernel.errors import ParameterError
 from bigkernel.graph.gram_matvec import balanced_groups
-from bigkernel.solvers import gram_operator
-from bigkernel.solvers.gram_operator import GramOperator
+from bigkernel.kernels import RBF, Laplacian, Matern, Polynomial, make_kernel
 from bigkernel.numerics.gram_tiles import (
     GramTiler,
     KernelExpansion,
@@ -20,7 +19,8 @@ from bigkernel.numerics.gram_tiles import (
     tile_matvec,
     upper_tiles,
 )
-from bigkernel.kernels import RBF, Laplacian, Matern, Polynomial, make_kernel
+from bigkernel.solvers import gram_operator
+from bigkernel.solvers.gram_operator import GramOperator
 from tests._tolerance import assert_within, product_bound
 
 pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
@@ -165,8 +165,9 @@ def test_operator_runs_one_compute_per_matvec(monkeypatch, rng):
     calls = []
     real = gram_operator.compute
     monkeypatch.setattr(gram_operator, "compute", lambda *g, **kw: calls.append(kw.get("label")) or real(*g, **kw))
-    op = GramOperator(make_kernel("laplacian", gamma=1.0), rng.normal(size=(700, 3)), memory_budget=3 * MiB,
-                      dtype="float64")
+    op = GramOperator(
+        make_kernel("laplacian", gamma=1.0), rng.normal(size=(700, 3)), memory_budget=3 * MiB, dtype="float64"
+    )
     assert 0 < op.plan.n_cached < len(op.plan.tiles)
     for _ in range(3):
         op.matvec(rng.normal(size=(700, 1)))

@@ -14,8 +14,8 @@ from bigkernel import ExactKernelRidge, KernelRidge, NystroemRidge, RandomFeatur
 from bigkernel.cli import main
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import ParameterError
-from bigkernel.models.kernel_ridge import NYSTROEM_MAX_N, choose_solver
 from bigkernel.kernels import RBF, Polynomial
+from bigkernel.models.kernel_ridge import NYSTROEM_MAX_N, choose_solver
 from bigkernel.numerics.nystroem_features import NystroemMap, select_landmarks
 from tests.conftest import friedman
 
@@ -119,7 +119,8 @@ def test_choose_solver_rules():
 
 
 @pytest.mark.parametrize(
-    "budget,solver", [("2GB", "exact"), ("4MB", "nystroem")],
+    "budget,solver",
+    [("2GB", "exact"), ("4MB", "nystroem")],
 )
 def test_kernel_ridge_picks_logs_and_exposes_the_solver(budget, solver, caplog):
     X, y = friedman(1500, seed=4)
@@ -229,13 +230,27 @@ def test_config_reads_the_exact_solver_keys_and_takes_bootstrap_with_them(tmp_pa
     from bigkernel.jobs.runner import build_estimator
 
     p = tmp_path / "job.yaml"
-    p.write_text(MINIMAL_JOB.replace("model:\n", "model: {solver: exact, kernel: polynomial, degree: 2, coef0: 0.5, "
-                                     "tol: 1.0e-8, max_iter: 50, preconditioner: none, rank: 64, "
-                                     "memory_budget: 2GB, gram_dtype: float32, n_probes: 4}\n"))
+    p.write_text(
+        MINIMAL_JOB.replace(
+            "model:\n",
+            "model: {solver: exact, kernel: polynomial, degree: 2, coef0: 0.5, "
+            "tol: 1.0e-8, max_iter: 50, preconditioner: none, rank: 64, "
+            "memory_budget: 2GB, gram_dtype: float32, n_probes: 4}\n",
+        )
+    )
     est = build_estimator(load_config(p))
     assert isinstance(est, ExactKernelRidge)
-    assert (est.degree, est.coef0, est.tol, est.max_iter, est.preconditioner, est.rank, est.memory_budget,
-            est.dtype, est.n_probes) == (2, 0.5, 1e-8, 50, None, 64, "2GB", "float32", 4)
+    assert (
+        est.degree,
+        est.coef0,
+        est.tol,
+        est.max_iter,
+        est.preconditioner,
+        est.rank,
+        est.memory_budget,
+        est.dtype,
+        est.n_probes,
+    ) == (2, 0.5, 1e-8, 50, None, 64, "2GB", "float32", 4)
     boot = "bootstrap: {n_bootstraps: 10, eval_grid: {feature: 0, n_points: 10}}\n"
     p.write_text(MINIMAL_JOB.replace("model:\n", "model: {solver: exact}\n") + boot)
     cfg = load_config(p)  # every solver has a bootstrap plan (tests/test_bootstrap_solvers.py)

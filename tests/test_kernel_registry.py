@@ -41,7 +41,6 @@ from bigkernel.kernels.registry import (
     length_scale_from_gamma,
 )
 from bigkernel.numerics.fourier_features import make_feature_map
-
 from tests._yaml import error_of, with_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,8 +57,12 @@ def _kernel_params(name: str, gamma: float, nu: float | None = None) -> dict:
 def test_registry_holds_the_rules_that_were_spread_over_the_code():
     """The table says what the separate lists said before it (behaviour unchanged)."""
     assert kernels_serving("random_features") == ("rbf", "laplacian", "matern", "fourier")
-    assert KERNEL_NAMES == kernels_serving("exact") == kernels_serving("nystroem") == (
-        "rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", "periodic", "constant")
+    assert (
+        KERNEL_NAMES
+        == kernels_serving("exact")
+        == kernels_serving("nystroem")
+        == ("rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", "periodic", "constant")
+    )
     assert JOB_KERNELS == ("rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", "periodic")
     assert kernels_searching("exact", "gamma") == ("rbf", "laplacian", "matern", "polynomial", "sigmoid")
     assert kernels_searching("exact", "length_scale") == ("rbf", "laplacian", "matern")
@@ -67,7 +70,10 @@ def test_registry_holds_the_rules_that_were_spread_over_the_code():
     assert kernel_spec("matern").param("nu").choices == (0.5, 1.5, 2.5)
     assert [s.name for s in KERNELS if s.default_gamma] == ["rbf", "laplacian", "matern", "polynomial", "sigmoid"]
     assert {a: s.name for s in KERNELS for a in s.aliases} == {
-        "gaussian": "rbf", "poly": "polynomial", "exp_sine_squared": "periodic"}
+        "gaussian": "rbf",
+        "poly": "polynomial",
+        "exp_sine_squared": "periodic",
+    }
     assert [s.name for s in KERNELS if "orthogonal" in s.samplers] == ["rbf"]
 
 
@@ -105,8 +111,14 @@ def test_estimator_defaults_are_the_registry_defaults():
     owners = {"degree": "polynomial", "coef0": "polynomial", "nu": "matern"}
     assert kernel_spec("sigmoid").param("coef0").default == kernel_spec("polynomial").param("coef0").default
     checked = 0
-    for est in (ExactKernelRidge, ExactKernelRidgeCV, NystroemRidge, KernelRidge, RandomFeatureRidge,
-                RandomFeatureRidgeCV):
+    for est in (
+        ExactKernelRidge,
+        ExactKernelRidgeCV,
+        NystroemRidge,
+        KernelRidge,
+        RandomFeatureRidge,
+        RandomFeatureRidgeCV,
+    ):
         signature = inspect.signature(est.__init__).parameters
         for param, kernel in owners.items():
             if param in signature:
@@ -149,8 +161,9 @@ def test_every_random_feature_kernel_has_a_sampler_matching_its_exact_kernel(nam
         assert np.mean(errors) < 0.03, (name, nu, errors)
 
 
-@pytest.mark.parametrize("name", [n for n in kernel_names() if "random_features" in kernel_spec(n).paths
-                                  and kernel_spec(n).bandwidth_rule])
+@pytest.mark.parametrize(
+    "name", [n for n in kernel_names() if "random_features" in kernel_spec(n).paths and kernel_spec(n).bandwidth_rule]
+)
 def test_gamma_and_length_scale_are_one_bandwidth_on_both_paths(name):
     ell = 1.7
     gamma = gamma_from_length_scale(name, ell)
@@ -164,8 +177,7 @@ def test_gamma_and_length_scale_are_one_bandwidth_on_both_paths(name):
 # --- errors name the kernel, the path, and the paths that can serve it ------------------------
 
 
-@pytest.mark.parametrize(
-    ("name", "path"), [(s.name, p) for s in KERNELS for p in PATHS if p not in s.paths])
+@pytest.mark.parametrize(("name", "path"), [(s.name, p) for s in KERNELS for p in PATHS if p not in s.paths])
 def test_the_error_for_a_path_that_cannot_serve_a_kernel_names_the_paths_that_can(name, path):
     with pytest.raises(ParameterError) as err:
         check_kernel_name(name, path)

@@ -66,15 +66,13 @@ REFERENCES = [
     (
         Matern(length_scale=1.3, nu=1.5),
         lambda x, z: (
-            (1 + math.sqrt(3) * np.linalg.norm(x - z) / 1.3)
-            * math.exp(-math.sqrt(3) * np.linalg.norm(x - z) / 1.3)
+            (1 + math.sqrt(3) * np.linalg.norm(x - z) / 1.3) * math.exp(-math.sqrt(3) * np.linalg.norm(x - z) / 1.3)
         ),
     ),
     (
         Matern(length_scale=1.3, nu=2.5),
         lambda x, z: (
-            (1 + math.sqrt(5) * (r := np.linalg.norm(x - z) / 1.3) + 5 * r**2 / 3)
-            * math.exp(-math.sqrt(5) * r)
+            (1 + math.sqrt(5) * (r := np.linalg.norm(x - z) / 1.3) + 5 * r**2 / 3) * math.exp(-math.sqrt(5) * r)
         ),
     ),
     (Polynomial(degree=3, gamma=0.2, coef0=0.0), lambda x, z: (0.2 * x @ z) ** 3),
@@ -88,18 +86,12 @@ REFERENCES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "kernel,ref", REFERENCES, ids=lambda v: repr(v)[:40] if isinstance(v, Kernel) else ""
-)
+@pytest.mark.parametrize("kernel,ref", REFERENCES, ids=lambda v: repr(v)[:40] if isinstance(v, Kernel) else "")
 def test_kernel_matches_naive_formula(kernel, ref, data):
     X, Z = data
     expected = naive(ref, X, Z)
-    np.testing.assert_allclose(
-        kernel(X, Z), expected, rtol=RTOL, atol=1e-12 * np.abs(expected).max()
-    )
-    np.testing.assert_allclose(
-        kernel(X), naive(ref, X, X), rtol=RTOL, atol=1e-12 * np.abs(expected).max()
-    )
+    np.testing.assert_allclose(kernel(X, Z), expected, rtol=RTOL, atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(kernel(X), naive(ref, X, X), rtol=RTOL, atol=1e-12 * np.abs(expected).max())
     np.testing.assert_allclose(kernel.diag(X), [ref(x, x) for x in X], rtol=RTOL)
 
 
@@ -107,9 +99,7 @@ def test_sigmoid_matches_naive_formula(data):
     X, Z = data
     with pytest.warns(UserWarning, match="not positive semi-definite"):
         k = Sigmoid(gamma=0.05, coef0=-0.3)
-    np.testing.assert_allclose(
-        k(X, Z), naive(lambda x, z: math.tanh(0.05 * x @ z - 0.3), X, Z), rtol=RTOL
-    )
+    np.testing.assert_allclose(k(X, Z), naive(lambda x, z: math.tanh(0.05 * x @ z - 0.3), X, Z), rtol=RTOL)
     np.testing.assert_allclose(k.diag(X), np.tanh(0.05 * np.sum(X * X, 1) - 0.3), rtol=RTOL)
 
 
@@ -128,16 +118,12 @@ SKLEARN = [
     (Periodic(length_scale=0.8, periodicity=2.5), gpk.ExpSineSquared(0.8, 2.5)),
     (
         2.0 * RBF(gamma=0.3) + Laplacian(gamma=0.4),
-        lambda X, Z: (
-            2 * pairwise.rbf_kernel(X, Z, gamma=0.3) + pairwise.laplacian_kernel(X, Z, gamma=0.4)
-        ),
+        lambda X, Z: 2 * pairwise.rbf_kernel(X, Z, gamma=0.3) + pairwise.laplacian_kernel(X, Z, gamma=0.4),
     ),
 ]
 
 
-@pytest.mark.parametrize(
-    "kernel,ref", SKLEARN, ids=lambda v: repr(v)[:40] if isinstance(v, Kernel) else ""
-)
+@pytest.mark.parametrize("kernel,ref", SKLEARN, ids=lambda v: repr(v)[:40] if isinstance(v, Kernel) else "")
 def test_kernel_matches_sklearn(kernel, ref, data):
     X, Z = data
     np.testing.assert_allclose(kernel(X, Z), ref(X, Z), rtol=1e-9, atol=1e-13)
@@ -154,12 +140,8 @@ def test_float32_output(data):
 def test_rbf_gamma_and_length_scale_agree(data):
     X, Z = data
     ell = 1.7
-    np.testing.assert_allclose(
-        RBF(length_scale=ell)(X, Z), RBF(gamma=1 / (2 * ell**2))(X, Z), rtol=1e-12
-    )
-    np.testing.assert_allclose(
-        RBF(precision=np.eye(3) / ell**2)(X, Z), RBF(length_scale=ell)(X, Z), rtol=1e-12
-    )
+    np.testing.assert_allclose(RBF(length_scale=ell)(X, Z), RBF(gamma=1 / (2 * ell**2))(X, Z), rtol=1e-12)
+    np.testing.assert_allclose(RBF(precision=np.eye(3) / ell**2)(X, Z), RBF(length_scale=ell)(X, Z), rtol=1e-12)
 
 
 def test_symmetric_block_has_exact_unit_diagonal():
@@ -184,8 +166,7 @@ COMBOS = [
     RBF(gamma=0.5) * Polynomial(degree=2, gamma=0.1, coef0=1.0),
     3.0 * Matern(1.0, 1.5),
     RBF(length_scale=[1.0, 2.0, 3.0]) + 0.5 * Linear(),
-    (RBF(gamma=1.0) + Matern(0.7, 0.5)) * Polynomial(degree=3, gamma=0.2, coef0=0.0)
-    + Constant(1.0),
+    (RBF(gamma=1.0) + Matern(0.7, 0.5)) * Polynomial(degree=3, gamma=0.2, coef0=0.0) + Constant(1.0),
 ]
 
 
@@ -235,9 +216,7 @@ def test_periodic_is_psd_in_1d_only():
     k = Periodic(length_scale=1.0, periodicity=2.0) * RBF(gamma=0.1)
     assert check_psd(k, rng.uniform(0, 10, size=(200, 1)), random_state=0).is_psd
     # the Euclidean-distance form (scikit-learn's) is not PSD with several features
-    assert not check_psd(
-        Periodic(1.0, 2.0), rng.uniform(0, 10, size=(200, 3)), random_state=0
-    ).is_psd
+    assert not check_psd(Periodic(1.0, 2.0), rng.uniform(0, 10, size=(200, 3)), random_state=0).is_psd
 
 
 def test_polynomial_negative_coef0_warns():

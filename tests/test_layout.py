@@ -131,7 +131,9 @@ def test_no_module_level_getattr_and_no_import_in_try():
         for node in ast.walk(tree):
             if isinstance(node, ast.Try):
                 for stmt in node.body:  # optional third-party imports may be tried; ours may not
-                    assert not any(m.startswith("bigkernel") for m in _imported(stmt)), f"{name}: bigkernel import inside try"
+                    assert not any(m.startswith("bigkernel") for m in _imported(stmt)), (
+                        f"{name}: bigkernel import inside try"
+                    )
 
 
 def test_no_private_name_imported_across_packages():

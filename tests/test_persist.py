@@ -16,8 +16,9 @@ from tests.conftest import friedman
 @pytest.fixture
 def fitted():
     X, y = friedman(2000, seed=0)
-    return RandomFeatureRidge(kernel="matern", nu=2.5, gamma=0.5, n_components=64, alpha="gcv",
-                              random_state=0, form="cossin").fit(X, y), X
+    return RandomFeatureRidge(
+        kernel="matern", nu=2.5, gamma=0.5, n_components=64, alpha="gcv", random_state=0, form="cossin"
+    ).fit(X, y), X
 
 
 def test_round_trip_predictions_identical(tmp_path, fitted):
@@ -54,8 +55,9 @@ def test_predict_to_zarr(tmp_path, fitted):
 
 KINDS = {
     "RandomFeatureRidge": lambda: bigkernel.RandomFeatureRidge(gamma=0.5, n_components=16, random_state=0),
-    "RandomFeatureRidgeCV": lambda: bigkernel.RandomFeatureRidgeCV(gammas=[0.1, 0.5], alphas=[0.1, 1.0], cv=3,
-                                                                   n_components=16, random_state=0),
+    "RandomFeatureRidgeCV": lambda: bigkernel.RandomFeatureRidgeCV(
+        gammas=[0.1, 0.5], alphas=[0.1, 1.0], cv=3, n_components=16, random_state=0
+    ),
     "NystroemRidge": lambda: bigkernel.NystroemRidge(gamma=0.5, n_components=20, alpha=0.1, random_state=0),
     "ExactKernelRidge": lambda: bigkernel.ExactKernelRidge(gamma=0.5, alpha=0.1, random_state=0),
     "ExactKernelRidgeCV": lambda: bigkernel.ExactKernelRidgeCV(gammas=[0.1, 0.5], alphas=[0.1, 1.0]),

@@ -44,9 +44,7 @@ def test_apply_matches_dense_inverse(method, seed):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(150, 3))
     kernel = Matern(1.0, 2.5)
-    P = build_preconditioner(
-        kernel_columns(kernel, X), kernel.diag(X), 0.05, method=method, rank=30, random_state=seed
-    )
+    P = build_preconditioner(kernel_columns(kernel, X), kernel.diag(X), 0.05, method=method, rank=30, random_state=seed)
     L = P.factor()
     dense = np.linalg.inv(L @ L.T + 0.05 * np.eye(150))
     R = rng.normal(size=(150, 4))
@@ -77,18 +75,14 @@ def test_apply_from_a_given_factor_and_per_column_shifts():
     np.testing.assert_allclose(W @ W.T, L @ L.T, atol=1e-12 * np.abs(L @ L.T).max())
     np.testing.assert_allclose(W.T @ W, np.diag(P.eigenvalues), atol=1e-12 * P.eigenvalues.max())
     sv = np.linalg.svd(L, compute_uv=False) ** 2
-    np.testing.assert_allclose(
-        np.sort(P.eigenvalues), np.sort(sv), rtol=1e-6, atol=1e-14 * sv.max()
-    )
+    np.testing.assert_allclose(np.sort(P.eigenvalues), np.sort(sv), rtol=1e-6, atol=1e-14 * sv.max())
 
 
 def test_preconditioner_is_symmetric_positive_definite():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(80, 2))
     kernel = RBF(gamma=0.5)
-    P = build_preconditioner(
-        kernel_columns(kernel, X), kernel.diag(X), 1e-3, rank=20, random_state=0
-    )
+    P = build_preconditioner(kernel_columns(kernel, X), kernel.diag(X), 1e-3, rank=20, random_state=0)
     M = P.apply(np.eye(80))
     np.testing.assert_allclose(M, M.T, atol=1e-9 * np.abs(M).max())
     assert np.linalg.eigvalsh(0.5 * (M + M.T)).min() > 0
@@ -112,17 +106,9 @@ def test_rpcholesky_beats_uniform_nystrom_on_clusters(clustered):
     cols = kernel_columns(kernel, X)
     for rank in (20, 40):
         rpc = np.mean(
-            [
-                residual_trace(K, rpcholesky_factor(cols, kernel.diag(X), rank, random_state=s).L)
-                for s in range(3)
-            ]
+            [residual_trace(K, rpcholesky_factor(cols, kernel.diag(X), rank, random_state=s).L) for s in range(3)]
         )
-        uni = np.mean(
-            [
-                residual_trace(K, nystrom_factor(cols, len(X), rank, random_state=s).L)
-                for s in range(3)
-            ]
-        )
+        uni = np.mean([residual_trace(K, nystrom_factor(cols, len(X), rank, random_state=s).L) for s in range(3)])
         assert rpc < 0.5 * uni, (rank, rpc, uni)
 
     # uniform landmarks leave whole clusters unexplained; RPCholesky finds them
@@ -175,7 +161,7 @@ def test_default_rank():
 
 
 def test_errors():
-    cols = lambda idx: np.zeros((5, len(idx)))  # noqa: E731
+    cols = lambda idx: np.zeros((5, len(idx)))
     with pytest.raises(ParameterError, match="method"):
         build_preconditioner(cols, np.ones(5), 1.0, method="svd")
     with pytest.raises(ParameterError, match="alpha"):

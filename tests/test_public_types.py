@@ -53,9 +53,16 @@ def _missing(label: str, func) -> list[str]:
 
 def test_the_walk_sees_the_estimators_and_functions():
     labels = {label for label, _ in _public_callables()}
-    for expected in ("load", "make_data", "bootstrap", "RandomFeatureRidge.fit",
-                     "RandomFeatureRidge.__init__", "KernelRidge.predict",
-                     "ExactKernelRidgeCV.fit_dataset", "NystroemRidge.predict_to_zarr"):
+    for expected in (
+        "load",
+        "make_data",
+        "bootstrap",
+        "RandomFeatureRidge.fit",
+        "RandomFeatureRidge.__init__",
+        "KernelRidge.predict",
+        "ExactKernelRidgeCV.fit_dataset",
+        "NystroemRidge.predict_to_zarr",
+    ):
         assert expected in labels
     # inherited scikit-learn methods are scikit-learn's to annotate
     assert "RandomFeatureRidge.get_params" not in labels

@@ -59,8 +59,10 @@ def test_holdout_sample_matches_the_model(tmp_path, monkeypatch):
 
     monkeypatch.setattr(holdout, "HOLDOUT_SAMPLE_ROWS", 1000)
     job = tmp_path / "job.yaml"
-    job.write_text("name: r\noutput: out\nplots: false\ndata:\n  make: {kind: sine, n_samples: 5000, noise: 0.3, path: d.zarr}\n"
-                   "model: {gamma: 20.0, n_components: 64}\ncluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n")
+    job.write_text(
+        "name: r\noutput: out\nplots: false\ndata:\n  make: {kind: sine, n_samples: 5000, noise: 0.3, path: d.zarr}\n"
+        "model: {gamma: 20.0, n_components: 64}\ncluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
+    )
     assert main(["-q", "run", str(job)]) == 0
     out = tmp_path / "out"
     z = np.load(out / "holdout_sample.npz")
@@ -102,9 +104,11 @@ def test_fixed_alpha_path_is_the_fits_own_gcv_and_df_curve(tmp_path, solver):
     from tests.conftest import friedman
 
     X, y = friedman(600, d=5, seed=2)
-    est = (bigkernel.RandomFeatureRidge(gamma=0.3, n_components=40, alpha=0.5, random_state=0)
-           if solver == "random_features" else
-           bigkernel.NystroemRidge("rbf", gamma=0.3, n_components=40, alpha=0.5, random_state=0)).fit(X, y)
+    est = (
+        bigkernel.RandomFeatureRidge(gamma=0.3, n_components=40, alpha=0.5, random_state=0)
+        if solver == "random_features"
+        else bigkernel.NystroemRidge("rbf", gamma=0.3, n_components=40, alpha=0.5, random_state=0)
+    ).fit(X, y)
     assert est.alphas_.size == 1
     table = path_table(est)
     np.testing.assert_allclose(table["alpha"], 0.5 * FIXED_ALPHA_CURVE, rtol=1e-15)
@@ -134,10 +138,12 @@ def test_fixed_alpha_jobs_primal_curve_and_exact_explanation(tmp_path):
     probes) gets no one-dot figure but a reason in report.md, and no NaN anywhere."""
     data = "data:\n  make: {kind: friedman1, n_samples: 2000, path: d.zarr}\n"
     (tmp_path / "rf.yaml").write_text(
-        f"name: rf\noutput: rf\nplots: true\n{data}model: {{gamma: 0.5, n_components: 64, alpha: 0.1}}\n" + CLUSTER)
+        f"name: rf\noutput: rf\nplots: true\n{data}model: {{gamma: 0.5, n_components: 64, alpha: 0.1}}\n" + CLUSTER
+    )
     (tmp_path / "ex.yaml").write_text(
         f"name: ex\noutput: ex\nplots: true\n{data}model: {{solver: exact, gamma: 0.1, alpha: 0.01, n_probes: 0}}\n"
-        + CLUSTER)
+        + CLUSTER
+    )
     assert main(["-q", "run", str(tmp_path / "rf.yaml")]) == 0
     assert _png_size(tmp_path / "rf" / "alpha_path.png") == (700, 450)
     assert os.path.getsize(tmp_path / "rf" / "alpha_path.png") > 20_000  # a curve, not a dot
@@ -191,8 +197,7 @@ def test_points_job_reports_a_prediction_interval_with_out_of_range_flags(tmp_pa
     from matplotlib.container import ErrorbarContainer
 
     figures = _spy_band_figures(monkeypatch)
-    job = _band_job(tmp_path, "  n_bootstraps: 8\n  interval: prediction\n  plot: true\n"
-                              "  eval: [0.1, 0.5, 0.9, 1.5]\n")
+    job = _band_job(tmp_path, "  n_bootstraps: 8\n  interval: prediction\n  plot: true\n  eval: [0.1, 0.5, 0.9, 1.5]\n")
     assert main(["-q", "run", str(job)]) == 0
     out = tmp_path / "out"
     band = zarr.open_group(str(out / "bootstrap_band.zarr"), mode="r")

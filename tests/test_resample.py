@@ -23,10 +23,9 @@ pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLA
 
 
 def _by_ranges(seed, r, n, edges, method="multinomial", block_rows=BLOCK_ROWS):
-    return np.concatenate([
-        bootstrap_counts(seed, r, n, a, b, method, block_rows=block_rows)
-        for a, b in zip(edges[:-1], edges[1:])
-    ])
+    return np.concatenate(
+        [bootstrap_counts(seed, r, n, a, b, method, block_rows=block_rows) for a, b in zip(edges[:-1], edges[1:])]
+    )
 
 
 def _random_edges(rng, n, n_cuts):

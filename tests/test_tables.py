@@ -95,7 +95,8 @@ def split_csv(tmp_path, monkeypatch):
 
     rng = np.random.default_rng(0)
     df = pd.DataFrame(rng.uniform(size=(40_000, 3)), columns=["a", "b", "c"]).assign(
-        y=rng.normal(size=40_000), name="row")
+        y=rng.normal(size=40_000), name="row"
+    )
     df.to_csv(tmp_path / "s.csv", index=False)
     monkeypatch.setattr(tables, "CSV_BLOCKSIZE", 200_000)
     n_parts = tables._read(str(tmp_path / "s.csv"), ["a", "b", "c", "y"]).npartitions
@@ -137,8 +138,10 @@ def test_passes_over_a_table_keep_their_keys_on_a_cluster(split_csv, caplog):
     from bigkernel.runtime import compute
 
     path, df, _ = split_csv
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         ds = open_source(path, x=["a", "b", "c"], y="y", chunk_rows=8000)
         for _ in range(5):
             both, x_only, (head, _) = (
@@ -171,8 +174,7 @@ def test_csv_job_with_a_string_column_warns_nothing(split_csv, capfd, caplog):
 
 
 def test_job_prediction_columns_must_match_the_fit(sources, tmp_path):
-    job = _table_job(sources, tmp_path, f"predict: {{path: {sources / 'd.parquet'}, "
-                     f"x: {json.dumps(COLS[::-1])}}}\n")
+    job = _table_job(sources, tmp_path, f"predict: {{path: {sources / 'd.parquet'}, x: {json.dumps(COLS[::-1])}}}\n")
     assert main(["-q", "run", str(job)]) == 2
     assert not (tmp_path / "out" / "model.zarr").exists()  # refused before the fit
 
@@ -218,8 +220,21 @@ def test_predict_command_x_columns(sources, named_model, tmp_path, caplog):
     out = tmp_path / "p.csv"
     assert main(["-q", "predict", str(model), str(sources / "d.csv"), "-o", str(out), "--x", ",".join(COLS)]) == 0
     np.testing.assert_allclose(pd.read_csv(out)["y_pred"], m.predict(df[COLS]), rtol=1e-12)
-    assert main(["-q", "predict", str(model), str(sources / "d.csv"), "-o", str(tmp_path / "q.csv"),
-                 "--x", ",".join(COLS[::-1])]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "predict",
+                str(model),
+                str(sources / "d.csv"),
+                "-o",
+                str(tmp_path / "q.csv"),
+                "--x",
+                ",".join(COLS[::-1]),
+            ]
+        )
+        == 2
+    )
     assert "names and order must match the fit" in caplog.text and not (tmp_path / "q.csv").exists()
     # a model fitted on arrays has no names: a table needs --x, which then picks the columns
     X, y = df[COLS].to_numpy()[:, :3], df["target"].to_numpy()
@@ -228,8 +243,21 @@ def test_predict_command_x_columns(sources, named_model, tmp_path, caplog):
     caplog.clear()
     assert main(["-q", "predict", str(path), str(sources / "d.parquet"), "-o", str(tmp_path / "r.csv")]) == 2
     assert "fitted without column names" in caplog.text and "--x a,b,c" in caplog.text
-    assert main(["-q", "predict", str(path), str(sources / "d.parquet"), "-o", str(tmp_path / "r.parquet"),
-                 "--x", "x0, x1,x2"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "predict",
+                str(path),
+                str(sources / "d.parquet"),
+                "-o",
+                str(tmp_path / "r.parquet"),
+                "--x",
+                "x0, x1,x2",
+            ]
+        )
+        == 0
+    )
     np.testing.assert_allclose(pd.read_parquet(tmp_path / "r.parquet")["y_pred"], plain.predict(X), rtol=1e-12)
 
 
@@ -255,8 +283,20 @@ def test_make_data_writes_tables(tmp_path, suffix, caplog):
     reused when made with the same parameters, refused (not overwritten) otherwise."""
     ref = zarr.open_group(make_data(SyntheticSpec("friedman1", 3000, 6, 1.0, 4), tmp_path / "d.zarr"), mode="r")
     out = tmp_path / f"d{suffix}"
-    argv = ["-q", "make-data", "friedman1", str(out), "--n-samples", "3000", "--n-features", "6", "--seed", "4",
-            "--chunk-rows", "1000"]
+    argv = [
+        "-q",
+        "make-data",
+        "friedman1",
+        str(out),
+        "--n-samples",
+        "3000",
+        "--n-features",
+        "6",
+        "--seed",
+        "4",
+        "--chunk-rows",
+        "1000",
+    ]
     assert main(argv) == 0
     df = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
     assert list(df.columns) == [f"x{i}" for i in range(6)] + ["y"]

@@ -29,13 +29,13 @@ def data(n=230, d=3, seed=0):
 
 ESTIMATORS = {
     "random_features": lambda: RandomFeatureRidge(gamma=0.3, n_components=32, alpha=0.1, random_state=0),
-    "random_features_cv": lambda: RandomFeatureRidgeCV(gammas=[0.1, 0.3], alphas=[0.1, 1.0], cv=3,
-                                                       n_components=32, random_state=0),
+    "random_features_cv": lambda: RandomFeatureRidgeCV(
+        gammas=[0.1, 0.3], alphas=[0.1, 1.0], cv=3, n_components=32, random_state=0
+    ),
     "nystroem": lambda: NystroemRidge(gamma=0.3, n_components=20, alpha=0.1, random_state=0),
     "exact": lambda: ExactKernelRidge(gamma=0.3, alpha=0.1, random_state=0),
     "exact_cv": lambda: ExactKernelRidgeCV(gammas=[0.1, 0.3], alphas=[0.1, 1.0]),
-    "kernel_ridge": lambda: KernelRidge(gamma=0.3, alpha=0.1, solver="nystroem", n_components=20,
-                                        random_state=0),
+    "kernel_ridge": lambda: KernelRidge(gamma=0.3, alpha=0.1, solver="nystroem", n_components=20, random_state=0),
 }
 
 
@@ -64,8 +64,7 @@ def test_rows_of_weight_zero_are_not_training_rows(name):
     assert_range(est, X[w > 0])
 
 
-@pytest.mark.parametrize("name", ["random_features", "random_features_cv", "nystroem", "exact",
-                                  "exact_cv"])
+@pytest.mark.parametrize("name", ["random_features", "random_features_cv", "nystroem", "exact", "exact_cv"])
 def test_holdout_rows_are_not_training_rows(name):
     """fit_dataset with a holdout split (the job runner's path): range of the training rows."""
     X, y = data(n=300, seed=2)
@@ -84,8 +83,10 @@ def test_float32_input_and_block_stats_sets():
     fmap = make_feature_map("rbf", 2, 8, 0, gamma=0.5)
     folds = FoldSplit(seed=1, n_groups=3)
     g = folds.groups(0, 200)
-    parts = [block_stats(fmap, X[a:b], y[a:b, None], a, weights=folds, block_rows=32)
-             for a, b in ((0, 77), (77, 150), (150, 200))]
+    parts = [
+        block_stats(fmap, X[a:b], y[a:b, None], a, weights=folds, block_rows=32)
+        for a, b in ((0, 77), (77, 150), (150, 200))
+    ]
     total = parts[0] + parts[1] + parts[2]
     for k in range(3):
         np.testing.assert_array_equal(total.x_min[k], X[g == k].min(axis=0))

@@ -29,8 +29,11 @@ from bigkernel.validation import (
 )
 from tests.conftest import friedman
 
-ESTIMATORS = [getattr(bigkernel, name) for name in bigkernel.__all__
-              if inspect.isclass(getattr(bigkernel, name)) and issubclass(getattr(bigkernel, name), BaseEstimator)]
+ESTIMATORS = [
+    getattr(bigkernel, name)
+    for name in bigkernel.__all__
+    if inspect.isclass(getattr(bigkernel, name)) and issubclass(getattr(bigkernel, name), BaseEstimator)
+]
 
 
 def accepts(constraint, value) -> bool:
@@ -142,8 +145,11 @@ def test_is_integer_and_check_int():
 # The message
 # --------------------------------------------------------------------------------------------
 TABLE = {
-    "alpha": [Interval(Real, 0, None, closed="neither"), ListOf(Interval(Real, 0, None, closed="neither")),
-              Options(str, ("gcv",))],
+    "alpha": [
+        Interval(Real, 0, None, closed="neither"),
+        ListOf(Interval(Real, 0, None, closed="neither")),
+        Options(str, ("gcv",)),
+    ],
     "n_components": [Interval(Integral, 0, None, closed="neither")],
     "chunk_rows": [Interval(Integral, 0, None, closed="neither"), None],
 }
@@ -152,16 +158,20 @@ TABLE = {
 def test_validate_params_message_names_parameter_expected_found_and_fix():
     validate_params(TABLE, {"alpha": [0.1, 1.0], "n_components": 5, "chunk_rows": None}, "Est")
     with pytest.raises(InvalidParameterError) as err:
-        validate_params(TABLE, {"alpha": 1.0, "n_components": 0, "chunk_rows": None}, "Est",
-                        defaults={"n_components": 100})
-    assert str(err.value) == ("Est: n_components must be an integer > 0; found 0 (int). "
-                              "Use e.g. n_components=100 (the default).")
+        validate_params(
+            TABLE, {"alpha": 1.0, "n_components": 0, "chunk_rows": None}, "Est", defaults={"n_components": 100}
+        )
+    assert str(err.value) == (
+        "Est: n_components must be an integer > 0; found 0 (int). Use e.g. n_components=100 (the default)."
+    )
     assert isinstance(err.value, ParameterError) and isinstance(err.value, ValueError)
     assert (err.value.param, err.value.expected, err.value.hint) == ("n_components", "an integer > 0", "")
     with pytest.raises(ParameterError) as err:
         validate_params(TABLE, {"alpha": float("nan")}, "Est")
-    assert str(err.value) == ("Est: alpha must be a number > 0, a non-empty list of numbers > 0 or 'gcv'; "
-                              "found nan (float); NaN is not allowed.")
+    assert str(err.value) == (
+        "Est: alpha must be a number > 0, a non-empty list of numbers > 0 or 'gcv'; "
+        "found nan (float); NaN is not allowed."
+    )
     with pytest.raises(ParameterError, match=r"alpha must be .*found 'gvc' \(str\); did you mean 'gcv'\?$"):
         validate_params(TABLE, {"alpha": "gvc"}, "Est")
     with pytest.raises(ParameterError, match=r"chunk_rows must be an integer > 0 or None; found True \(bool\)"):
@@ -189,8 +199,14 @@ def test_check_param_returns_the_value_and_errors_survive_pickling():
 # Every public estimator: a table entry for every parameter, checked in fit
 # --------------------------------------------------------------------------------------------
 def test_there_are_public_estimators():
-    assert {e.__name__ for e in ESTIMATORS} >= {"RandomFeatureRidge", "RandomFeatureRidgeCV", "NystroemRidge",
-                                                "ExactKernelRidge", "ExactKernelRidgeCV", "KernelRidge"}
+    assert {e.__name__ for e in ESTIMATORS} >= {
+        "RandomFeatureRidge",
+        "RandomFeatureRidgeCV",
+        "NystroemRidge",
+        "ExactKernelRidge",
+        "ExactKernelRidgeCV",
+        "KernelRidge",
+    }
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
@@ -223,8 +239,11 @@ def test_fit_refuses_a_value_of_no_allowed_form_for_every_parameter(cls):
 def test_fit_refuses_booleans_as_integers(cls):
     X, y = friedman(30)
     table = cls._parameter_constraints
-    integers = [name for name, forms in table.items()
-                if any(isinstance(c, Interval) and c.type is Integral for c in map(make_constraint, forms))]
+    integers = [
+        name
+        for name, forms in table.items()
+        if any(isinstance(c, Interval) and c.type is Integral for c in map(make_constraint, forms))
+    ]
     assert integers  # every estimator has integer parameters (n_components, max_iter, max_n, ...)
     for name in integers:
         with pytest.raises(ParameterError, match=rf"{name} must be .*found True \(bool\); booleans are not numbers"):
@@ -233,8 +252,11 @@ def test_fit_refuses_booleans_as_integers(cls):
 
 def test_estimator_messages_offer_the_default():
     X, y = friedman(30)
-    with pytest.raises(ParameterError, match=r"^RandomFeatureRidge: n_components must be an integer > 0; "
-                                             r"found 0 \(int\)\. Use e\.g\. n_components=100 \(the default\)\.$"):
+    with pytest.raises(
+        ParameterError,
+        match=r"^RandomFeatureRidge: n_components must be an integer > 0; "
+        r"found 0 \(int\)\. Use e\.g\. n_components=100 \(the default\)\.$",
+    ):
         bigkernel.RandomFeatureRidge(n_components=0).fit(X, y)
     with pytest.raises(ParameterError, match=r"^ExactKernelRidge: tol must be a number > 0 and < 1; found 1\.0"):
         bigkernel.ExactKernelRidge(tol=1.0).fit(X, y)
@@ -287,22 +309,30 @@ def test_config_error_is_the_estimator_rule_at_the_yaml_key(key, owner, value):
 
 def test_config_keyword_forms():
     assert "model.alpha: expected a number > 0, a non-empty list of numbers > 0, 'loo', 'gcv' or 'cv'" in (
-        config_error({"alpha": -1.0}))
+        config_error({"alpha": -1.0})
+    )
     assert "model.cv: expected an integer >= 2, found 1" in config_error({"cv": 1})
     assert "found 'gcv'" in config_error({"cv": "gcv"})  # in a job, 'gcv' is alpha's
     assert "model.preconditioner: expected one of 'rpcholesky', 'nystroem', 'none'" in config_error(
-        {"preconditioner": "ilu"})
-    cfg = job_config.config_from_dict({**MINIMAL, "model": {"alpha": [1, 2.5], "preconditioner": "none", "cv": 3,
-                                                             "n_components": 64, "tol": 1e-3}})
+        {"preconditioner": "ilu"}
+    )
+    cfg = job_config.config_from_dict(
+        {**MINIMAL, "model": {"alpha": [1, 2.5], "preconditioner": "none", "cv": 3, "n_components": 64, "tol": 1e-3}}
+    )
     assert cfg.model.alpha == (1.0, 2.5) and cfg.model.preconditioner == "none"
     assert type(cfg.model.n_components) is int and type(cfg.model.tol) is float
 
 
 def test_config_choices_name_the_tables_options():
     """The dataclass annotations (documentation) list exactly the values the tables allow."""
+
     def options(owner, name):
-        return {o for c in map(make_constraint, owner._parameter_constraints[name])
-                if isinstance(c, Options) for o in c.options}
+        return {
+            o
+            for c in map(make_constraint, owner._parameter_constraints[name])
+            if isinstance(c, Options)
+            for o in c.options
+        }
 
     assert set(get_args(job_config.Solver)) == options(bigkernel.KernelRidge, "solver")
     assert set(get_args(job_config.Sampler)) == options(bigkernel.RandomFeatureRidge, "sampler")
