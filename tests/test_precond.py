@@ -14,7 +14,7 @@ from bigkernel.numerics.precond import (
     build_preconditioner,
     default_rank,
     kernel_columns,
-    nystrom_factor,
+    nystroem_factor,
     rpcholesky_factor,
 )
 from tests._tolerance import assert_backward_stable, assert_forward_close
@@ -39,7 +39,7 @@ def residual_trace(K, L):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("method", ["rpcholesky", "nystrom"])
+@pytest.mark.parametrize("method", ["rpcholesky", "nystroem"])
 def test_apply_matches_dense_inverse(method, seed):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(150, 3))
@@ -101,14 +101,14 @@ def test_rpcholesky_error_decreases_with_rank(clustered):
     assert all(a > b for a, b in zip(errors[:-1], errors[1:], strict=True)), errors
 
 
-def test_rpcholesky_beats_uniform_nystrom_on_clusters(clustered):
+def test_rpcholesky_beats_uniform_nystroem_on_clusters(clustered):
     kernel, X, K = clustered
     cols = kernel_columns(kernel, X)
     for rank in (20, 40):
         rpc = np.mean(
             [residual_trace(K, rpcholesky_factor(cols, kernel.diag(X), rank, random_state=s).L) for s in range(3)]
         )
-        uni = np.mean([residual_trace(K, nystrom_factor(cols, len(X), rank, random_state=s).L) for s in range(3)])
+        uni = np.mean([residual_trace(K, nystroem_factor(cols, len(X), rank, random_state=s).L) for s in range(3)])
         assert rpc < 0.5 * uni, (rank, rpc, uni)
 
     # uniform landmarks leave whole clusters unexplained; RPCholesky finds them
@@ -117,7 +117,7 @@ def test_rpcholesky_beats_uniform_nystrom_on_clusters(clustered):
         return eigh(K - L @ L.T, eigvals_only=True, subset_by_index=[n - 1, n - 1])[0]
 
     spectral_rpc = top_eig(rpcholesky_factor(cols, kernel.diag(X), 40, random_state=0).L)
-    spectral_uni = top_eig(nystrom_factor(cols, len(X), 40, random_state=0).L)
+    spectral_uni = top_eig(nystroem_factor(cols, len(X), 40, random_state=0).L)
     assert spectral_rpc < spectral_uni
 
 
@@ -142,10 +142,10 @@ def test_rpcholesky_stops_early_on_low_rank_kernel():
     np.testing.assert_allclose(factor.L @ factor.L.T, K, atol=1e-9)
 
 
-def test_nystrom_with_duplicate_points_drops_singular_directions():
+def test_nystroem_with_duplicate_points_drops_singular_directions():
     X = np.repeat(np.random.default_rng(5).normal(size=(10, 2)), 5, axis=0)
     kernel = RBF(gamma=1.0)
-    factor = nystrom_factor(kernel_columns(kernel, X), len(X), 30, random_state=0)
+    factor = nystroem_factor(kernel_columns(kernel, X), len(X), 30, random_state=0)
     assert factor.rank <= 10 and np.all(np.isfinite(factor.L))
     np.testing.assert_allclose(factor.L @ factor.L.T, kernel(X), atol=1e-6)
 
@@ -167,11 +167,11 @@ def test_errors():
     with pytest.raises(ParameterError, match="alpha"):
         build_preconditioner(cols, np.ones(5), 0.0)
     with pytest.raises(ParameterError, match="rank"):
-        nystrom_factor(cols, 5, 0)
+        nystroem_factor(cols, 5, 0)
     with pytest.raises(DataError, match="diag"):
         rpcholesky_factor(cols, -np.ones(5), 2)
     with pytest.raises(DataError, match=r"columns\(idx\) returned shape"):
-        nystrom_factor(lambda idx: np.zeros((4, len(idx))), 5, 2)
+        nystroem_factor(lambda idx: np.zeros((4, len(idx))), 5, 2)
     P = LowRankPreconditioner(np.ones((5, 1)), 1.0)
     with pytest.raises(DataError, match="R must have shape"):
         P.apply(np.ones(4))

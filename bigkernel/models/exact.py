@@ -44,7 +44,7 @@ from bigkernel.models._base import (
 )
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
-from bigkernel.numerics.precond import nystrom_factor, rpcholesky_factor
+from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import check_finite
@@ -451,7 +451,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             if self.preconditioner == "rpcholesky":
                 factor = rpcholesky_factor(columns, diag, rank, random_state=seed).L
             else:
-                factor = nystrom_factor(columns, n, rank, random_state=seed).L
+                factor = nystroem_factor(columns, n, rank, random_state=seed).L
         t_prec = time.perf_counter() - t
         alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(op.diag().mean())
         sol = solve_dual(

@@ -43,13 +43,13 @@ __all__ = [
     "build_preconditioner",
     "default_rank",
     "kernel_columns",
-    "nystrom_factor",
+    "nystroem_factor",
     "rpcholesky_factor",
 ]
 
 Columns = Callable[[np.ndarray], np.ndarray]
 RandomState = int | np.random.Generator | np.random.SeedSequence | None
-METHODS = ("rpcholesky", "nystrom")
+METHODS = ("rpcholesky", "nystroem")
 
 
 def default_rank(n: int) -> int:
@@ -142,7 +142,7 @@ def _psd_inv_sqrt(W: np.ndarray, rtol: float | None = None) -> np.ndarray:
     return U[:, keep] / np.sqrt(w[keep])
 
 
-def nystrom_factor(columns: Columns, n: int, rank: int, *, random_state: RandomState = None) -> LowRankFactor:
+def nystroem_factor(columns: Columns, n: int, rank: int, *, random_state: RandomState = None) -> LowRankFactor:
     """Nyström factor from ``rank`` landmarks drawn uniformly without replacement.
 
     Parameters
@@ -164,8 +164,8 @@ def nystrom_factor(columns: Columns, n: int, rank: int, *, random_state: RandomS
     S = np.sort(_rng(random_state).choice(n, size=rank, replace=False))
     C = _fetch(columns, S, n)
     L = C @ _psd_inv_sqrt(C[S])
-    logger.debug("nystrom: %d landmarks, rank %d", rank, L.shape[1])
-    return LowRankFactor(L, S, "nystrom")
+    logger.debug("nystroem: %d landmarks, rank %d", rank, L.shape[1])
+    return LowRankFactor(L, S, "nystroem")
 
 
 def rpcholesky_factor(
@@ -401,7 +401,7 @@ def build_preconditioner(
         Diagonal of ``K``.
     alpha : float
         Ridge penalty (> 0).
-    method : {"rpcholesky", "nystrom"}, default="rpcholesky"
+    method : {"rpcholesky", "nystroem"}, default="rpcholesky"
     rank : int, optional
         Default :func:`default_rank` of n.
     block_size : int, optional
@@ -417,8 +417,8 @@ def build_preconditioner(
     rank = default_rank(n) if rank is None else rank
     if method == "rpcholesky":
         factor = rpcholesky_factor(columns, diag, rank, block_size=block_size, random_state=random_state)
-    elif method == "nystrom":
-        factor = nystrom_factor(columns, n, rank, random_state=random_state)
+    elif method == "nystroem":
+        factor = nystroem_factor(columns, n, rank, random_state=random_state)
     else:
         raise ParameterError(f"preconditioner method must be one of {METHODS}, found {method!r}")
     logger.info("%s preconditioner: rank %d (requested %d) for n=%d", method, factor.rank, rank, n)
