@@ -494,7 +494,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     X, y = sine(100)  # its range holds X_EVAL
     res = bootstrap(rff(), X, y, X_EVAL, n_bootstraps=2, random_state=1, store=tmp_path / "b.zarr")
-    with pytest.raises(ImportError, match=r"pip install bigkernel\[plot\]"):
+    with pytest.raises(ImportError, match=r"pip install matplotlib"):
         plot_band(res, X, y, X_EVAL, path=tmp_path / "x.png")
 
 
