@@ -67,8 +67,8 @@ Weights = Callable[[int, int], np.ndarray] | RowPartition
 POSITIVE = Interval(Real, 0, None, closed="neither")
 #: an integer > 0 (written as > 0, not >= 1, so estimator and job config say the same)
 COUNT = Interval(Integral, 0, None, closed="neither")
-#: the ridge penalty: a number, a list scored by GCV, or the default grid
-ALPHA = [POSITIVE, ListOf(POSITIVE), Options(str, ("gcv",))]
+#: the ridge penalty: a number, a list scored by GCV, or the default grid (scored by GCV or the evidence)
+ALPHA = [POSITIVE, ListOf(POSITIVE), Options(str, ("gcv", "evidence"))]
 #: a searched grid (the CV estimators): a list, or one value
 GRID = [ListOf(POSITIVE), POSITIVE, None]
 #: bytes, a size such as "4GB" (parsed by ``resolve_memory_budget``) or None (half the memory)

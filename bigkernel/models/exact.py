@@ -33,7 +33,6 @@ from bigkernel.models._base import (
     KERNEL_CONSTRAINTS,
     MEMORY_BUDGET,
     ArrayIn,
-    ArrayOut,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -42,8 +41,10 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
+from bigkernel.models._posterior import Prediction, evidence_state, predict_output, read_evidence_state, set_evidence
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
+from bigkernel.numerics.posterior import DensePosterior
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.scaling import column_moments, safe_scale
@@ -58,8 +59,11 @@ __all__ = ["ExactKernelRidge", "build_kernel", "default_exact_rank", "resolve_me
 
 #: default memory budget: this fraction of the machine's physical memory
 DEFAULT_MEMORY_FRACTION = 0.5
-#: up to this n, df(α) (and so GCV) is exact, from the eigenvalues of the centred Gram matrix
+#: up to this n, df(α) (and so GCV) is exact, from the eigenvalues of the centred Gram matrix;
+#: so is the evidence (its log-determinant), and ``alpha="evidence"`` exists only up to it
 EXACT_DF_MAX_N = 2000
+#: ``return_std`` factors ``K + αI`` (one n × n float64 array) up to this n
+DENSE_POSTERIOR_MAX_N = 20_000
 #: Hutchinson probes when df is needed (several α) and ``n_probes`` is None
 DEFAULT_PROBES = 8
 #: ``alpha="gcv"``: these multiples of the mean diagonal of K (7 α, one CG run)
@@ -135,21 +139,63 @@ class _DualPredictor:
             return _Standardized(self._expansion, self.scaler_mean_, self.scaler_scale_)
         return self._expansion
 
-    def predict(self, X: ArrayIn) -> ArrayOut:
+    def predict(self, X: ArrayIn, return_std: bool = False, return_cov: bool = False) -> Prediction:
         """Predict ``k(X, X_fit) a + b``, block by block (at the chosen parameters).
 
         Parameters
         ----------
         X : array-like or dask array of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the posterior standard deviation of the latent f(x): with
+            ``fit_intercept=False`` and ``σ² = 1`` it is scikit-learn's
+            ``GaussianProcessRegressor(kernel, alpha=alpha_, optimizer=None)``; here
+            ``σ² = sigma2_`` (and, with an intercept, its flat-prior uncertainty is included; see
+            :mod:`bigkernel.numerics.posterior`). The first call factors ``K + αI`` (kept with the
+            estimator, not saved); above :data:`DENSE_POSTERIOR_MAX_N` points the variances come
+            from batched CG solves instead.
+        return_cov : bool, default=False
+            Also return the posterior covariance at the points (at most
+            :data:`~bigkernel.numerics.posterior.COV_MAX_ROWS`).
 
         Returns
         -------
-        ndarray, or lazy dask array for dask input, of shape (n_samples,) or
-        (n_samples, n_targets)
+        y_mean : ndarray, or lazy dask array for dask input, of shape (n_samples,) or
+            (n_samples, n_targets)
+        y_std : the same shape, only with ``return_std``
+        y_cov : ndarray of shape (n_samples, n_samples) or (n_samples, n_samples, n_targets),
+            only with ``return_cov``
         """
         check_is_fitted(self, "dual_coef_")
-        model = self._model()
-        return self._predict_with(X, model, single=self.dual_coef_.ndim == 1)
+        exp = self._expansion
+        scaled = getattr(self, "scaler_mean_", None) is not None and self.standardize
+        return predict_output(
+            self, X, mean_model=self._model(), single=self.dual_coef_.ndim == 1, return_std=return_std,
+            return_cov=return_cov, posterior=self._exact_posterior, coef=exp.coef, intercept=exp.intercept,
+            transform=_Scaler(self.scaler_mean_, self.scaler_scale_) if scaled else None,
+        )  # fmt: skip
+
+    def _exact_posterior(self):
+        """The unit-variance posterior at ``alpha_`` (built once, kept with the estimator)."""
+        key = ("posterior", float(self.alpha_), bool(self.fit_intercept))
+        cached = self.__dict__.get("_posterior_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        tiler = self._expansion.tiler
+        n = tiler.n
+        if n <= DENSE_POSTERIOR_MAX_N and 8 * n * n <= resolve_memory_budget(getattr(self, "memory_budget", None)) // 2:
+            post = DensePosterior(tiler, self.alpha_, self.fit_intercept)
+        else:
+            post = self._cg_posterior()
+        self._posterior_cache = (key, post)
+        return post
+
+    def _cg_posterior(self):
+        raise DataError(
+            f"return_std / return_cov of {type(self).__name__} at n_samples={self._expansion.tiler.n:,} needs "
+            f"one Cholesky factor of the n × n matrix K + alpha·I (n <= {DENSE_POSTERIOR_MAX_N:,} within half "
+            "the memory_budget); use NystroemRidge or RandomFeatureRidge, whose posterior comes from the "
+            "features' D × D eigendecomposition at any n"
+        )
 
     # ----------------------------------------------------------------- persistence
     def _dual_arrays(self) -> dict[str, np.ndarray]:
@@ -422,7 +468,15 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         # exact df needs the dense centred Gram matrix three times over (eigvalsh): small n only
         small = n <= EXACT_DF_MAX_N and 3 * 8 * n * n <= budget // 2
         asked = self.n_probes is None and small or bool(self.n_probes)
-        want_df = asked or n_alphas > 1  # GCV over several α needs df(α)
+        by_evidence = isinstance(self.alpha, str) and self.alpha == "evidence"
+        if by_evidence and not small:
+            raise ParameterError(
+                f"alpha='evidence' on the exact path needs the log-determinant of K + alpha·I, from the "
+                f"eigenvalues of the n × n Gram matrix: only for n <= {EXACT_DF_MAX_N} (n={n:,} here). Use "
+                "NystroemRidge or RandomFeatureRidge with alpha='evidence' (evidence from the sums, any n), "
+                "or alpha='gcv'"
+            )
+        want_df = asked or n_alphas > 1 or by_evidence  # GCV over several α needs df(α)
         exact_df = want_df and small
         probes = (self.n_probes or DEFAULT_PROBES) if want_df and not exact_df else 0
         if n_alphas > 1 and not exact_df and probes < 2:
@@ -458,6 +512,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             op.matvec, Y, alphas, fit_intercept=self.fit_intercept, factor=factor,
             eigenvalues=eig, n_probes=probes, tol=self.tol, max_iter=self.max_iter,
             random_state=np.random.default_rng([seed, 1]), sample_weight=sample_weight,
+            criterion="evidence" if by_evidence else "gcv",
         )  # fmt: skip
         return sol, (0 if factor is None else int(factor.shape[1])), t_prec
 
@@ -471,6 +526,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         best = int(np.flatnonzero(sol.alphas == sol.alpha)[0])
         self.df_path_, self.df_stderr_path_ = sol.df, sol.df_stderr
         self.df_, self.df_stderr_ = float(sol.df[best]), float(sol.df_stderr[best])
+        set_evidence(self, sol.evidence, best, single)
+        self.__dict__.pop("_posterior_cache", None)
         self.gcv_ = single_target(sol.gcv, single)
         self.n_iter_ = int(sol.n_iter[0]) if single else sol.n_iter
         self.residual_ = float(sol.residual[0]) if single else sol.residual
@@ -499,7 +556,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             **self._dual_arrays(), "alphas": self.alphas_, "df_path": self.df_path_,
             "df_stderr_path": self.df_stderr_path_, "gcv": np.asarray(self.gcv_),
         }  # fmt: skip
-        return attrs, arrays
+        ev_attrs, ev_arrays = evidence_state(self)
+        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         X, coef, intercept = self._read_dual_arrays(arrays)
@@ -520,6 +578,18 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
         self._read_range(arrays)
         self._expansion = KernelExpansion(tiler, coef, intercept)
+        read_evidence_state(self, attrs, arrays, single)
+        self.__dict__.pop("_posterior_cache", None)
+
+
+class _Scaler:
+    """``(Z − mean) / scale``: the standardization of the dual models, picklable."""
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray) -> None:
+        self.mean, self.scale = mean, scale
+
+    def __call__(self, Z: np.ndarray) -> np.ndarray:
+        return (np.asarray(Z, dtype=np.float64) - self.mean) / self.scale
 
 
 class _Standardized:

@@ -41,8 +41,10 @@ from bigkernel.models._base import (
     _EstimatorBase,
     single_target,
 )
+from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
 from bigkernel.models._search import best_index, cv_results, search_params
 from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
+from bigkernel.numerics.evidence import evidence_path
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.scaling import column_moments, safe_scale
@@ -63,7 +65,7 @@ DEFAULT_MAX_N = 6000
 DEFAULT_RELATIVE_ALPHAS = np.logspace(-7, 2, 20)
 #: default γ grid when neither ``gammas`` nor ``length_scales`` is given: multiples of 1/d
 DEFAULT_RELATIVE_GAMMAS = np.logspace(-2, 1, 7)
-CRITERIA = ("loo", "gcv")
+CRITERIA = ("loo", "gcv", "evidence")
 _INSTEAD = (
     "use RandomFeatureRidgeCV (YAML: solver random_features with gamma: [..] or cv; one pass, any "
     "n), NystroemRidge, or ExactKernelRidge at a fixed gamma (alpha list scored by GCV); or raise max_n"
@@ -126,9 +128,12 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     alphas : sequence of float, default=None
         Penalties (scikit-learn's scaling); default 20 values log-spaced from 1e-7 to 100 times
         the mean eigenvalue of each γ's centred Gram matrix.
-    criterion : {"loo", "gcv"}, default="loo"
-        Leave-one-out mean squared error, or generalized cross-validation
-        ``n·RSS/(n − df)²`` (the same GCV as :class:`ExactKernelRidge`'s ``gcv_``).
+    criterion : {"loo", "gcv", "evidence"}, default="loo"
+        Leave-one-out mean squared error, generalized cross-validation
+        ``n·RSS/(n − df)²`` (the same GCV as :class:`ExactKernelRidge`'s ``gcv_``), or the
+        largest evidence (profile log marginal likelihood over σ², summed over targets;
+        :mod:`bigkernel.numerics.evidence`) — the log-determinant comes from the same
+        eigendecomposition per γ, so every (γ, α) is scored at no extra cost.
     degree, coef0, nu, kernel_params
         As in :class:`ExactKernelRidge`.
     fit_intercept : bool, default=True
@@ -149,10 +154,11 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     cv_results_ : dict of ndarray
         Like scikit-learn's: ``params``, ``param_gamma`` (NaN when γ is not searched),
         ``param_alpha``, ``mean_test_score`` (negative LOO MSE, or negative GCV, averaged over
-        targets; ``-inf`` where the point is below its rounding floor), ``std_test_score`` (LOO:
-        the standard deviation over the n left-out points, as a ``LeaveOneOut`` grid search
-        reports; GCV: NaN), ``rank_test_score``, ``mean_test_loo`` and ``mean_test_gcv`` (both
-        criteria, positive), ``df`` (degrees of freedom at that point).
+        targets, or the log evidence summed over targets; ``-inf`` where the point is below its
+        rounding floor), ``std_test_score`` (LOO: the standard deviation over the n left-out
+        points, as a ``LeaveOneOut`` grid search reports; else NaN), ``rank_test_score``,
+        ``mean_test_loo`` and ``mean_test_gcv`` (both criteria, positive),
+        ``mean_test_evidence`` (profile log evidence), ``df`` (degrees of freedom at that point).
     best_params_ : dict
     best_score_ : float
     best_index_ : int
@@ -166,6 +172,13 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     df_path_ : ndarray of shape (n_alphas,)
     gcv_, loo_mse_ : ndarray of shape (n_alphas,) or (n_alphas, n_targets)
         GCV and LOO MSE along ``alphas_`` at the chosen γ (inf where not reliable).
+    sigma2_ : float or ndarray of shape (n_targets,)
+        Signal variance σ² at the chosen point (maximum evidence; see
+        :class:`ExactKernelRidge`), used by ``predict(X, return_std=True)``.
+    log_marginal_likelihood_ : float
+        Profile log evidence at the chosen point (summed over targets).
+    log_marginal_likelihood_path_ : ndarray of shape (n_alphas,)
+        The same along ``alphas_`` at the chosen γ.
     dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
     intercept_ : float or ndarray of shape (n_targets,)
     X_fit_ : ndarray of shape (n_samples, n_features)
@@ -365,7 +378,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         """
         n, d = X.shape
         gammas = self._bandwidths(d)
-        table: dict[str, list] = {k: [] for k in ("gamma", "alpha", "loo", "gcv", "loo_std", "df")}
+        table: dict[str, list] = {k: [] for k in ("gamma", "alpha", "loo", "gcv", "loo_std", "df", "evidence")}
         timings = []
         best_key, best = None, None
         for g in gammas:
@@ -384,7 +397,11 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 alphas = DEFAULT_RELATIVE_ALPHAS * (scale if scale > 0 else 1.0)
             sc = closed_form_scores(path, alphas)
             loo, gcv = sc.loo_mse.mean(axis=1), sc.gcv.mean(axis=1)
-            crit = loo if self.criterion == "loo" else gcv
+            # the evidence from the same eigendecomposition: ycᵀ(K̄ + αI)⁻¹yc = Σ c²/(λ + α)
+            quad = (path.proj[None] ** 2 / (path.eigvals[None, :, None] + alphas[:, None, None])).sum(axis=1)
+            ev = evidence_path(path.eigvals, quad, alphas, n, self.fit_intercept)
+            lml = ev.log_likelihood().sum(axis=1)
+            crit = {"loo": loo, "gcv": gcv, "evidence": -lml}[self.criterion]
             g_report = g if g is not None else _kernel_gamma(kernel)
             table["gamma"] += [g_report] * alphas.size
             table["alpha"] += alphas.tolist()
@@ -392,6 +409,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             table["gcv"] += gcv.tolist()
             table["loo_std"] += (sc.loo_std if self.criterion == "loo" else np.full(alphas.size, np.nan)).tolist()
             table["df"] += sc.df.tolist()
+            table["evidence"] += lml.tolist()
             finite = np.isfinite(crit)
             j = int(np.argmin(np.where(finite, crit, np.inf))) if finite.any() else int(np.argmax(alphas))
             key = (1, -float(crit[j])) if finite.any() else (0, float(alphas[j]))
@@ -400,7 +418,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 best_key = key
                 best = {"gamma": g, "kernel": kernel, "tiler": tiler, "alpha": a, "alphas": alphas,
                         "coef": path.coef(a), "intercept": path.intercept(a), "df": sc.df, "gcv": sc.gcv,
-                        "loo": sc.loo_mse}  # fmt: skip
+                        "loo": sc.loo_mse, "evidence": ev}  # fmt: skip
             timings.append(
                 {
                     "gamma": g_report,
@@ -428,6 +446,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.df_path_, self.df_ = best["df"], float(best["df"][ai])
         self.gcv_ = single_target(best["gcv"], single)
         self.loo_mse_ = single_target(best["loo"], single)
+        set_evidence(self, best["evidence"], ai, single)
         self._set_model(best["tiler"], best["coef"], best["intercept"], single)
         self.solver_info_ = {
             "method": "closed-form eigendecomposition", "criterion": self.criterion, "n_gammas": len(gammas),
@@ -445,15 +464,20 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         )
 
     def _set_results(self, table: dict[str, list], *, searched: bool) -> None:
-        loo, gcv = np.asarray(table["loo"]), np.asarray(table["gcv"])
-        mean = -(loo if self.criterion == "loo" else gcv)
+        loo, gcv, lml = np.asarray(table["loo"]), np.asarray(table["gcv"]), np.asarray(table["evidence"])
+        mean = {"loo": -loo, "gcv": -gcv, "evidence": lml}[self.criterion]
         self.cv_results_ = cv_results(
             table["gamma"],
             table["alpha"],
             mean,
             table["loo_std"],
             with_gamma=searched,
-            extra={"mean_test_loo": loo, "mean_test_gcv": gcv, "df": np.asarray(table["df"])},
+            extra={
+                "mean_test_loo": loo,
+                "mean_test_gcv": gcv,
+                "mean_test_evidence": lml,
+                "df": np.asarray(table["df"]),
+            },
         )
         best = best_index(self.cv_results_, self.criterion.upper())
         params = self.cv_results_["params"]
@@ -495,7 +519,10 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             "gcv": np.asarray(self.gcv_), "loo_mse": np.asarray(self.loo_mse_),
             **{f"cv_{k}": np.asarray(self.cv_results_[k]) for k in self._RESULT_ARRAYS},
         }  # fmt: skip
-        return attrs, arrays
+        if "mean_test_evidence" in self.cv_results_:
+            arrays["cv_mean_test_evidence"] = np.asarray(self.cv_results_["mean_test_evidence"])
+        ev_attrs, ev_arrays = evidence_state(self)
+        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         X, coef, intercept = self._read_dual_arrays(arrays)
@@ -508,6 +535,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.solver_info_ = attrs["solver_info_"]
         self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
         results = {k: arrays[f"cv_{k}"] for k in self._RESULT_ARRAYS}
+        if "cv_mean_test_evidence" in arrays:  # stores before the evidence have none
+            results["mean_test_evidence"] = arrays["cv_mean_test_evidence"]
         searched = bool(attrs["gamma_searched"])
         results["params"] = search_params(results["param_gamma"], results["param_alpha"], searched)
         self.cv_results_ = results
@@ -517,6 +546,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         if "scaler_mean" in arrays:
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
         self._read_range(arrays)
+        read_evidence_state(self, attrs, arrays, single)
 
 
 def _kernel_gamma(kernel: Kernel) -> float | None:

@@ -31,7 +31,6 @@ from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import check_kernel_name, kernel_serves
 from bigkernel.models._base import (
     ArrayIn,
-    ArrayOut,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -40,6 +39,7 @@ from bigkernel.models._base import (
     _EstimatorBase,
     check_sample_weight,
 )
+from bigkernel.models._posterior import Prediction
 from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
@@ -300,23 +300,29 @@ class KernelRidge(_EstimatorBase):
         self.n_features_in_ = est.n_features_in_
         for name in ("alpha_", "df_", "intercept_", "gcv_", "data_min_", "data_max_"):
             setattr(self, name, getattr(est, name))
+        for name in ("sigma2_", "log_marginal_likelihood_", "log_marginal_likelihood_path_"):
+            setattr(self, name, getattr(est, name, None))
         self.n_iter_ = getattr(est, "n_iter_", 1)  # the approximate solvers: one pass
 
-    def predict(self, X: ArrayIn) -> ArrayOut:
+    def predict(self, X: ArrayIn, return_std: bool = False, return_cov: bool = False) -> Prediction:
         """Predict with the fitted solver (numpy in → numpy out, dask in → lazy dask out).
 
         Parameters
         ----------
         X : array-like or dask array of shape (n_samples, n_features)
+        return_std, return_cov : bool, default=False
+            Also return the posterior standard deviation (or covariance) of f, as the fitted
+            solver does (:meth:`RandomFeatureRidge.predict`, :meth:`ExactKernelRidge.predict`).
 
         Returns
         -------
-        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets); with
+        ``return_std`` / ``return_cov`` a tuple (mean, std) / (mean, cov)
         """
         check_is_fitted(self, "estimator_")
         if not isinstance(X, da.Array):
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return self.estimator_.predict(X)
+        return self.estimator_.predict(X, return_std=return_std, return_cov=return_cov)
 
     # ----------------------------------------------------------------- persistence
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:

@@ -193,6 +193,7 @@ class NystroemRidge(_RandomFeatureBase):
             **self._range_arrays(),
         }  # fmt: skip
         self._add_spectrum_state(attrs, arrays)
+        self._add_posterior_state(attrs, arrays)
         return attrs, arrays
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
@@ -208,6 +209,7 @@ class NystroemRidge(_RandomFeatureBase):
         self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
+        self._read_posterior_state(attrs, arrays)
         self._read_range(arrays)
 
 

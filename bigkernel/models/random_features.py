@@ -24,7 +24,6 @@ from bigkernel.models._base import (
     LENGTH_SCALE,
     NU,
     ArrayIn,
-    ArrayOut,
     Floats,
     RandomStateLike,
     RowWeights,
@@ -33,8 +32,10 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
+from bigkernel.models._posterior import Prediction, evidence_state, predict_output, read_evidence_state, set_evidence
 from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
 from bigkernel.numerics.nystroem_features import NystroemMap
+from bigkernel.numerics.posterior import PrimalPosterior, primal_posterior
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
@@ -126,7 +127,12 @@ class _RandomFeatureBase(_EstimatorBase):
         self.alpha_ = sol.alpha
         self.alphas_ = sol.alphas
         self.df_path_ = sol.df
-        self.df_ = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
+        best = int(np.argmin(np.abs(sol.alphas - sol.alpha)))
+        self.df_ = float(sol.df[best])
+        set_evidence(self, sol.evidence, best, single)
+        self.posterior_ = None
+        if sol.path is not None:
+            self.posterior_ = primal_posterior(sol.path, sol.alpha, fmap, dtype=str(np.dtype(self.dtype)))
         self.gcv_ = single_target(sol.gcv, single)
         self.spectrum_ = sol.spectrum
         self.n_samples_fit_ = int(round(float(stats.n[0])))
@@ -166,23 +172,39 @@ class _RandomFeatureBase(_EstimatorBase):
         coef = self.coef_[:, np.newaxis] if self.coef_.ndim == 1 else self.coef_.T
         return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
 
-    def predict(self, X: ArrayIn) -> ArrayOut:
+    def predict(self, X: ArrayIn, return_std: bool = False, return_cov: bool = False) -> Prediction:
         """Predict; numpy in gives numpy out, dask in gives a lazy dask array out.
 
         Parameters
         ----------
         X : array-like or dask array of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the posterior standard deviation of the latent f(x) (the Gaussian-process
+            reading: prior ``GP(0, σ²k)``, noise ``σ²α``; ``σ² = sigma2_``), from the fit's
+            eigendecomposition — no pass over the training data (see
+            :mod:`bigkernel.numerics.posterior` for the formula, the intercept's share and the
+            truncation bound). Dask in → a lazy dask ``(mean, std)``.
+        return_cov : bool, default=False
+            Also return the posterior covariance of f at the points (at most
+            :data:`~bigkernel.numerics.posterior.COV_MAX_ROWS` of them).
 
         Returns
         -------
-        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        y_mean : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        y_std : ndarray or dask array of the same shape, only with ``return_std``
+        y_cov : ndarray of shape (n_samples, n_samples) or (n_samples, n_samples, n_targets),
+            only with ``return_cov``
         """
         check_is_fitted(self, "coef_")
         coef, intercept = self._coef_2d()
         dtype = str(np.dtype(self.dtype))
         fmap, rows = self.feature_map_, feature_block_rows(self.feature_map_.n_components, dtype)
         model = PrimalExpansion(fmap, coef, intercept, dtype=dtype, block_rows=rows)
-        return self._predict_with(X, model, single=self.coef_.ndim == 1)
+        return predict_output(
+            self, X, mean_model=model, single=self.coef_.ndim == 1, return_std=return_std,
+            return_cov=return_cov, posterior=lambda: getattr(self, "posterior_", None), coef=coef,
+            intercept=intercept,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- persistence
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
@@ -201,6 +223,7 @@ class _RandomFeatureBase(_EstimatorBase):
         if fm.offsets is not None:
             arrays["fmap_offsets"] = fm.offsets
         self._add_spectrum_state(attrs, arrays)
+        self._add_posterior_state(attrs, arrays)
         return attrs, arrays
 
     def _add_spectrum_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
@@ -209,6 +232,26 @@ class _RandomFeatureBase(_EstimatorBase):
         if sp is not None:
             attrs["spectrum"] = {"n": sp.n, "fit_intercept": sp.fit_intercept, "eps": sp.eps}
             arrays.update(spectrum_eigvals=sp.eigvals, spectrum_z=sp.z, spectrum_yy=sp.yy)
+
+    def _add_posterior_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """``sigma2_``, the evidence and the posterior's kept directions (optional: older stores
+        load without them, and then refuse ``return_std`` with a clear error)."""
+        ev_attrs, ev_arrays = evidence_state(self)
+        attrs.update(ev_attrs)
+        arrays.update(ev_arrays)
+        post = getattr(self, "posterior_", None)
+        if post is not None:
+            attrs["posterior"] = {"alpha": post.alpha, "n": post.n, "fit_intercept": post.fit_intercept,
+                                  "rtol": post.rtol, "block_rows": post.block_rows}  # fmt: skip
+            arrays.update(posterior_vecs=post.vecs, posterior_weights=post.weights, posterior_mean_phi=post.mean_phi)
+
+    def _read_posterior_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        read_evidence_state(self, attrs, arrays, single=self.coef_.ndim == 1)
+        meta = attrs.get("posterior")
+        self.posterior_ = None if meta is None else PrimalPosterior(
+            self.feature_map_, arrays["posterior_mean_phi"], arrays["posterior_vecs"], arrays["posterior_weights"],
+            float(meta["alpha"]), float(meta["n"]), bool(meta["fit_intercept"]), float(meta["rtol"]),
+            str(np.dtype(self.dtype)), int(meta["block_rows"]))  # fmt: skip
 
     def _read_spectrum_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         meta = attrs.get("spectrum")
@@ -229,6 +272,7 @@ class _RandomFeatureBase(_EstimatorBase):
         self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
+        self._read_posterior_state(attrs, arrays)
         self._read_range(arrays)
 
 

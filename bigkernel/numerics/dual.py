@@ -43,6 +43,7 @@ import numpy as np
 
 from bigkernel.errors import ParameterError
 from bigkernel.numerics.cg import conjugate_gradient
+from bigkernel.numerics.evidence import EvidencePath, evidence_path
 from bigkernel.numerics.precond import LowRankPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class DualSolution:
     converged: bool
     n_matvec: int
     info: dict = field(default_factory=dict)
+    evidence: EvidencePath | None = None  # with the eigenvalues only (the log-determinant)
 
 
 def _centre(V: np.ndarray, s: np.ndarray | None = None) -> np.ndarray:
@@ -141,6 +143,7 @@ def solve_dual(
     max_iter: int | None = None,
     random_state: int | np.random.Generator | None = None,
     sample_weight: np.ndarray | None = None,
+    criterion: str = "gcv",
 ) -> DualSolution:
     """Solve kernel ridge for every target and α in one preconditioned CG run.
 
@@ -168,6 +171,11 @@ def solve_dual(
     sample_weight : ndarray of shape (n,), optional
         Row weights ``c ≥ 0`` (see the module docstring); the returned ``coef`` and
         ``intercept`` are those of ``f`` on the original scale.
+    criterion : {"gcv", "evidence"}, default="gcv"
+        How several α are chosen: smallest GCV, or largest profile evidence
+        (:mod:`bigkernel.numerics.evidence`; needs ``eigenvalues`` for the log-determinant).
+        The evidence of every α is returned whenever ``eigenvalues`` are given; its quadratic
+        form ``ycᵀa(α)`` comes from the same CG solutions.
 
     Returns
     -------
@@ -183,6 +191,10 @@ def solve_dual(
     alphas = np.asarray(alphas, dtype=np.float64)
     n, k = Y.shape
     A = alphas.size
+    if criterion == "evidence" and eigenvalues is None:
+        raise ParameterError(
+            "choosing alpha by the evidence needs the eigenvalues (the log-determinant of K + alpha·I)"
+        )
     if A > 1 and eigenvalues is None and n_probes < 2:
         raise ParameterError(
             "choosing among several alphas needs df(alpha): give n_probes >= 2 (Hutchinson) or eigenvalues (exact)"
@@ -225,7 +237,14 @@ def solve_dual(
     resid_df = n_eff - df
     with np.errstate(invalid="ignore", divide="ignore"):
         gcv = np.where(resid_df[:, None] > 0, n_eff * rss / resid_df[:, None] ** 2, np.inf)
-    best = int(np.nanargmin(gcv.mean(axis=1))) if A > 1 else 0
+    ev = None
+    if eigenvalues is not None:
+        quad = np.einsum("ik,aik->ak", Yc, coefs)  # ycᵀ(K̄ + αI)⁻¹yc per α and target
+        ev = evidence_path(eigenvalues, quad, alphas, n_eff, fit_intercept)
+    if A > 1:
+        best = ev.best() if criterion == "evidence" else int(np.nanargmin(gcv.mean(axis=1)))
+    else:
+        best = 0
     alpha = float(alphas[best])
 
     u = _centre(coefs[best], s) if fit_intercept else coefs[best]
@@ -254,7 +273,7 @@ def solve_dual(
     )  # fmt: skip
     return DualSolution(
         a, intercept, alpha, alphas, df, df_se, method, gcv, n_iter, residual, converged,
-        res.n_matvec + 1, info,
+        res.n_matvec + 1, info, ev,
     )  # fmt: skip
 
 
