@@ -109,8 +109,10 @@ def predict_output(
         raise ParameterError("at most one of return_std and return_cov can be requested")
     if not (return_std or return_cov):
         return est._predict_with(X, mean_model, single)
-    post = posterior() if posterior is not None else None
-    sigma2 = check_has_posterior(est, post)
+    sigma2 = check_has_posterior(est, posterior)  # before building it (the exact path factors K + αI)
+    post = posterior()
+    if post is None:
+        raise DataError(_NO_POSTERIOR.format(name=type(est).__name__))
     k = sigma2.size
     model = MeanStdModel(post, coef, intercept, sigma2, transform)
     if isinstance(X, da.Array):

@@ -43,8 +43,8 @@ from bigkernel.models._base import (
 )
 from bigkernel.models._posterior import Prediction, evidence_state, predict_output, read_evidence_state, set_evidence
 from bigkernel.numerics.dual import describe_df, solve_dual
-from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
-from bigkernel.numerics.posterior import DensePosterior
+from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion, LocalGram
+from bigkernel.numerics.posterior import CGPosterior, DensePosterior
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.scaling import column_moments, safe_scale
@@ -189,13 +189,18 @@ class _DualPredictor:
         self._posterior_cache = (key, post)
         return post
 
-    def _cg_posterior(self):
-        raise DataError(
-            f"return_std / return_cov of {type(self).__name__} at n_samples={self._expansion.tiler.n:,} needs "
-            f"one Cholesky factor of the n × n matrix K + alpha·I (n <= {DENSE_POSTERIOR_MAX_N:,} within half "
-            "the memory_budget); use NystroemRidge or RandomFeatureRidge, whose posterior comes from the "
-            "features' D × D eigendecomposition at any n"
-        )
+    def _cg_posterior(self) -> CGPosterior:
+        """Batched CG over an in-process Gram operator (the cache takes half the budget), with a
+        randomly pivoted Cholesky preconditioner of the fit's default rank."""
+        tiler = self._expansion.tiler
+        n = tiler.n
+        budget = resolve_memory_budget(getattr(self, "memory_budget", None))
+        gram = LocalGram(tiler.kernel, tiler.X, budget // 2)
+        rank = min(n, default_exact_rank(n, budget))
+        factor = rpcholesky_factor(gram.columns, gram.diag(), rank, random_state=int_seed(self.random_state)).L
+        logger.info("posterior variance of the exact path by CG: n=%s, preconditioner rank %d", f"{n:,}", rank)
+        return CGPosterior(gram, self.alpha_, self.fit_intercept, factor=factor, tol=min(self.tol, 1e-8),
+                           max_iter=getattr(self, "max_iter", None))  # fmt: skip
 
     # ----------------------------------------------------------------- persistence
     def _dual_arrays(self) -> dict[str, np.ndarray]:

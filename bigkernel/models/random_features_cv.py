@@ -52,9 +52,11 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     alphas : sequence of float, default=None
         Penalties to search; default 20 values log-spaced from 1e-8 to 10 times the mean
         eigenvalue of each fold's centred system.
-    cv : int or "gcv", default=5
-        Number of folds (rows assigned by a seeded hash of the row index), or generalized
-        cross-validation on the whole data.
+    cv : int, "gcv" or "evidence", default=5
+        Number of folds (rows assigned by a seeded hash of the row index), generalized
+        cross-validation on the whole data, or the largest evidence (profile log marginal
+        likelihood over σ², summed over targets; :mod:`bigkernel.numerics.evidence`) — every γ
+        and α from the same one pass, as for GCV.
     nu, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`RandomFeatureRidge`.
 
@@ -62,7 +64,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     ----------
     cv_results_ : dict of ndarray
         Like scikit-learn's: ``params``, ``param_gamma``, ``param_alpha``, ``mean_test_score``
-        (negative MSE; for ``cv="gcv"`` the negative GCV score), ``std_test_score``,
+        (negative MSE; for ``cv="gcv"`` the negative GCV score; for ``cv="evidence"`` the log
+        evidence), ``std_test_score``,
         ``rank_test_score``, ``split{k}_test_score``, ``mean_test_r2``, ``df`` (degrees of
         freedom of the whole-data system at that point).
     best_params_ : dict
@@ -111,7 +114,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         "gammas": GRID,
         "length_scales": GRID,
         "alphas": GRID,
-        "cv": [Interval(Integral, 2, None, closed="left"), Options(str, ("gcv",))],
+        "cv": [Interval(Integral, 2, None, closed="left"), Options(str, ("gcv", "evidence"))],
     }
 
     def _check_rules(self) -> None:
@@ -155,13 +158,13 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         whose group 0 alone takes part: other rows are in neither training nor validation."""
         self._check_params()
         n, d = ds.X.shape
-        if self.cv != "gcv" and n < self.cv:
+        if not isinstance(self.cv, str) and n < self.cv:
             raise ParameterError(f"cv={self.cv} folds need at least {self.cv} samples, got n_samples={n}")
         seed = self._seed()
         self._fit_scaler(ds)
         gammas = self._bandwidths(d)
         fmaps = [self._feature_map(d, seed, gamma=g) for g in gammas]
-        split = None if self.cv == "gcv" else FoldSplit(seed, int(self.cv))
+        split = None if isinstance(self.cv, str) else FoldSplit(seed, int(self.cv))
         weights = _combine(split, weights)
         (stats,) = compute(self.stats_graph(ds, fmaps, weights), label="cv-fit")
         eps = sums_precision(self.dtype)  # scores below their rounding error are never chosen
@@ -175,7 +178,12 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
                 alphas = DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
             alphas_per_gamma.append(alphas)
             dfs.append(path.df(alphas))
-            if folds is None:
+            if self.cv == "evidence":  # profile log evidence, summed over targets: higher is better
+                lml = path.spectrum().evidence(alphas).log_likelihood().sum(axis=1)
+                scores.append(lml)
+                per_split.append(lml[np.newaxis])
+                r2.append(np.full(alphas.size, np.nan))
+            elif folds is None:
                 gcv = path.gcv(alphas).mean(axis=1)
                 scores.append(-gcv)
                 per_split.append(-gcv[np.newaxis])
@@ -193,9 +201,11 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         path = eigen_path(best_total, self.fit_intercept, eps)
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
+        spectrum = path.spectrum()
         sol = PrimalSolution(
-            coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas), path.spectrum()
-        )
+            coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas), spectrum,
+            spectrum.evidence(alphas), path,
+        )  # fmt: skip
         self.gamma_ = gammas[gi]
         return self._set_fitted(sol, fmaps[gi], ds.y.ndim, best_total)
 

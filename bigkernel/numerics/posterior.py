@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "COV_MAX_ROWS",
+    "CGPosterior",
     "POSTERIOR_RTOL",
     "DensePosterior",
     "PrimalPosterior",
@@ -311,6 +312,70 @@ def cg_unit_variance(
     X = res.x.reshape(n, -1)
     var = base - np.einsum("ij,ij->j", B, X)
     return np.maximum(var, 0.0) + (alpha / n if fit_intercept else 0.0)
+
+
+class CGPosterior:
+    """Unit posterior variance of the exact model by batched CG (:func:`cg_unit_variance`), for
+    n beyond one Cholesky factor: every block of test points is one CG run with a column per
+    point over the in-process Gram operator (:class:`~bigkernel.numerics.gram_tiles.LocalGram`),
+    preconditioned by a low-rank factor of ``K`` (centred with the intercept).
+
+    Parameters
+    ----------
+    gram : LocalGram
+        ``matvec``, ``tiler``.
+    alpha : float
+    fit_intercept : bool
+    factor : ndarray of shape (n, r), optional
+        ``K ≈ LLᵀ`` for the preconditioner.
+    tol : float, default=1e-8
+    max_iter : int, optional
+    block : int, default=256
+        Test points per CG run (columns of every matvec).
+    """
+
+    def __init__(self, gram, alpha: float, fit_intercept: bool, *, factor: np.ndarray | None = None,
+                 tol: float = 1e-8, max_iter: int | None = None, block: int = 256) -> None:  # fmt: skip
+        from bigkernel.numerics.precond import LowRankPreconditioner
+
+        self.gram, self.alpha, self.fit_intercept = gram, float(alpha), bool(fit_intercept)
+        self.tol, self.max_iter, self.block = float(tol), max_iter, int(block)
+        n = gram.tiler.n
+        self.k_mean = gram.matvec(np.ones((n, 1)))[:, 0] / n if fit_intercept else None
+        self.prec = None
+        if factor is not None:
+            L = factor - factor.mean(axis=0) if fit_intercept else factor
+            self.prec = LowRankPreconditioner(L, self.alpha)
+
+    def _variance(self, Z: np.ndarray) -> np.ndarray:
+        tiler = self.gram.tiler
+        return cg_unit_variance(
+            self.gram.matvec, tiler.cross, tiler.kernel.diag(Z), Z, alpha=self.alpha,
+            fit_intercept=self.fit_intercept, k_mean=self.k_mean, preconditioner=self.prec, tol=self.tol,
+            max_iter=self.max_iter,
+        )  # fmt: skip
+
+    def unit_variance(self, Z: np.ndarray) -> np.ndarray:
+        """``Var f(z) / σ²`` for the rows of ``Z``, shape (m,)."""
+        Z = np.asarray(Z, dtype=np.float64)
+        out = np.empty(Z.shape[0])
+        for lo in range(0, Z.shape[0], self.block):
+            out[lo : lo + self.block] = self._variance(Z[lo : lo + self.block])
+        return out
+
+    def mean_and_variance(
+        self, Z: np.ndarray, coef: np.ndarray, intercept: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(k(Z, X)a + b, Var f / σ²)`` of shapes (m, k) and (m,)."""
+        Z = np.asarray(Z, dtype=np.float64)
+        return self.gram.tiler.cross(Z) @ coef + intercept, self.unit_variance(Z)
+
+    def unit_cov(self, Z: np.ndarray) -> np.ndarray:
+        """Not offered by CG (the diagonal only): a clear error."""
+        raise DataError(
+            f"return_cov on the exact path needs one Cholesky factor of K + alpha·I; at n={self.gram.tiler.n:,} "
+            "only return_std (batched CG) is available"
+        )
 
 
 class MeanStdModel:
