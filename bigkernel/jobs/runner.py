@@ -109,7 +109,7 @@ def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
         alphas = None
     return RandomFeatureRidgeCV(
         kernel=m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, n_components=m.n_components,
+        cv=m.cv if "cv" in (m.alpha, m.gamma) else "evidence" if m.alpha == "evidence" else "gcv", nu=m.nu, n_components=m.n_components,
         sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state,
         dtype=m.dtype, standardize=m.standardize,
     )  # fmt: skip
@@ -133,7 +133,7 @@ def _build_exact_search(m, alpha, ls):
     alphas = alpha if isinstance(alpha, list) else None if isinstance(alpha, str) else [alpha]
     return ExactKernelRidgeCV(
         m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        criterion="loo" if "cv" in (m.gamma, m.alpha) or m.alpha == "loo" else "gcv",
+        criterion="loo" if "cv" in (m.gamma, m.alpha) or m.alpha == "loo" else "evidence" if m.alpha == "evidence" else "gcv",
         degree=m.degree, coef0=m.coef0, nu=m.nu, kernel_params=kernel_params,
         fit_intercept=m.fit_intercept, standardize=m.standardize, memory_budget=m.memory_budget,
         random_state=m.random_state,

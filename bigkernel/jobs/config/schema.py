@@ -188,7 +188,7 @@ class ModelConfig:
         Orthogonal random features exist for ``kernel="rbf"`` only.
     form : {"cos", "cossin"}, default="cos"
         ``cos(Wx + b)`` features or paired cos/sin features with D/2 frequencies.
-    alpha : float, tuple of float, "gcv", "cv" or "loo", default="gcv"
+    alpha : float, tuple of float, "gcv", "cv", "loo" or "evidence", default="gcv"
         Ridge penalty (> 0, finite), a grid of them scored by GCV, "gcv" for the default grid
         scored by GCV, or "cv" for the default grid scored by cross-validation: K-fold
         (``cv: K``) with solver random_features; closed-form leave-one-out with solver exact,
@@ -203,6 +203,11 @@ class ModelConfig:
             exact            GCV (one gamma: CG;      closed-form LOO       closed-form LOO
                              gamma list/cv: eigh)     (cv: K is an error)
             nystroem, auto   GCV                      error                 error
+
+        ``alpha: evidence`` chooses α (and, with a gamma list, γ) by the largest evidence
+        (marginal likelihood of the Gaussian-process reading) on the default grid: from the one
+        pass (random_features, nystroem), the eigenvalues (exact: n <= 2000 with one gamma,
+        one eigendecomposition per gamma with a list).
     cv : int, default=5
         Folds for K-fold cross-validation (>= 2), used when alpha or gamma is "cv" with solver
         random_features (setting it for an exact search is an error: it has no folds).
@@ -245,7 +250,7 @@ class ModelConfig:
     n_components: int = 1024
     sampler: Sampler = "iid"
     form: Form = "cos"
-    alpha: float | tuple[float, ...] | Literal["gcv", "cv", "loo"] = "gcv"
+    alpha: float | tuple[float, ...] | Literal["gcv", "cv", "loo", "evidence"] = "gcv"
     cv: int = 5
     standardize: bool = False
     fit_intercept: bool = True
@@ -392,6 +397,29 @@ class BootstrapConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class IntervalsConfig:
+    """Posterior bands beside the bootstrap band (``intervals``; regression jobs with a
+    ``bootstrap`` section: its evaluation points, band files and figure).
+
+    The posterior band is ``fitted ± z·std`` with the model's posterior standard deviation of
+    f(x) (``predict(X, return_std=True)``: the Gaussian-process reading, σ² by maximum
+    evidence); for ``bootstrap.interval: prediction`` the band is for a new y (the noise
+    variance ``σ²α`` added). No refits: it costs one prediction.
+
+    Parameters
+    ----------
+    posterior : bool, default=True
+        Draw and write the posterior band.
+    level : float or None, default=None
+        Coverage of the posterior band, ``0 < c < 1``; None: ``bootstrap.confidence_level``
+        (the same as the bootstrap band's, so the two widths compare).
+    """
+
+    posterior: bool = True
+    level: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class JobConfig:
     """A whole job, as read by :func:`load_config`; all paths resolved.
 
@@ -413,6 +441,7 @@ class JobConfig:
     predict : PredictConfig or None, default=None
     cluster : ClusterConfig
     bootstrap : BootstrapConfig or None, default=None
+    intervals : IntervalsConfig or None, default=None
     progress : bool, default=True
         Show progress bars (on a terminal; ``bigkernel -q`` turns them off).
     plots : bool or "auto", default="auto"
@@ -435,6 +464,7 @@ class JobConfig:
     predict: PredictConfig | None = None
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     bootstrap: BootstrapConfig | None = None
+    intervals: IntervalsConfig | None = None
     progress: bool = True
     plots: bool | Literal["auto"] = "auto"
     log_level: LogLevel = "INFO"
@@ -529,4 +559,5 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "bootstrap": _keys(BootstrapConfig),
     "bootstrap.eval": _keys(SourceConfig),
     "bootstrap.eval_grid": _keys(EvalGridConfig),
+    "intervals": _keys(IntervalsConfig),
 }
