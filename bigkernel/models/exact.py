@@ -241,10 +241,12 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         ``"rbf"``, ``"laplacian"``, ``"matern"``, ``"polynomial"``, ``"linear"``,
         ``"sigmoid"`` (not PSD: warns), ``"periodic"``, ``"constant"``; or a
         :class:`~bigkernel.kernels.base.Kernel` (sums, products, scalings, ARD).
-    alpha : float, list of float or "gcv", default=1.0
+    alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling). A list is scored by GCV: exact for
         n <= 2000 (eigenvalues), else with the Hutchinson estimate of df; ``"gcv"`` scores
         α = c·mean(diag K) for c in 1e-5 … 10 (7 values). All α share one CG run.
+        ``"evidence"``: the same grid by the largest evidence (n <= 2000: the log-determinant
+        comes from the eigenvalues; larger n raises, naming the estimators that can).
     gamma : float, default=None
         Kernel bandwidth (scikit-learn's meaning); default 1/n_features.
     degree : int, default=3
@@ -309,6 +311,11 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         True relative residual of the returned solution.
     solver_info_ : dict
         Preconditioner, Gram cache (tiles, dtype, bytes, fraction), matvecs and timings.
+    sigma2_ : float or ndarray of shape (n_targets,)
+        Maximum-evidence signal variance at ``alpha_`` (see :class:`RandomFeatureRidge`); NaN
+        when the evidence is not computed (n > 2000: no eigenvalues).
+    log_marginal_likelihood_, log_marginal_likelihood_path_, evidence_
+        The evidence at ``alpha_`` and along ``alphas_`` (NaN / None when not computed).
     n_features_in_ : int
     n_samples_fit_ : int
     data_min_, data_max_ : ndarray of shape (n_features,) or None

@@ -116,7 +116,7 @@ class KernelRidge(_EstimatorBase):
     kernel : str or Kernel, default="rbf"
         Any kernel of :class:`~bigkernel.ExactKernelRidge`; names without a random-feature
         sampler (and kernel objects) rule out the random-feature solver.
-    alpha : float, list of float or "gcv", default=1.0
+    alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling); a list or ``"gcv"`` is scored by GCV, as by
         the chosen solver.
     gamma, degree, coef0, length_scale, nu, kernel_params
@@ -149,6 +149,9 @@ class KernelRidge(_EstimatorBase):
         Why (for ``solver="auto"``).
     estimator_ : ExactKernelRidge, NystroemRidge or RandomFeatureRidge
         The fitted estimator; ``alpha_``, ``df_``, ``intercept_`` and ``gcv_`` are its values.
+    sigma2_, log_marginal_likelihood_, log_marginal_likelihood_path_
+        The fitted estimator's (see :class:`RandomFeatureRidge`); ``predict(X, return_std=True)``
+        uses them.
     n_iter_ : int or ndarray
         CG iterations of the exact solver; 1 (one pass) for the approximate ones.
     n_features_in_ : int

@@ -61,7 +61,7 @@ class NystroemRidge(_RandomFeatureBase):
     landmarks : {"uniform", "rpcholesky"}, default="rpcholesky"
         Uniform rows, or randomly pivoted Cholesky pivots among ``max(4m, 2000)`` uniform
         candidates (better than uniform at the same m).
-    alpha : float, list of float or "gcv", default=1.0
+    alpha : float, list of float, "gcv" or "evidence", default=1.0
         As in :class:`~bigkernel.RandomFeatureRidge`.
     fit_intercept : bool, default=True
         Fit an unpenalized intercept by centring in feature space.
@@ -78,6 +78,8 @@ class NystroemRidge(_RandomFeatureBase):
     ----------
     coef_, intercept_, alpha_, alphas_, df_, df_path_, gcv_, spectrum_, n_features_in_, n_samples_fit_, data_min_, data_max_
         As in :class:`~bigkernel.RandomFeatureRidge`.
+    sigma2_, log_marginal_likelihood_, log_marginal_likelihood_path_, evidence_, posterior_
+        As in :class:`~bigkernel.RandomFeatureRidge` (``predict(X, return_std=True)``).
     feature_map_ : NystroemMap
         Landmarks and ``K_mm^(-1/2)`` (saved with the model).
     """

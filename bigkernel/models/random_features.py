@@ -301,9 +301,11 @@ class RandomFeatureRidge(_RandomFeatureBase):
         Orthogonal random features (rbf only) have lower variance.
     form : {"cos", "cossin"}, default="cos"
         √(2/D)·cos(ωᵀx + b), or paired √(2/D)·[cos ωᵀx, sin ωᵀx] with D/2 frequencies.
-    alpha : float, list of float or "gcv", default=1.0
+    alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling: Σ squared errors + α‖β‖²). A list is searched by
-        generalized cross-validation; ``"gcv"`` searches a default grid. All from one pass.
+        generalized cross-validation; ``"gcv"`` searches a default grid; ``"evidence"`` the
+        same grid by the largest evidence (marginal likelihood of the Gaussian-process reading,
+        :mod:`bigkernel.numerics.evidence`). All from one pass.
     fit_intercept : bool, default=True
         Fit an unpenalized intercept by centring in feature space.
     random_state : int, RandomState instance or None, default=None
@@ -333,6 +335,20 @@ class RandomFeatureRidge(_RandomFeatureBase):
         eigenvectors: ``spectrum_.gcv(alphas)`` and ``spectrum_.df(alphas)`` for any α, with no
         pass over the data (the job report draws them around a fixed α). None for models saved
         before it was kept.
+    sigma2_ : float or ndarray of shape (n_targets,)
+        Signal variance σ² of the Gaussian-process reading (prior GP(0, σ²k), noise σ²α) at
+        ``alpha_``: its maximum-evidence value ``yᵀ(K + αI)⁻¹y / N`` (``N = n − 1`` with an
+        intercept). Scales ``predict(X, return_std=True)``; NaN for models saved before it.
+    log_marginal_likelihood_ : float
+        Log evidence at ``alpha_`` and ``sigma2_`` (summed over targets; with an intercept, that
+        of a flat prior on it — see :mod:`bigkernel.numerics.evidence`).
+    log_marginal_likelihood_path_ : ndarray of shape (n_alphas,)
+        The same along ``alphas_`` (each α at its own σ̂²).
+    evidence_ : EvidencePath
+        ``evidence_.log_likelihood(sigma2)`` gives the evidence along ``alphas_`` at any fixed σ².
+    posterior_ : PrimalPosterior
+        The eigenvectors kept for ``return_std`` (those with ``s/(s + α) >= 1e-3``; the variance
+        is then over-estimated by at most 0.1 %) and the feature mean; saved with the model.
     feature_map_ : FeatureMap
     n_features_in_ : int
     n_samples_fit_ : int
