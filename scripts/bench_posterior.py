@@ -64,7 +64,7 @@ def timed(fn):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kind", default="friedman1", choices=("friedman1", "sine"))
-    p.add_argument("--n-fit", type=int, default=50_000)
+    p.add_argument("--n-fit", type=int, default=20_000)
     p.add_argument("--n-eval", type=int, default=1_000_000)
     p.add_argument("--d", type=int, default=10, help="features of friedman1 (sine: 1)")
     p.add_argument("--D", type=int, default=2048)

@@ -130,31 +130,55 @@ class PrimalPosterior:
     def mean_and_variance(
         self, X: np.ndarray, coef: np.ndarray, intercept: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(φ(X)β + b, Var f / σ²)`` of shapes (m, k) and (m,): one feature block serves both."""
+        """``(φ(X)β + b, Var f / σ²)`` of shapes (m, k) and (m,): one feature block and one GEMM
+        serve both (``raw @ [sβ | sV | sμ]``, s the map's scale), so the centred block is never
+        formed."""
         out = np.empty((X.shape[0], coef.shape[1]))
         var = np.empty(X.shape[0])
-        beta = coef * self.fmap.scale
+        M = self._gemm_matrix(coef)
         for lo in range(0, X.shape[0], self.block_rows):
             raw = self.fmap.transform_unscaled(X[lo : lo + self.block_rows], self.dtype)
             hi = lo + raw.shape[0]
-            out[lo:hi] = raw @ beta + intercept  # float64 product, as PrimalExpansion
-            var[lo:hi] = self._variance(raw)
+            out[lo:hi], var[lo:hi] = self._block(raw, M, coef.shape[1])
+        out += intercept
         return out, var
 
-    def _variance(self, raw: np.ndarray) -> np.ndarray:
-        phi = np.asarray(raw, dtype=np.float64) * self.fmap.scale
+    def _gemm_matrix(self, coef: np.ndarray | None) -> np.ndarray:
+        """``[sβ | sV | sμ]`` (float64; no β for the variance alone, no μ without intercept)."""
+        s = self.fmap.scale
+        parts = [] if coef is None else [coef * s]
+        parts.append(self.vecs * s)
         if self.fit_intercept:
-            phi -= self.mean_phi
-        P = phi @ self.vecs
+            parts.append((self.mean_phi * s)[:, None])
+        return np.hstack(parts)
+
+    def _block(self, raw: np.ndarray, M: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Mean part (rows, k) and unit variance (rows,) of one raw feature block.
+
+        ``φc = s·raw − μ``: ``Vᵀφc = (raw @ sV) − Vᵀμ`` and
+        ``‖φc‖² = s²‖raw‖² − 2 raw·sμ + ‖μ‖²``, all in float64 (the product upcasts float32
+        features, as :class:`~bigkernel.numerics.primal.PrimalExpansion` does).
+        """
+        G = raw @ M
+        r = self.vecs.shape[1]
+        P = G[:, k : k + r]
+        s = self.fmap.scale
+        norm2 = s * s * np.einsum("ij,ij->i", raw, raw, dtype=np.float64)
+        if self.fit_intercept:
+            P = P - self.mean_phi @ self.vecs
+            mu2 = float(self.mean_phi @ self.mean_phi)
+            norm2 += mu2 - 2.0 * G[:, k + r]
         # ≥ 0 in exact arithmetic; rounding can take a point on the data to just below 0
-        return np.maximum(np.einsum("ij,ij->i", phi, phi) - (P * P) @ self.weights, 0.0) + self._offset()
+        var = np.maximum(norm2 - (P * P) @ self.weights, 0.0) + self._offset()
+        return G[:, :k], var
 
     def unit_variance(self, X: np.ndarray) -> np.ndarray:
         """``Var f(x) / σ²`` for the rows of ``X``, shape (m,), float64."""
         out = np.empty(X.shape[0])
+        M = self._gemm_matrix(None)
         for lo in range(0, X.shape[0], self.block_rows):
             raw = self.fmap.transform_unscaled(X[lo : lo + self.block_rows], self.dtype)
-            out[lo : lo + raw.shape[0]] = self._variance(raw)
+            out[lo : lo + raw.shape[0]] = self._block(raw, M, 0)[1]
         return out
 
     def unit_cov(self, X: np.ndarray) -> np.ndarray:
