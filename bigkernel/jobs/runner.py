@@ -411,6 +411,9 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
         "df": _finite(est.df_),
         "dtype": getattr(inner, "dtype", None),
         "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None,
+        # the Gaussian-process reading: log evidence at alpha_ and σ² (None when not computed)
+        "log_marginal_likelihood": _finite(_or_nan(getattr(est, "log_marginal_likelihood_", None))),
+        "sigma2": [_finite(v) for v in np.atleast_1d(np.asarray(getattr(est, "sigma2_", np.nan), dtype=float))],
     }
     if hasattr(est, "solver_reason_"):
         out["solver_reason"] = est.solver_reason_
@@ -425,6 +428,10 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
     elif hasattr(inner, "criterion"):  # exact search (ExactKernelRidgeCV): closed form, no CG
         out.update(n_samples_fit=inner.n_samples_fit_, dtype="float64", solver_info=inner.solver_info_)
     return out
+
+
+def _or_nan(value: float | None) -> float:
+    return np.nan if value is None else float(value)
 
 
 def _finite(value: float) -> float | None:

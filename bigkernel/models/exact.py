@@ -199,7 +199,7 @@ class _DualPredictor:
         rank = min(n, default_exact_rank(n, budget))
         factor = rpcholesky_factor(gram.columns, gram.diag(), rank, random_state=int_seed(self.random_state)).L
         logger.info("posterior variance of the exact path by CG: n=%s, preconditioner rank %d", f"{n:,}", rank)
-        return CGPosterior(gram, self.alpha_, self.fit_intercept, factor=factor, tol=min(self.tol, 1e-8),
+        return CGPosterior(gram, self.alpha_, self.fit_intercept, factor=factor, tol=min(getattr(self, "tol", 1e-6), 1e-8),
                            max_iter=getattr(self, "max_iter", None))  # fmt: skip
 
     # ----------------------------------------------------------------- persistence
