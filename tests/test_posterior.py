@@ -210,3 +210,24 @@ def test_save_load_keeps_std_identical(make, tmp_path):
     np.testing.assert_array_equal(std2, std)
     np.testing.assert_array_equal(mean2, mean)
     assert back.sigma2_ == m.sigma2_ and back.log_marginal_likelihood_ == m.log_marginal_likelihood_
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda fi: ExactKernelRidge(gamma=1.0, alpha=[0.01, 0.1], fit_intercept=fi, tol=1e-12),
+        lambda fi: RandomFeatureRidge(gamma=1.0, n_components=40, alpha=[0.01, 0.1], fit_intercept=fi, random_state=0),
+    ],
+)
+def test_integer_weights_are_repeated_rows(make, fit_intercept, tmp_path):
+    X, y = sine(60, seed=10)
+    w = np.random.default_rng(0).integers(0, 3, 60)
+    a = make(fit_intercept).fit(X, y, sample_weight=w)
+    b = make(fit_intercept).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    Xt = np.linspace(-2, 2, 9)[:, None]
+    np.testing.assert_allclose(a.predict(Xt, return_std=True)[1], b.predict(Xt, return_std=True)[1], rtol=1e-7)
+    np.testing.assert_allclose(a.log_marginal_likelihood_path_, b.log_marginal_likelihood_path_, rtol=1e-8)
+    a.save(str(tmp_path / "a.zarr"))
+    back = bigkernel.load(str(tmp_path / "a.zarr"))
+    np.testing.assert_array_equal(back.predict(Xt, return_std=True)[1], a.predict(Xt, return_std=True)[1])

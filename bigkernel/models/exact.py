@@ -182,8 +182,15 @@ class _DualPredictor:
             return cached[1]
         tiler = self._expansion.tiler
         n = tiler.n
+        sw = getattr(self, "posterior_weights_", None)
         if n <= DENSE_POSTERIOR_MAX_N and 8 * n * n <= resolve_memory_budget(getattr(self, "memory_budget", None)) // 2:
-            post = DensePosterior(tiler, self.alpha_, self.fit_intercept)
+            post = DensePosterior(tiler, self.alpha_, self.fit_intercept, sample_weight=sw)
+        elif sw is not None:
+            raise DataError(
+                f"return_std of a weighted exact fit at n_samples={n:,} needs one Cholesky factor of "
+                f"K + alpha·diag(1/c) (n <= {DENSE_POSTERIOR_MAX_N:,}); the batched-CG posterior has no weights: "
+                "use NystroemRidge or RandomFeatureRidge (weights enter their sums)"
+            )
         else:
             post = self._cg_posterior()
         self._posterior_cache = (key, post)
@@ -316,6 +323,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         when the evidence is not computed (n > 2000: no eigenvalues).
     log_marginal_likelihood_, log_marginal_likelihood_path_, evidence_
         The evidence at ``alpha_`` and along ``alphas_`` (NaN / None when not computed).
+    posterior_weights_ : ndarray of shape (n_samples,) or None
+        The row weights of a weighted fit (the posterior's noise is ``σ²α/cᵢ``; saved).
     n_features_in_ : int
     n_samples_fit_ : int
     data_min_, data_max_ : ndarray of shape (n_features,) or None
@@ -450,6 +459,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         finally:
             for op in ops:
                 op.close()
+        # the posterior of a weighted fit needs the weights of its rows (saved with the model)
+        self.posterior_weights_ = sample_weight
         self._set_fitted(sol, ops[0], kernel, single, {
             "preconditioner": self.preconditioner, "rank": rank,
             "preconditioner_seconds": round(t_prec, 3), "memory_budget": budget,
@@ -569,10 +580,13 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             "df_stderr_path": self.df_stderr_path_, "gcv": np.asarray(self.gcv_),
         }  # fmt: skip
         ev_attrs, ev_arrays = evidence_state(self)
+        if getattr(self, "posterior_weights_", None) is not None:
+            ev_arrays["posterior_weights"] = self.posterior_weights_
         return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         X, coef, intercept = self._read_dual_arrays(arrays)
+        self.posterior_weights_ = arrays.get("posterior_weights")
         self.kernel_ = kernel_from_dict(attrs["kernel_"])
         tiler = GramTiler(self.kernel_, X)
         single = bool(attrs["single_output"])

@@ -218,12 +218,18 @@ class DensePosterior:
     fit_intercept : bool
     block : int, default=2048
         Test points per block (memory ``O(block · n)``).
+    sample_weight : ndarray of shape (n,), optional
+        Row weights ``c > 0`` of the fit (integer ``c`` = repeated rows): ``C = K + α diag(1/c)``,
+        the posterior of the fit on the repeated data.
     """
 
-    def __init__(self, tiler, alpha: float, fit_intercept: bool, block: int = 2048) -> None:
+    def __init__(
+        self, tiler, alpha: float, fit_intercept: bool, block: int = 2048, sample_weight: np.ndarray | None = None
+    ) -> None:
         self.tiler, self.alpha, self.fit_intercept, self.block = tiler, float(alpha), bool(fit_intercept), int(block)
         C = tiler.dense()
-        C[np.diag_indices_from(C)] += self.alpha
+        # weights c (repeated rows): row i's noise variance is σ²α/cᵢ
+        C[np.diag_indices_from(C)] += self.alpha if sample_weight is None else self.alpha / sample_weight
         try:
             self.chol = scipy.linalg.cholesky(C, lower=True, overwrite_a=True, check_finite=False)
         except np.linalg.LinAlgError:
