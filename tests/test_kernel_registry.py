@@ -56,17 +56,22 @@ def _kernel_params(name: str, gamma: float, nu: float | None = None) -> dict:
 
 def test_registry_holds_the_rules_that_were_spread_over_the_code():
     """The table says what the separate lists said before it (behaviour unchanged)."""
-    assert kernels_serving("random_features") == ("rbf", "laplacian", "matern", "fourier")
+    # issue 13 added polynomial features on the streamed path and scikit-learn's cosine, chi2
+    # and additive_chi2 (every name of sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS)
+    assert kernels_serving("random_features") == ("rbf", "laplacian", "matern", "fourier", "polynomial")
+    pairwise = ("cosine", "chi2", "additive_chi2")
     assert (
         KERNEL_NAMES
         == kernels_serving("exact")
         == kernels_serving("nystroem")
-        == ("rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", "periodic", "constant")
+        == ("rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", *pairwise, "periodic", "constant")
     )
-    assert JOB_KERNELS == ("rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", "periodic")
-    assert kernels_searching("exact", "gamma") == ("rbf", "laplacian", "matern", "polynomial", "sigmoid")
+    assert JOB_KERNELS == (
+        "rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", *pairwise, "periodic",
+    )  # fmt: skip
+    assert kernels_searching("exact", "gamma") == ("rbf", "laplacian", "matern", "polynomial", "sigmoid", "chi2")
     assert kernels_searching("exact", "length_scale") == ("rbf", "laplacian", "matern")
-    assert kernels_searching("random_features", "gamma") == ("rbf", "laplacian", "matern")
+    assert kernels_searching("random_features", "gamma") == ("rbf", "laplacian", "matern", "polynomial")
     assert kernel_spec("matern").param("nu").choices == (0.5, 1.5, 2.5)
     assert [s.name for s in KERNELS if s.default_gamma] == ["rbf", "laplacian", "matern", "polynomial", "sigmoid"]
     assert {a: s.name for s in KERNELS for a in s.aliases} == {
@@ -192,7 +197,7 @@ def test_the_public_entry_points_raise_the_registry_error():
     X, y = np.random.default_rng(3).normal(size=(20, 2)), np.ones(20)
     cases = [
         (lambda: make_kernel("fourier"), "the random_features path"),
-        (lambda: make_feature_map("polynomial", 2, 8, 0), "the nystroem path (NystroemRidge) or the exact path"),
+        (lambda: make_feature_map("cosine", 2, 8, 0), "the nystroem path (NystroemRidge) or the exact path"),
         (lambda: RandomFeatureRidge("sigmoid", n_components=8).fit(X, y), "the nystroem path"),
         (lambda: KernelRidge("periodic", solver="random_features").fit(X, y), "the exact path"),
         (lambda: ExactKernelRidge("fourier").fit(X, y), "the random_features path"),

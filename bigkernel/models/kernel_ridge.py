@@ -11,6 +11,12 @@ The rule (:func:`choose_solver`), from n, the kernel and the memory budget:
    at the price of one extra read of the sampled landmark rows.
 3. **random_features** for larger n: one streamed pass, nothing else read.
 
+Two kernels settle the choice before that rule: ``kernel="precomputed"`` (X is the Gram
+matrix) goes to the exact solver, the only one that takes K; a polynomial kernel whose
+explicit monomial map (``C(d + degree, degree)`` features) fits ``n_components`` goes to
+random features, where that map is the kernel exactly, in one pass, at O(n·D²) instead of
+the exact solver's O(n²).
+
 ``solver="exact" | "nystroem" | "random_features"`` forces a solver.
 """
 
@@ -28,7 +34,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.registry import check_kernel_name, kernel_serves
+from bigkernel.kernels.registry import check_kernel_name, is_precomputed, kernel_serves, kernel_spec
 from bigkernel.models._base import (
     ArrayIn,
     ArrayOut,
@@ -44,6 +50,7 @@ from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.gram_tiles import plan_gram
+from bigkernel.numerics.polynomial_features import n_monomials
 from bigkernel.runtime import local_threads
 from bigkernel.validation import Options
 
@@ -253,13 +260,36 @@ class KernelRidge(_EstimatorBase):
         check_kernel_name(self.kernel, "random_features")
         if self.kernel_params:
             raise ParameterError("kernel_params do not apply to solver='random_features'")
-        return RandomFeatureRidge(self.kernel, n_components=self.n_components, dtype=feature_dtype, **common)
+        return RandomFeatureRidge(
+            self.kernel, degree=self.degree, coef0=self.coef0, n_components=self.n_components, dtype=feature_dtype,
+            **common,
+        )  # fmt: skip
 
     def _pick(self, n: int, d: int, n_targets: int) -> tuple[str, str]:
         if self.solver != "auto":
+            if is_precomputed(self.kernel):
+                check_kernel_name(self.kernel, self.solver)  # the exact path or a clear error
             return self.solver, f"solver={self.solver!r} was asked for"
+        if is_precomputed(self.kernel):
+            return "exact", "kernel='precomputed': the exact solver is the one that takes a Gram matrix"
+        monomials = self._explicit_polynomial_features(d)
+        if monomials is not None:
+            return "random_features", (
+                f"the explicit monomial map of the polynomial kernel has {monomials:,} features <= n_components="
+                f"{self.n_components}: the kernel exactly, in one streamed pass"
+            )
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
         return choose_solver(n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets)
+
+    def _explicit_polynomial_features(self, d: int) -> int | None:
+        """The explicit map's feature count when the kernel is polynomial (by name, with no
+        ``kernel_params``, ``coef0 >= 0``) and that count fits ``n_components``; else None."""
+        if not isinstance(self.kernel, str) or self.kernel_params or is_precomputed(self.kernel):
+            return None
+        if kernel_spec(self.kernel).name != "polynomial" or self.coef0 < 0:
+            return None
+        m = n_monomials(d, int(self.degree), float(self.coef0))
+        return m if m <= self.n_components else None
 
     def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:
         """Choose the solver from the data's shape and the budget, then fit with it.
