@@ -41,6 +41,7 @@ from bigkernel.kernels.registry import (
     length_scale_from_gamma,
 )
 from bigkernel.numerics.fourier_features import make_feature_map
+from bigkernel.numerics.polynomial_features import make_polynomial_map
 from tests._yaml import error_of, with_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +88,7 @@ def test_registry_holds_the_rules_that_were_spread_over_the_code():
 
 @pytest.mark.parametrize("name", kernels_serving("exact"))
 def test_every_exact_kernel_of_the_registry_constructs_under_each_of_its_names(name):
-    X = np.random.default_rng(0).normal(size=(6, 2))
+    X = np.random.default_rng(0).uniform(size=(6, 2))  # non-negative: chi2 and additive_chi2 need it
     with pytest.warns(UserWarning) if name == "sigmoid" else contextlib.nullcontext():
         k = make_kernel(name, n_features=2)
         aliases = [make_kernel(n, n_features=2) for n in (name.upper(), *kernel_spec(name).aliases)]
@@ -156,6 +157,15 @@ def test_every_random_feature_kernel_has_a_sampler_matching_its_exact_kernel(nam
         assert fmap.kernel == name and fmap.transform(np.zeros((3, 1))).shape == (3, 8)
         return
     X = np.random.default_rng(1).uniform(size=(50, 3))
+    if name == "polynomial":  # no spectral sampler: the monomial map, or TensorSketch when it does not fit
+        K = make_kernel(name, gamma=0.5)(X)
+        assert make_polynomial_map(3, 4096, 0, gamma=0.5).method == "explicit"
+        errors = []
+        for seed in range(3):
+            phi = make_polynomial_map(3, 4096, seed, gamma=0.5, method="tensorsketch").transform(X)
+            errors.append(np.abs(phi @ phi.T - K).mean() / np.abs(K).mean())
+        assert np.mean(errors) < 0.03, errors
+        return
     for nu in kernel_spec(name).param("nu").choices if "nu" in kernel_spec(name).param_names() else (None,):
         params = _kernel_params(name, 0.5, nu)
         K = make_kernel(name, **params)(X)  # the same gamma means the same kernel on both paths

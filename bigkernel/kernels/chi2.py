@@ -29,7 +29,7 @@ __all__ = ["AdditiveChi2", "Chi2"]
 
 def _non_negative(kernel: str, name: str, X: np.ndarray) -> None:
     if X.size and X.min() < 0:
-        row = int(np.argmax((X < 0).any(axis=1)))
+        row = int(np.unravel_index(np.argmin(X), X.shape)[0])
         raise DataError(
             f"{kernel} kernel: {name} must be non-negative (histograms, counts), found {X.min():.6g} in row "
             f"{row}; shift or clip the data, or use another kernel"
