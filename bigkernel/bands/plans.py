@@ -59,6 +59,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.residuals import residual_sample_graph
 from bigkernel.io.band_store import BootstrapStore, array_digest
+from bigkernel.kernels.registry import is_precomputed
 from bigkernel.models.exact import (
     DEFAULT_PROBES,
     ExactKernelRidge,
@@ -541,6 +542,13 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
             solver, _ = estimator._pick(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))
             inner = estimator._build(solver)
         return make_plan(inner, ds, X_eval, seed_entropy, workers)
+    if is_precomputed(getattr(estimator, "kernel", None)):
+        # a replicate is a fit on resampled rows: K's rows and columns both, and K(X_eval, rows)
+        # for its predictions; the plans resample points, not a given matrix
+        raise ParameterError(
+            "bootstrap() does not support kernel='precomputed': resampling rows needs the points to rebuild "
+            "K; bootstrap the estimator with the kernel that built K (e.g. kernel='rbf') on X"
+        )
     if isinstance(estimator, ExactKernelRidge):
         return _ExactPlan(estimator, ds, X_eval, seed_entropy, workers)
     if isinstance(estimator, ExactKernelRidgeCV):
