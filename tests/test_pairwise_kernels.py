@@ -121,9 +121,21 @@ def test_the_new_kernels_fit_with_an_intercept_on_the_exact_and_nystroem_paths(n
     a = np.linalg.solve(H @ K @ H + 0.5 * np.eye(80), H @ y)
     b = y.mean() - (K @ a).mean()
     np.testing.assert_allclose(exact.predict(X), K @ a + b, rtol=0, atol=1e-9)
-    if name != "additive_chi2":  # Nyström's K_mm^(-1/2) needs a PSD kernel
-        nys = NystroemRidge(name, alpha=0.5, n_components=80, landmarks="uniform", random_state=0).fit(X, y)
+    nys = NystroemRidge(name, alpha=0.5, n_components=80, landmarks="uniform", random_state=0).fit(X, y)
+    if name != "additive_chi2":
         np.testing.assert_allclose(nys.predict(X), exact.predict(X), rtol=0, atol=1e-6)
+        return
+    # not PSD: features represent the PSD part of K (eigenvalues above round-off), ridge on them
+    w, U = np.linalg.eigh(K)
+    keep = w > 80 * np.finfo(float).eps * 10 * w[-1]
+    Phi = U[:, keep] * np.sqrt(w[keep])
+    Pc = Phi - Phi.mean(axis=0)
+    beta = np.linalg.solve(Pc.T @ Pc + 0.5 * np.eye(keep.sum()), Pc.T @ (y - y.mean()))
+    np.testing.assert_allclose(nys.predict(X), Pc @ beta + y.mean(), rtol=0, atol=1e-6)
+    # no positive diagonal to pivot on: RPCholesky landmarks fall back to the uniform ones
+    X2 = _data(600, seed=5)
+    rp = NystroemRidge(name, n_components=40, landmarks="rpcholesky", random_state=0).fit(X2, X2[:, 0])
+    assert rp.feature_map_.landmarks.shape == (40, 4)
 
 
 @pytest.mark.parametrize("name", ["chi2", "additive_chi2"])

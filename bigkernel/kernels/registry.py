@@ -243,7 +243,7 @@ KERNELS: tuple[KernelSpec, ...] = (
         params=(Param("gamma", 1.0, "γ > 0; scikit-learn's default 1, not 1/n_features", bandwidth=True),),
         search={"exact": ("gamma",)},
     ),
-    KernelSpec("additive_chi2", "−Σᵢ (xᵢ−yᵢ)²/(xᵢ+yᵢ), x, y ≥ 0; not PSD", _EXACT_AND_NYSTROEM),
+    KernelSpec("additive_chi2", "−Σᵢ (xᵢ−yᵢ)²/(xᵢ+yᵢ), x, y ≥ 0; not PSD (Nyström: its PSD part)", _EXACT_AND_NYSTROEM),
     KernelSpec(
         "periodic", "exp(−2 sin²(π‖x−y‖/p) / ℓ²)", _EXACT_AND_NYSTROEM, aliases=("exp_sine_squared",),
         params=(
