@@ -6,7 +6,7 @@ The rule (:func:`choose_solver`), from n, the kernel and the memory budget:
    float32 when only those fit) next to the solver's working memory: then every CG matvec is
    a read of memory and the exact solution costs seconds to minutes.
 2. **nystroem** otherwise, when n <= :data:`NYSTROEM_MAX_N` or the kernel has no random-feature
-   sampler (polynomial, sigmoid, periodic, sums and products, …): the streamed primal path
+   sampler (sigmoid, cosine, chi2, periodic, sums and products, …): the streamed primal path
    with Nyström features, more accurate than random features at the same number of features,
    at the price of one extra read of the sampled landmark rows.
 3. **random_features** for larger n: one streamed pass, nothing else read.
