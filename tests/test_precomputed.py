@@ -124,6 +124,11 @@ def test_paths_without_a_gram_matrix_say_which_one_takes_it(problem):
     assert m.solver_ == "exact" and "takes a Gram matrix" in m.solver_reason_
     ref = ExactKernelRidge("precomputed", alpha=0.1, random_state=0).fit(K, y)
     _close(m.predict(Kt), ref.predict(Kt), 1e-12)
+    square_chunks = da.from_array(K, chunks=(50, 50))  # read in whole rows, as by ExactKernelRidge
+    m2 = KernelRidge("precomputed", alpha=0.1, random_state=0).fit(square_chunks, y)
+    _close(m2.predict(da.from_array(Kt, chunks=(20, 50))).compute(), ref.predict(Kt), 1e-12)
+    with pytest.raises(DataError, match=r"predict takes K\(X\*, X_fit\)"):
+        m2.predict(Kt[:, :5])
     for call in (
         lambda: KernelRidge("precomputed", solver="nystroem").fit(K, y),
         lambda: KernelRidge("precomputed", solver="random_features").fit(K, y),

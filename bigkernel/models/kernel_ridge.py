@@ -46,7 +46,7 @@ from bigkernel.models._base import (
     _EstimatorBase,
     check_sample_weight,
 )
-from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
+from bigkernel.models.exact import ExactKernelRidge, _gram_input, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.gram_tiles import plan_gram
@@ -308,6 +308,8 @@ class KernelRidge(_EstimatorBase):
         self._check_params()
         if y is None:
             raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        if is_precomputed(self.kernel):
+            X = _gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
         ds, _ = self._as_dataset(X, y, reset=True)
         if sample_weight is None:
             return self.fit_dataset(ds)
@@ -344,6 +346,8 @@ class KernelRidge(_EstimatorBase):
         ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
         """
         check_is_fitted(self, "estimator_")
+        if is_precomputed(self.kernel):
+            X = _gram_input(X, "predict", self.n_features_in_)
         if not isinstance(X, da.Array):
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return self.estimator_.predict(X)
