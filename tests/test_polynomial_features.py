@@ -153,6 +153,8 @@ def test_polynomial_feature_errors():
         RandomFeatureRidge("poly", coef0=-1.0).fit(X, y)
     with pytest.raises(ParameterError, match="no length_scale"):
         RandomFeatureRidge("poly", length_scale=1.0).fit(X, y)
+    with pytest.raises(ParameterError, match="sampler 'orthogonal' exists for kernel 'rbf' only"):
+        RandomFeatureRidge("poly", sampler="orthogonal").fit(X, y)
     with pytest.raises(ParameterError, match="degree must be a positive integer"):
         RandomFeatureRidge("poly", degree=2.5).fit(X, y)
     with pytest.raises(ParameterError, match="method must be one of"):

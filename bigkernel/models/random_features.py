@@ -16,7 +16,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import stats_graph
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.registry import check_kernel_name
+from bigkernel.kernels.registry import check_kernel_name, sampler_problem
 from bigkernel.models._base import (
     ALPHA,
     COEF0,
@@ -114,6 +114,9 @@ class _RandomFeatureBase(_EstimatorBase):
         says which (and it is logged). ``sampler`` and ``form`` do not apply."""
         if length_scale is not None:
             raise ParameterError("the polynomial kernel has no length_scale; give gamma (default 1/n_features)")
+        problem = sampler_problem("polynomial", self.sampler)
+        if problem:
+            raise ParameterError(problem)
         fmap = make_polynomial_map(
             n_features, self.n_components, seed, degree=self.degree, gamma=gamma,
             coef0=self.coef0,
