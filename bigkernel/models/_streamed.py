@@ -55,6 +55,33 @@ class FeaturesOutMixin:
     """``transform`` / ``transform_to_zarr`` of a fitted model holding ``feature_map_`` and a
     feature ``dtype`` (the primal estimators and the feature transformers)."""
 
+    def __sklearn_tags__(self):
+        from sklearn.utils import TransformerTags
+
+        tags = super().__sklearn_tags__()
+        if tags.transformer_tags is None:  # a regressor that also transforms
+            tags.transformer_tags = TransformerTags()
+        # the output has the features' dtype, whatever the input's
+        tags.transformer_tags.preserves_dtype = [str(np.dtype(self.dtype))]
+        return tags
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> np.ndarray | da.Array:
+        """``fit(X, y, **fit_params)``, then :meth:`transform` of the same X.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+        y : array-like or dask array, optional
+            The targets (required by the estimators; ignored by the transformers).
+        **fit_params
+            Passed to ``fit`` (e.g. ``sample_weight``).
+
+        Returns
+        -------
+        ndarray or dask array of shape (n_samples, n_components)
+        """
+        return self.fit(X, y, **fit_params).transform(X)
+
     def transform(self, X: Any) -> np.ndarray | da.Array:
         """The features φ(X) the model uses, scaled as in the fit (``φ(x)ᵀφ(x') ≈ k(x, x')``).
 
@@ -193,6 +220,7 @@ class PartialFitMixin:
             )
         if self.standardize:
             self._check_partial_fit()
+        self._check_n_features(ds.X.shape[1])
         k_model = stats.sum_y.shape[1]
         k_new = 1 if ds.y.ndim == 1 else ds.y.shape[1]
         single = np.ndim(self.coef_) == 1

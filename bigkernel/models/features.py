@@ -39,15 +39,14 @@ def _map_constraints(ridge: type) -> dict[str, list]:
     return {k: v for k, v in ridge._parameter_constraints.items() if k not in _FIT_ONLY}
 
 
-class _FeatureTransformer(FeaturesOutMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FeaturesOutMixin, BaseEstimator):
     """Fit draws the map of ``_ridge`` (a ridge estimator class) on X; transform gives φ(X)."""
 
     _ridge: ClassVar[type]
     _parameter_constraints: ClassVar[dict[str, list]] = {}
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # the output has the features' dtype, whatever the input's
+        tags = super().__sklearn_tags__()  # TransformerMixin's resets the transformer tags
         tags.transformer_tags.preserves_dtype = [str(np.dtype(self.dtype))]
         return tags
 
