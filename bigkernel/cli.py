@@ -55,6 +55,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
+    _add_update_parser(sub)
+
+    rep = sub.add_parser("report", help="(re)make the figures and report.md of a finished job folder")
+    rep.add_argument("output", help="the job's output folder")
+
+    mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, CSV or Parquet, chunk by chunk")
+    mk.add_argument("kind", choices=["friedman1", "sine"])
+    mk.add_argument(
+        "output",
+        help="zarr group to write (arrays X and y), or by its suffix a .csv file "
+        "or .parquet folder (columns x0, x1, ..., y)",
+    )
+    mk.add_argument("--n-samples", type=_count, default=100_000, help="rows (accepts 1e8)")
+    mk.add_argument("--n-features", type=int, default=None, help="friedman1: >= 5 (default 10); sine: 1")
+    mk.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help="noise sd (default: " + ", ".join(f"{kind} {sd}" for kind, sd in DEFAULT_NOISE.items()) + ")",
+    )
+    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("--chunk-rows", type=_count, default=131_072)
+    mk.add_argument("--overwrite", action="store_true")
+    # -v/-q also after the subcommand. SUPPRESS: a subcommand that is not given them leaves the
+    # top-level value alone (argparse would otherwise overwrite it with the subparser's default).
+    for command in sub.choices.values():
+        _add_verbosity(command, default=argparse.SUPPRESS)
+    return p
+
+
+def _add_update_parser(sub) -> None:
+    """``bigkernel update MODEL DATA (-o NEW | --in-place)``."""
     up = sub.add_parser(
         "update", help="add new rows to a saved random-feature / Nyström model (no pass over the old rows)"
     )
@@ -89,33 +121,6 @@ def _parser() -> argparse.ArgumentParser:
         "--address", default=None, help="Dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: this machine)"
     )
     up.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-
-    rep = sub.add_parser("report", help="(re)make the figures and report.md of a finished job folder")
-    rep.add_argument("output", help="the job's output folder")
-
-    mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, CSV or Parquet, chunk by chunk")
-    mk.add_argument("kind", choices=["friedman1", "sine"])
-    mk.add_argument(
-        "output",
-        help="zarr group to write (arrays X and y), or by its suffix a .csv file "
-        "or .parquet folder (columns x0, x1, ..., y)",
-    )
-    mk.add_argument("--n-samples", type=_count, default=100_000, help="rows (accepts 1e8)")
-    mk.add_argument("--n-features", type=int, default=None, help="friedman1: >= 5 (default 10); sine: 1")
-    mk.add_argument(
-        "--noise",
-        type=float,
-        default=None,
-        help="noise sd (default: " + ", ".join(f"{kind} {sd}" for kind, sd in DEFAULT_NOISE.items()) + ")",
-    )
-    mk.add_argument("--seed", type=int, default=0)
-    mk.add_argument("--chunk-rows", type=_count, default=131_072)
-    mk.add_argument("--overwrite", action="store_true")
-    # -v/-q also after the subcommand. SUPPRESS: a subcommand that is not given them leaves the
-    # top-level value alone (argparse would otherwise overwrite it with the subparser's default).
-    for command in sub.choices.values():
-        _add_verbosity(command, default=argparse.SUPPRESS)
-    return p
 
 
 def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
