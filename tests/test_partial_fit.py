@@ -265,3 +265,34 @@ def test_update_refusals(two_parts, tmp_path, cli):
     assert r.returncode == 2 and "--in-place" in r.stderr
     r = cli("update", model, new, "-o", exact)
     assert r.returncode == 2 and "exists" in r.stderr
+
+
+def test_a_failed_in_place_write_leaves_the_old_model(two_parts, tmp_path, monkeypatch, cli):
+    import bigkernel.io.atomic as atomic
+
+    X0, y0 = _read(two_parts / "old.zarr")
+    model = RandomFeatureRidge(n_components=16, random_state=0).fit(X0, y0).save(str(tmp_path / "m.zarr"))
+    real, failed = os.replace, []
+
+    def failing(src, dst):  # the rename of the new model into place fails (disk, signal, ...)
+        if os.path.basename(str(src)).startswith(".m.zarr.partial-") and str(dst) == model:
+            failed.append(src)
+            raise OSError("simulated failure")
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", failing)
+    with pytest.raises(OSError, match="simulated"):
+        main(["update", model, str(two_parts / "new.zarr"), "--in-place", "-q"])
+    monkeypatch.undo()
+    assert failed  # it failed at the rename, after the new model was complete
+    back = bigkernel.load(model)  # the old model, complete, at its place
+    assert back.n_samples_fit_ == 3000 and sorted(os.listdir(tmp_path)) == ["m.zarr"]
+    # NaN in the new rows: refused naming the rows, the model untouched
+    X1, y1 = _read(two_parts / "new.zarr")
+    X1[700, 3] = np.nan
+    g = zarr.open_group(str(tmp_path / "bad.zarr"), mode="w")
+    g.create_array("X", data=X1, chunks=(512, 6))
+    g.create_array("y", data=y1, chunks=(512,))
+    r = cli("update", model, str(tmp_path / "bad.zarr"), "--in-place")
+    assert r.returncode == 2 and "row 700" in r.stderr
+    assert bigkernel.load(model).n_samples_fit_ == 3000

@@ -44,6 +44,7 @@ def atomic_folder(path: str, *, overwrite: bool = False, what: str = "output") -
         os.replace(tmp, path)
     except BaseException:
         os.replace(old, path)
+        _remove(tmp, ignore_errors=True)
         raise
     _remove(old, ignore_errors=True)
 
