@@ -169,7 +169,6 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_predict(args) -> int:
-    import contextlib
     import os
 
     from bigkernel.data.sources import open_source
@@ -177,7 +176,7 @@ def _cmd_predict(args) -> int:
     from bigkernel.errors import OutputExistsError
     from bigkernel.io.model_store import load
     from bigkernel.io.predictions import predict_to_path
-    from bigkernel.jobs.config import ClusterConfig, path_relation
+    from bigkernel.jobs.config import path_relation
     from bigkernel.runtime import progress_bars
 
     model = load(args.model)  # first: anything that is not a model store is refused unread
@@ -194,13 +193,7 @@ def _cmd_predict(args) -> int:
     ds = open_source(
         args.data, _x_columns(args.x, model, args.data) if table else (args.x or "X"), None, chunk_rows=args.chunk_rows
     )
-    if args.address:
-        from bigkernel.jobs.cluster import client_from_config
-
-        cluster = client_from_config(ClusterConfig(address=args.address, local=None))
-    else:
-        cluster = contextlib.nullcontext()
-    with cluster, progress_bars(not args.quiet):
+    with _cluster(args.address), progress_bars(not args.quiet):
         path = predict_to_path(model, ds.X, args.output, overwrite=args.overwrite)
     sys.stdout.write(json.dumps({"path": path, "n_samples": int(ds.X.shape[0])}) + "\n")
     return 0

@@ -190,8 +190,8 @@ class PartialFitMixin:
                     self.n_components,
                 )
         else:
+            self._check_params()  # α may have been changed (set_params) since the last batch
             before, fmap = self._stats_for_update(ds), self.feature_map_
-        self._check_params()
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="partial_fit")
         total = stats if before is None else before + stats
         sol = solve_primal(total, self.alpha, self.fit_intercept, sums_precision(self.dtype))
