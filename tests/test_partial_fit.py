@@ -296,3 +296,16 @@ def test_a_failed_in_place_write_leaves_the_old_model(two_parts, tmp_path, monke
     r = cli("update", model, str(tmp_path / "bad.zarr"), "--in-place")
     assert r.returncode == 2 and "row 700" in r.stderr
     assert bigkernel.load(model).n_samples_fit_ == 3000
+
+
+def test_update_from_npy_files(two_parts, tmp_path, cli):
+    (X0, y0), (X1, y1) = _read(two_parts / "old.zarr"), _read(two_parts / "new.zarr")
+    model = RandomFeatureRidge(n_components=24, random_state=3).fit(X0, y0).save(str(tmp_path / "m.zarr"))
+    np.save(tmp_path / "X.npy", X1)
+    np.save(tmp_path / "y.npy", y1)
+    r = cli("update", model, str(tmp_path / "X.npy"), "-o", str(tmp_path / "u.zarr"))
+    assert r.returncode == 2 and "--y y.npy" in r.stderr  # y of a .npy X must be named
+    r = cli("update", model, str(tmp_path / "X.npy"), "--y", str(tmp_path / "y.npy"), "-o", str(tmp_path / "u.zarr"))
+    assert r.returncode == 0, r.stderr
+    ref = RandomFeatureRidge(n_components=24, random_state=3).fit(np.vstack([X0, X1]), np.concatenate([y0, y1]))
+    _assert_same_model(bigkernel.load(str(tmp_path / "u.zarr")), ref, X0[:200])
