@@ -9,6 +9,7 @@ seed → the same map), so ``Ridge`` on ``RandomFeatures(...).fit_transform(X)``
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar, Self
 
 import dask.array as da
@@ -34,9 +35,12 @@ __all__ = ["NystroemFeatures", "RandomFeatures"]
 _FIT_ONLY = ("alpha", "fit_intercept", "chunk_rows")
 
 
-def _map_constraints(ridge: type) -> dict[str, list]:
-    """The ridge estimator's parameter table without the fit's own entries."""
-    return {k: v for k, v in ridge._parameter_constraints.items() if k not in _FIT_ONLY}
+def _map_constraints(ridge: type, init: Any) -> dict[str, list]:
+    """The ridge estimator's table entries of the parameters ``init`` (a transformer's
+    ``__init__``) takes: one table per parameter, and a parameter the ridge estimator gains
+    reaches the transformer when its ``__init__`` lists it."""
+    names = set(inspect.signature(init).parameters) - {"self"}
+    return {k: v for k, v in ridge._parameter_constraints.items() if k in names and k not in _FIT_ONLY}
 
 
 class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FeaturesOutMixin, BaseEstimator):
@@ -155,7 +159,6 @@ class RandomFeatures(_FeatureTransformer):
     """
 
     _ridge = RandomFeatureRidge
-    _parameter_constraints: ClassVar[dict[str, list]] = _map_constraints(RandomFeatureRidge)
 
     def __init__(
         self,
@@ -181,6 +184,8 @@ class RandomFeatures(_FeatureTransformer):
         self.random_state = random_state
         self.dtype = dtype
         self.standardize = standardize
+
+    _parameter_constraints: ClassVar[dict[str, list]] = _map_constraints(RandomFeatureRidge, __init__)
 
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         check_is_fitted(self, "feature_map_")
@@ -226,7 +231,6 @@ class NystroemFeatures(_FeatureTransformer):
     """
 
     _ridge = NystroemRidge
-    _parameter_constraints: ClassVar[dict[str, list]] = _map_constraints(NystroemRidge)
 
     def __init__(
         self,
@@ -256,6 +260,8 @@ class NystroemFeatures(_FeatureTransformer):
         self.random_state = random_state
         self.dtype = dtype
         self.standardize = standardize
+
+    _parameter_constraints: ClassVar[dict[str, list]] = _map_constraints(NystroemRidge, __init__)
 
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         check_is_fitted(self, "feature_map_")
