@@ -25,14 +25,16 @@ def _lazy_output(method, X, chunk_rows: int) -> da.Array:
     return method(Xd)
 
 
-def _write_zarr(out: da.Array, path: str, name: str, overwrite: bool, fmt: str, what: str, label: str) -> None:
-    """Store the lazy ``out`` as array ``name`` of a new zarr group, atomically."""
+def _write_zarr(
+    out: da.Array, path: str, name: str, dtype, *, overwrite: bool, fmt: str, what: str, label: str
+) -> None:
+    """Store the lazy ``out`` as array ``name`` (of ``dtype``) of a new zarr group, atomically."""
     import zarr
 
     with atomic_folder(str(path), overwrite=overwrite, what=what) as target:
         group = zarr.open_group(target, mode="w")
         chunks = (out.chunks[0][0],) + out.shape[1:]
-        arr = group.create_array(name, shape=out.shape, dtype=out.dtype, chunks=chunks)
+        arr = group.create_array(name, shape=out.shape, dtype=dtype, chunks=chunks)
         compute(da.store(out.rechunk(chunks), arr, lock=False, compute=False), label=label)
         group.attrs.update({"format": fmt, "complete": True})
 
@@ -44,7 +46,10 @@ def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite:
     interrupted prediction leaves no store that looks finished. Returns ``path``.
     """
     pred = _lazy_predictions(estimator, X)
-    _write_zarr(pred, path, name, overwrite, "bigkernel-predictions", "prediction output", "predict")
+    _write_zarr(
+        pred, path, name, "float64", overwrite=overwrite, fmt="bigkernel-predictions", what="prediction output",
+        label="predict",
+    )  # fmt: skip
     logger.info("wrote %s predictions to %s/%s", f"{pred.shape[0]:,}", path, name)
     return path
 
@@ -60,7 +65,10 @@ def transform_to_zarr(estimator, X, path: str, *, name: str = "features", overwr
     itemsize = np.dtype(estimator.dtype).itemsize
     rows = max(1, FEATURE_CHUNK_BYTES // (estimator.feature_map_.n_components * itemsize))
     feats = _lazy_output(estimator.transform, X, rows)
-    _write_zarr(feats, path, name, overwrite, "bigkernel-features", "feature output", "transform")
+    _write_zarr(
+        feats, path, name, feats.dtype, overwrite=overwrite, fmt="bigkernel-features", what="feature output",
+        label="transform",
+    )  # fmt: skip
     logger.info("wrote %s × %d features to %s/%s", f"{feats.shape[0]:,}", feats.shape[1], path, name)
     return path
 
