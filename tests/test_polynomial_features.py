@@ -162,3 +162,24 @@ def test_polynomial_feature_errors():
     m = RandomFeatureRidge("poly", degree=2, n_components=10).fit(X, y)
     with pytest.raises(DataError, match="expects 3"):
         m.feature_map_.transform(X[:, :2])
+
+
+def test_transformer_partial_fit_and_update_take_the_polynomial_map(tmp_path):
+    """RandomFeatures("poly") is the estimator's map (φφᵀ = the kernel when explicit), saved and
+    loaded; partial_fit over batches equals one fit."""
+    X, y = _data(240)
+    tr = bigkernel.RandomFeatures("poly", degree=2, gamma=0.5, coef0=1.0, n_components=32).fit(X)
+    assert tr.feature_map_.method == "explicit"
+    P = tr.transform(X[:50])
+    K = polynomial_kernel(X[:50], degree=2, gamma=0.5, coef0=1.0)
+    np.testing.assert_allclose(P @ P.T, K, rtol=0, atol=1e-12 * np.abs(K).max())
+    back = bigkernel.load(tr.save(str(tmp_path / "tr.zarr")))
+    np.testing.assert_array_equal(back.transform(X[:50]), P)
+    for n_components in (32, 7):  # explicit, then TensorSketch
+        kw = dict(degree=2, alpha=0.1, n_components=n_components, random_state=4)
+        one = RandomFeatureRidge("poly", **kw).fit(X, y)
+        parts = RandomFeatureRidge("poly", **kw)
+        for lo, hi in ((0, 70), (70, 200), (200, 240)):
+            parts.partial_fit(X[lo:hi], y[lo:hi])
+        assert parts.feature_map_.method == one.feature_map_.method
+        np.testing.assert_allclose(parts.predict(X[:40]), one.predict(X[:40]), rtol=1e-10, atol=1e-10)

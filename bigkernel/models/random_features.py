@@ -66,6 +66,23 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
 FEATURE_DTYPE = [Options(str, ("float32", "float64")), DTypes(("float32", "float64"))]
 
 
+def feature_map_arrays(fm: FeatureMap | PolynomialFeatureMap) -> dict[str, np.ndarray]:
+    """The saved arrays of a random-feature map (frequencies, or the polynomial map's own)."""
+    if isinstance(fm, PolynomialFeatureMap):
+        return fm.arrays()
+    arrays = {"fmap_weights": fm.weights}
+    if fm.offsets is not None:
+        arrays["fmap_offsets"] = fm.offsets
+    return arrays
+
+
+def feature_map_from_state(meta: dict, arrays: dict[str, np.ndarray]) -> FeatureMap | PolynomialFeatureMap:
+    """Inverse of ``to_metadata()`` + :func:`feature_map_arrays`."""
+    if meta.get("kind") == "polynomial":
+        return PolynomialFeatureMap.from_arrays(meta, arrays)
+    return FeatureMap.from_arrays(meta, arrays["fmap_weights"], arrays.get("fmap_offsets"))
+
+
 class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
     """Shared machinery of the random-feature estimators: checks, data, pass, predict, state,
     and ``transform`` (the features of the fitted map)."""
@@ -231,12 +248,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
             "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
             **self._range_arrays(),
         }  # fmt: skip
-        if isinstance(fm, PolynomialFeatureMap):
-            arrays.update(fm.arrays())
-        else:
-            arrays["fmap_weights"] = fm.weights
-            if fm.offsets is not None:
-                arrays["fmap_offsets"] = fm.offsets
+        arrays.update(feature_map_arrays(fm))
         self._add_spectrum_state(attrs, arrays)
         self._add_stats_state(arrays)
         return attrs, arrays
@@ -277,11 +289,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
             bool(meta["fit_intercept"]), float(meta["eps"]))  # fmt: skip
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        meta = attrs["feature_map"]
-        if meta.get("kind") == "polynomial":
-            fm = PolynomialFeatureMap.from_arrays(meta, arrays)
-        else:
-            fm = FeatureMap.from_arrays(meta, arrays["fmap_weights"], arrays.get("fmap_offsets"))
+        fm = feature_map_from_state(attrs["feature_map"], arrays)
         coef, intercept = arrays["coef"], arrays["intercept"]
         if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
             raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
