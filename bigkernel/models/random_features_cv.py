@@ -42,7 +42,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "matern"}, default="rbf"
+    kernel : {"rbf", "laplacian", "matern", "polynomial"}, default="rbf"
     gammas : sequence of float, default=None
         Bandwidths to search (exclusive with ``length_scales``); default 7 values log-spaced
         from 0.01/n_features to 10/n_features.
@@ -57,7 +57,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         cross-validation on the whole data, or the largest evidence (profile log marginal
         likelihood over σ², summed over targets; :mod:`bigkernel.numerics.evidence`) — every γ
         and α from the same one pass, as for GCV.
-    nu, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
+    nu, degree, coef0, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`RandomFeatureRidge`.
 
     Attributes
@@ -84,6 +84,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         alphas: Grid = None,
         cv: int | str = 5,
         nu: float | None = 1.5,
+        degree: int = 3,
+        coef0: float = 1,
         n_components: int = 100,
         sampler: str = "iid",
         form: str = "cos",
@@ -99,6 +101,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.alphas = alphas
         self.cv = cv
         self.nu = nu
+        self.degree = degree
+        self.coef0 = coef0
         self.n_components = n_components
         self.sampler = sampler
         self.form = form
