@@ -231,3 +231,12 @@ def test_integer_weights_are_repeated_rows(make, fit_intercept, tmp_path):
     a.save(str(tmp_path / "a.zarr"))
     back = bigkernel.load(str(tmp_path / "a.zarr"))
     np.testing.assert_array_equal(back.predict(Xt, return_std=True)[1], a.predict(Xt, return_std=True)[1])
+
+
+def test_precomputed_kernel_has_no_posterior_and_says_so():
+    X, y = sine(50, seed=11)
+    K = np.exp(-((X - X.T) ** 2))
+    m = ExactKernelRidge(kernel="precomputed", alpha=0.1).fit(K, y)
+    assert m.predict(K[:5]).shape == (5,)
+    with pytest.raises(DataError, match="precomputed kernel gives only"):
+        m.predict(K[:5], return_std=True)
