@@ -24,10 +24,12 @@ from bigkernel.errors import (
 )
 from bigkernel.io.model_store import load
 from bigkernel.models.exact import ExactKernelRidge
+from bigkernel.models.exact_classifier import ExactKernelClassifier, KernelClassifier
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.models.random_features_classifier import NystroemClassifier, RandomFeatureClassifier
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 __all__ = [
@@ -58,4 +60,8 @@ __all__ = [
     "load",
     "make_data",
     "open_source",
+    "ExactKernelClassifier",
+    "KernelClassifier",
+    "NystroemClassifier",
+    "RandomFeatureClassifier",
 ]
