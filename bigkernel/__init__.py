@@ -30,6 +30,7 @@ from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.models.random_features_classifier import NystroemClassifier, RandomFeatureClassifier
+from bigkernel.models.random_features_classifier_cv import RandomFeatureClassifierCV
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 __all__ = [
@@ -64,4 +65,5 @@ __all__ = [
     "KernelClassifier",
     "NystroemClassifier",
     "RandomFeatureClassifier",
+    "RandomFeatureClassifierCV",
 ]
