@@ -66,6 +66,8 @@ def labels_in_memory(y) -> np.ndarray:
     if isinstance(y, da.Array):
         (y,) = compute(y, label="labels")
     y = np.asarray(y)
+    if y.dtype.kind == "T":  # numpy's StringDType (zarr string arrays): plain Python strings
+        y = y.astype(object)
     if y.ndim == 2 and y.shape[1] == 1:
         return column_or_1d(y, warn=True)
     if y.ndim != 1:
