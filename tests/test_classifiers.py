@@ -238,3 +238,10 @@ def test_cv_weighted_folds_equal_the_partitioned_ones():
     d = RandomFeatureClassifierCV(**kw).fit(X, y, sample_weight=np.where(y == 0, 2.0, 1.0))
     np.testing.assert_allclose(c.cv_results_["mean_test_score"], d.cv_results_["mean_test_score"], atol=1e-12)
     np.testing.assert_allclose(c.decision_function(X), d.decision_function(X), rtol=1e-9)
+
+
+def test_bootstrap_refuses_classifiers_with_the_way_out(tmp_path):
+    X, y = _data(n=200)
+    with pytest.raises(bigkernel.ParameterError, match="is a classifier.*np.where"):
+        bigkernel.bootstrap(RandomFeatureClassifier(**KW), X, y, X[:5], n_bootstraps=4, store=str(tmp_path / "b"))
+    assert not (tmp_path / "b").exists()  # refused before anything is written
