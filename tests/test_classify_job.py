@@ -126,3 +126,18 @@ def test_what_a_classification_config_refuses(tmp_path, extra, message):
         cfg[key] = {**cfg.get(key, {}), **value} if isinstance(value, dict) else value
     with pytest.raises(ConfigError, match=message):
         config_from_dict(cfg)
+
+
+def test_predict_command_writes_string_labels_to_zarr(tmp_path):
+    X = np.random.default_rng(3).uniform(size=(400, 2))
+    labels = np.where(X[:, 0] > X[:, 1], "above", "below")
+    model = RandomFeatureClassifier(gamma=1.0, n_components=32, random_state=0).fit(X, labels)
+    model.save(str(tmp_path / "m.zarr"))
+    g = zarr.open_group(str(tmp_path / "new.zarr"), mode="w")
+    g.create_array("X", data=X[:100], chunks=(64, 2))
+    assert (
+        main(["-q", "predict", str(tmp_path / "m.zarr"), str(tmp_path / "new.zarr"), "-o", str(tmp_path / "p.zarr")])
+        == 0
+    )
+    stored = zarr.open_group(str(tmp_path / "p.zarr"), mode="r")["y_pred"][:]
+    np.testing.assert_array_equal(stored.astype(object), model.predict(X[:100]).astype(object))

@@ -12,7 +12,6 @@ import logging
 import os
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
 from bigkernel.data.sources import Dataset
@@ -135,26 +134,6 @@ def save_sample(output: str, sample: tuple, classes: np.ndarray) -> str:
 # --------------------------------------------------------------------------------------------
 # Predictions, text and figures
 # --------------------------------------------------------------------------------------------
-def predict_labels_to_path(est, X: da.Array, path: str, *, overwrite: bool = False) -> str:
-    """Predicted labels to a zarr group (array ``y_pred`` of the labels' dtype; strings as
-    zarr strings) or a CSV/Parquet table (column ``y_pred``), chunk by chunk."""
-    import zarr
-
-    from bigkernel.data.tables import TABLE_SUFFIXES, write_table
-    from bigkernel.io.atomic import atomic_folder
-
-    pred = est.predict(X)
-    if str(path).endswith(TABLE_SUFFIXES):
-        return write_table(pred.reshape(-1, 1), ["y_pred"], path, overwrite=overwrite, what="prediction output")
-    dtype = str if est.classes_.dtype.kind in "OUT" else est.classes_.dtype
-    with atomic_folder(str(path), overwrite=overwrite, what="prediction output") as target:
-        group = zarr.open_group(target, mode="w")
-        out = group.create_array("y_pred", shape=pred.shape, dtype=dtype, chunks=(pred.chunks[0][0],))
-        compute(da.store(pred.rechunk((pred.chunks[0][0],)), out, lock=False, compute=False), label="predict")
-        group.attrs.update({"format": "bigkernel-predictions", "complete": True})
-    return path
-
-
 def score_lines(scores: dict[str, dict[str, Any]]) -> list[str]:
     """summary.txt's lines: accuracy and balanced accuracy per set."""
     return [

@@ -358,8 +358,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             if cfg.predict is not None:
                 t = time.perf_counter()
                 pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
-                write = classify.predict_labels_to_path if cfg.task == "classification" else predict_to_path
-                outputs["predictions"] = write(est, pds.X, cfg.predict.output, overwrite=cfg.overwrite)
+                outputs["predictions"] = predict_to_path(est, pds.X, cfg.predict.output, overwrite=cfg.overwrite)
                 timings["predict"] = time.perf_counter() - t
 
             boot = None
