@@ -142,6 +142,12 @@ def test_class_weight_equals_the_equivalent_sample_weight(cls):
     b = cls(**kw).fit(Xs, ls, sample_weight=bal[np.searchsorted(np.unique(ls), ls)])
     np.testing.assert_allclose(a.class_weight_, bal)
     np.testing.assert_allclose(a.decision_function(Xs), b.decision_function(Xs), rtol=1e-7, atol=1e-9)
+    # with sample_weight too: "balanced" counts rows, not weights (scikit-learn's rule)
+    sws = sw[keep]
+    a = cls(**kw, class_weight="balanced").fit(Xs, ls, sample_weight=sws)
+    b = cls(**kw).fit(Xs, ls, sample_weight=sws * bal[np.searchsorted(np.unique(ls), ls)])
+    np.testing.assert_allclose(a.class_weight_, bal)
+    np.testing.assert_allclose(a.decision_function(Xs), b.decision_function(Xs), rtol=1e-7, atol=1e-9)
 
 
 @pytest.mark.parametrize(

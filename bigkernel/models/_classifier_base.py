@@ -122,7 +122,7 @@ def pm1_targets(codes: np.ndarray, n_classes: int, X: da.Array | np.ndarray):
 
 def class_weights(class_weight, classes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Weight per class (aligned with ``classes``): 1, a dict's values, or "balanced"
-    ``n / (n_classes · count)`` (scikit-learn's rule; counts weighted by ``sample_weight``)."""
+    ``n / (n_classes · count)`` (scikit-learn's rule: ``counts`` of the fitted rows, unweighted)."""
     if class_weight is None:
         return np.ones(classes.size)
     if isinstance(class_weight, str):  # "balanced", the only string the table allows
@@ -275,7 +275,8 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
     def _fit_labels(self, X, y: np.ndarray, weights, columns=None) -> Self:
         classes, codes = encode_labels(y)
         row_w = _kept_rows(weights, X.shape[0])
-        counts = np.bincount(codes, weights=row_w, minlength=classes.size)
+        # "balanced" counts the rows that are fitted (weight > 0), not their weights: scikit-learn's rule
+        counts = np.bincount(codes, weights=None if row_w is None else (row_w > 0), minlength=classes.size)
         if weights is not None and np.count_nonzero(counts) < 2:
             raise DataError("the training rows (weight > 0) hold only one class; a classifier needs two or more")
         cw = class_weights(self.class_weight, classes, counts)
