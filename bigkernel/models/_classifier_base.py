@@ -109,11 +109,9 @@ def pm1_block(codes: np.ndarray, n_classes: int) -> np.ndarray:
     return np.where(codes[:, np.newaxis] == np.arange(n_classes), 1.0, -1.0)
 
 
-def pm1_targets(codes: np.ndarray, n_classes: int, X: da.Array | np.ndarray):
-    """The ±1 target matrix: numpy beside numpy X; for dask X a lazy array with X's row chunks
-    (only the codes, one byte per row, are held; the targets are made chunk by chunk)."""
-    if not isinstance(X, da.Array):
-        return pm1_block(codes, n_classes)
+def pm1_targets(codes: np.ndarray, n_classes: int, X: da.Array) -> da.Array:
+    """The ±1 target matrix, lazy, with X's row chunks: only the codes (one byte per row) are
+    held, the n × n_classes targets are made chunk by chunk inside the pass."""
     c = da.from_array(codes, chunks=(X.chunks[0],))
     if n_classes == 2:
         return c.map_blocks(pm1_block, n_classes, dtype=np.float64)
@@ -283,8 +281,8 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         self.classes_, self.class_weight_ = classes, cw
         if not np.all(cw == 1.0):
             weights = RowWeights(cw[codes]) if weights is None else _TimesRows(weights, cw[codes])
-        Y = pm1_targets(codes, classes.size, X)
-        ds = as_dataset(X, Y, chunk_rows=getattr(self, "chunk_rows", None), columns=columns)
+        X = as_dask(X, getattr(self, "chunk_rows", None), "X")
+        ds = as_dataset(X, pm1_targets(codes, classes.size, X), columns=columns)
         logger.info("%s: %d classes, %s rows", type(self).__name__, classes.size, f"{X.shape[0]:,}")
         self._set_inner(self._solve(ds, weights))
         return self
