@@ -14,6 +14,7 @@ from bigkernel.errors import (
     ConfigError,
     DataError,
     DataNotFoundError,
+    DeviceError,
     ExtrapolationWarning,
     IncompleteStoreError,
     ModelFormatError,
@@ -24,10 +25,13 @@ from bigkernel.errors import (
 )
 from bigkernel.io.model_store import load
 from bigkernel.models.exact import ExactKernelRidge
+from bigkernel.models.exact_classifier import ExactKernelClassifier, KernelClassifier
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.models.random_features_classifier import NystroemClassifier, RandomFeatureClassifier
+from bigkernel.models.random_features_classifier_cv import RandomFeatureClassifierCV
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "ConfigError",
     "DataError",
     "DataNotFoundError",
+    "DeviceError",
     "ExactKernelRidge",
     "ExactKernelRidgeCV",
     "ExtrapolationWarning",
@@ -58,4 +63,9 @@ __all__ = [
     "load",
     "make_data",
     "open_source",
+    "ExactKernelClassifier",
+    "KernelClassifier",
+    "NystroemClassifier",
+    "RandomFeatureClassifier",
+    "RandomFeatureClassifierCV",
 ]

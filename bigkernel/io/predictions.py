@@ -19,7 +19,8 @@ def _lazy_predictions(estimator, X) -> da.Array:
 
 
 def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
-    """Write ``estimator.predict(X)`` to array ``name`` of a zarr group at ``path``.
+    """Write ``estimator.predict(X)`` to array ``name`` of a zarr group at ``path`` (float64, or
+    a classifier's labels in their dtype).
 
     Local outputs are written to a temporary sibling and renamed when complete, so an
     interrupted prediction leaves no store that looks finished. Returns ``path``.
@@ -30,11 +31,20 @@ def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite:
     with atomic_folder(str(path), overwrite=overwrite, what="prediction output") as target:
         group = zarr.open_group(target, mode="w")
         chunks = (pred.chunks[0][0],) + pred.shape[1:]
-        out = group.create_array(name, shape=pred.shape, dtype="float64", chunks=chunks)
+        out = group.create_array(name, shape=pred.shape, dtype=_stored_dtype(pred.dtype), chunks=chunks)
         compute(da.store(pred.rechunk(chunks), out, lock=False, compute=False), label="predict")
         group.attrs.update({"format": "bigkernel-predictions", "complete": True})
     logger.info("wrote %s predictions to %s/%s", f"{pred.shape[0]:,}", path, name)
     return path
+
+
+def _stored_dtype(dtype):
+    """float64 for a regressor's predictions; a classifier's labels keep their dtype (strings
+    as zarr strings)."""
+    kind = dtype.kind
+    if kind == "f":
+        return "float64"
+    return str if kind in "OUT" else dtype
 
 
 def prediction_columns(n_targets: int | None, name: str = "y_pred") -> list[str]:

@@ -170,10 +170,15 @@ def plot_predicted_vs_observed(y: np.ndarray, pred: np.ndarray, path: str, title
 
 
 def write_report(
-    output: str, metrics: dict[str, Any], figures: dict[str, str], notes: dict[str, str] | None = None
+    output: str,
+    metrics: dict[str, Any],
+    figures: dict[str, str],
+    notes: dict[str, str] | None = None,
+    score_lines=None,
 ) -> str:
     """``report.md`` in ``output``: the job's figures (relative links), key numbers and
-    ``notes`` ({section title: paragraph}, e.g. why a figure is missing, what a file holds)."""
+    ``notes`` ({section title: paragraph}, e.g. why a figure is missing, what a file holds);
+    ``score_lines(scores, classes)`` writes the scores of a classification job."""
     m = metrics
     lines = [f"# bigkernel job `{m['job']}`", "",
              f"- data: {m['data']['n_samples']:,} rows × {m['data']['n_features']} features from `{m['data']['source']}`",
@@ -183,9 +188,12 @@ def write_report(
              + f"α={m['model']['alpha']:.3g}, {describe_df(m['model']['df'], m['model'].get('df_stderr'))}"]  # fmt: skip
     if m.get("search"):
         lines.append(f"- search: best {m['search']['best_params']} of {m['search']['n_candidates']} candidates")
-    lines += ["", "| set | n | RMSE | R² |", "|---|---|---|---|"]
-    for name, s in m["scores"].items():
-        lines.append(f"| {name} | {s['n_samples']:,} | {s['rmse']:.4f} | {s['r2']:.4f} |")
+    if score_lines is not None:
+        lines += [""] + score_lines(m["scores"], m["model"]["classes"])
+    else:
+        lines += ["", "| set | n | RMSE | R² |", "|---|---|---|---|"]
+        for name, s in m["scores"].items():
+            lines.append(f"| {name} | {s['n_samples']:,} | {s['rmse']:.4f} | {s['r2']:.4f} |")
     lines += ["", "| stage | seconds |", "|---|---|"] + [f"| {k} | {v:.2f} |" for k, v in m["timings_s"].items()]
     lines += _bootstrap_band_section(m, output)
     for title, fig in figures.items():

@@ -1,0 +1,177 @@
+"""``task: classification`` jobs: the classifier of the ``model:`` section, the evaluation pass
+(confusion matrices of the training and holdout rows), metrics, figures and report text.
+
+Log-loss is not reported: least squares on ±1 targets gives decision values, not probabilities,
+and no calibration is fitted (a calibrated probability would need held-out rows of its own);
+``metrics.json`` says so beside ``"log_loss": null``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+from bigkernel.data.sources import Dataset
+from bigkernel.errors import ConfigError
+from bigkernel.graph.stream import block_sums_graph
+from bigkernel.jobs.config import JobConfig
+from bigkernel.jobs.holdout import holdout_rows
+from bigkernel.models._base import block_predictor
+from bigkernel.models.exact import ExactKernelRidge
+from bigkernel.models.exact_classifier import ExactKernelClassifier, KernelClassifier
+from bigkernel.models.kernel_ridge import KernelRidge
+from bigkernel.models.nystroem import NystroemRidge
+from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.models.random_features_classifier import NystroemClassifier, RandomFeatureClassifier
+from bigkernel.models.random_features_classifier_cv import RandomFeatureClassifierCV
+from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+from bigkernel.numerics.splits import HoldoutSplit
+from bigkernel.runtime import compute
+
+logger = logging.getLogger(__name__)
+
+#: the classifier of each regressor a job's ``model:`` section builds
+CLASSIFIER_OF = {
+    RandomFeatureRidge: RandomFeatureClassifier,
+    NystroemRidge: NystroemClassifier,
+    ExactKernelRidge: ExactKernelClassifier,
+    KernelRidge: KernelClassifier,
+    RandomFeatureRidgeCV: RandomFeatureClassifierCV,
+}
+LOG_LOSS_NOTE = (
+    "not defined: least squares on ±1 targets gives decision values, not probabilities, and no calibration is fitted"
+)
+
+
+def build_classifier(cfg: JobConfig, regressor):
+    """The classifier with the parameters of the regressor the ``model:`` section describes
+    (a GCV search of γ becomes a K-fold accuracy search: accuracy has no GCV)."""
+    cls = CLASSIFIER_OF.get(type(regressor))
+    if cls is None:
+        raise ConfigError(f"task: classification has no classifier for {type(regressor).__name__}")
+    params = regressor.get_params(deep=False)
+    if cls is RandomFeatureClassifierCV:
+        params["cv"] = cfg.model.cv
+    return cls(**params, class_weight=cfg.model.class_weight)
+
+
+# --------------------------------------------------------------------------------------------
+# The evaluation pass
+# --------------------------------------------------------------------------------------------
+def _confusion_block(predict, classes: np.ndarray, groups, X: np.ndarray, y: np.ndarray, start: int) -> np.ndarray:
+    """Confusion counts (2, k, k) of a chunk: [train, holdout][true class, predicted class]."""
+    k = classes.size
+    true = np.searchsorted(classes, _plain_labels(np.asarray(y)))
+    pred = np.searchsorted(classes, _plain_labels(np.asarray(predict(X))))
+    g = np.asarray(groups(start, start + X.shape[0]))
+    return np.bincount(g * k * k + true * k + pred, minlength=2 * k * k).reshape(2, k, k).astype(np.float64)
+
+
+def _plain_labels(a: np.ndarray) -> np.ndarray:
+    return a.astype(object) if a.dtype.kind == "T" else a
+
+
+def scores_from_confusion(conf: np.ndarray, classes: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Accuracy, balanced accuracy (mean recall of the classes present) and the confusion
+    matrix (rows: true class, columns: predicted) per set with rows."""
+    out = {}
+    for name, c in zip(("train", "holdout"), conf):
+        n = c.sum()
+        if n == 0:
+            continue
+        support = c.sum(axis=1)
+        recall = np.diag(c)[support > 0] / support[support > 0]
+        out[name] = {
+            "n_samples": int(n),
+            "accuracy": float(np.trace(c) / n),
+            "balanced_accuracy": float(recall.mean()),
+            "confusion_matrix": c.astype(np.int64).tolist(),
+            "log_loss": None,
+        }
+    return out
+
+
+def evaluate_classifier(ds: Dataset, est, split: HoldoutSplit, client) -> tuple[dict, tuple | None]:
+    """One pass: confusion matrices of the training and holdout rows; with a holdout, the
+    holdout rows among the first rows with their decision values (for the ROC and the file)."""
+    classes = est.classes_
+    graph = block_sums_graph(ds.X, ds.y, _confusion_block, block_predictor(est), classes, split.groups)
+    head = holdout_rows(ds, split)
+    conf, *head = compute(graph, *head, client=client, label="evaluate")
+    scores = scores_from_confusion(conf, classes)
+    for s in scores.values():
+        s["log_loss_note"] = LOG_LOSS_NOTE
+    sample = None
+    if head:
+        X, y = head
+        hold = split.groups(0, X.shape[0]) == 1
+        Xh = np.asarray(X)[hold]
+        dec = _decision(est, Xh) if Xh.shape[0] else np.empty((0,))
+        sample = (_plain_labels(np.asarray(y)[hold]), dec, np.flatnonzero(hold).astype(np.int64))
+    return scores, sample
+
+
+def _decision(est, X: np.ndarray) -> np.ndarray:
+    names = getattr(est, "feature_names_in_", None)
+    if names is not None:
+        import pandas as pd
+
+        X = pd.DataFrame(X, columns=names, copy=False)
+    return np.asarray(est.decision_function(X))
+
+
+def save_sample(output: str, sample: tuple, classes: np.ndarray) -> str:
+    """``holdout_sample.npz``: labels, decision values, row indices and the classes."""
+    path = os.path.join(output, "holdout_sample.npz")
+    y, dec, row = sample
+    np.savez(path, y=np.asarray(y).astype(str), decision=dec, row=row, classes=np.asarray(classes).astype(str))
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Predictions, text and figures
+# --------------------------------------------------------------------------------------------
+def score_lines(scores: dict[str, dict[str, Any]]) -> list[str]:
+    """summary.txt's lines: accuracy and balanced accuracy per set."""
+    return [
+        f"{name:8s} n={s['n_samples']:,}  accuracy={s['accuracy']:.4f}  balanced accuracy={s['balanced_accuracy']:.4f}"
+        for name, s in scores.items()
+    ]
+
+
+def score_table(scores: dict[str, dict[str, Any]], classes: list) -> list[str]:
+    """report.md's tables: the scores, then the confusion matrix of each set."""
+    lines = ["| set | n | accuracy | balanced accuracy | log-loss |", "|---|---|---|---|---|"]
+    for name, s in scores.items():
+        lines.append(f"| {name} | {s['n_samples']:,} | {s['accuracy']:.4f} | {s['balanced_accuracy']:.4f} | — |")
+    lines += ["", f"Log-loss: {LOG_LOSS_NOTE}."]
+    for name, s in scores.items():
+        lines += ["", f"Confusion matrix ({name}; rows: true class, columns: predicted):", ""]
+        lines += ["| true \\ predicted | " + " | ".join(map(str, classes)) + " |", "|---" * (len(classes) + 1) + "|"]
+        lines += [
+            f"| {c} | " + " | ".join(str(v) for v in row) + " |" for c, row in zip(classes, s["confusion_matrix"])
+        ]
+    return lines
+
+
+def make_classification_report(output: str, metrics: dict[str, Any], sample: tuple | None) -> dict[str, str]:
+    """Figures (confusion matrix; ROC for two classes, from the holdout sample) and report.md."""
+    from bigkernel.jobs.plots import plot_confusion, plot_roc
+    from bigkernel.jobs.report import write_report
+
+    classes = metrics["model"]["classes"]
+    figures: dict[str, str] = {}
+    name = "holdout" if "holdout" in metrics["scores"] else "train"
+    conf = np.asarray(metrics["scores"][name]["confusion_matrix"])
+    figures["Confusion matrix"] = plot_confusion(conf, classes, os.path.join(output, "confusion_matrix.png"), name)
+    notes = {}
+    if len(classes) == 2 and sample is not None and sample[0].size and len(set(sample[0].tolist())) == 2:
+        positive = np.asarray(sample[0]).astype(str) == str(classes[1])
+        figures["ROC (holdout sample)"] = plot_roc(positive, sample[1], os.path.join(output, "roc.png"))
+    elif len(classes) == 2:
+        notes["ROC"] = "no ROC curve: it needs holdout rows of both classes (set data.holdout_fraction > 0)"
+    figures["report"] = write_report(output, metrics, dict(figures), notes, score_lines=score_table)
+    return figures
