@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike
 from bigkernel.io.model_store import register_model
 from bigkernel.models._base import Floats, KernelLike, RandomStateLike
 from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, store_init_params
+from bigkernel.models._svm import SVM_CONSTRAINTS, refuse_svm_loss
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.models.kernel_ridge import KernelRidge
 
@@ -34,7 +35,9 @@ class ExactKernelClassifier(_ClassifierBase):
         Weight per class, multiplying ``sample_weight`` (see
         :class:`~bigkernel.RandomFeatureClassifier`).
     loss : {"squared_error"}, default="squared_error"
-        Least squares on ±1 targets.
+        Least squares on ±1 targets. The hinge losses (``"squared_hinge"``, ``"hinge"``) are
+        refused with an error naming the classifiers that serve them
+        (:class:`~bigkernel.RandomFeatureClassifier`, :class:`~bigkernel.NystroemClassifier`).
 
     Attributes
     ----------
@@ -76,10 +79,12 @@ class ExactKernelClassifier(_ClassifierBase):
     _parameter_constraints: ClassVar[dict[str, list]] = {
         **ExactKernelRidge._parameter_constraints,
         **CLASSIFIER_CONSTRAINTS,
+        "loss": SVM_CONSTRAINTS["loss"],  # the hinge losses are named, then refused with the classes serving them
     }
 
     def _check_params(self) -> None:
         super()._check_params()
+        refuse_svm_loss(self)
         self._make_regressor()._check_rules()
 
 
@@ -98,7 +103,9 @@ class KernelClassifier(_ClassifierBase):
     class_weight : dict, "balanced" or None, default=None
         Weight per class, multiplying ``sample_weight``.
     loss : {"squared_error"}, default="squared_error"
-        Least squares on ±1 targets.
+        Least squares on ±1 targets. The hinge losses (``"squared_hinge"``, ``"hinge"``) are
+        refused with an error naming the classifiers that serve them
+        (:class:`~bigkernel.RandomFeatureClassifier`, :class:`~bigkernel.NystroemClassifier`).
 
     Attributes
     ----------
@@ -144,7 +151,12 @@ class KernelClassifier(_ClassifierBase):
     _parameter_constraints: ClassVar[dict[str, list]] = {
         **KernelRidge._parameter_constraints,
         **CLASSIFIER_CONSTRAINTS,
+        "loss": SVM_CONSTRAINTS["loss"],  # the hinge losses are named, then refused with the classes serving them
     }
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        refuse_svm_loss(self)
 
     def _set_inner(self, est) -> None:
         super()._set_inner(est)

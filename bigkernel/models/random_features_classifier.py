@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from bigkernel.io.model_store import register_model
 from bigkernel.models._base import Floats, KernelLike, RandomStateLike
 from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, store_init_params
+from bigkernel.models._svm import _PrimalSVMMixin
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 
@@ -26,12 +27,17 @@ _FITTED_DOC = """
     coef_ : ndarray of shape (n_components,) or (n_classes, n_components)
     intercept_ : float or ndarray of shape (n_classes,)
     alpha_, alphas_, df_, gcv_, n_samples_fit_, n_features_in_
-        As in the regressor (GCV of the least-squares fit to the ±1 targets).
+        As in the regressor (GCV of the least-squares fit to the ±1 targets; NaN for the SVM
+        losses, which have no α path).
+    n_iter_ : int
+        Passes over the data of the fit (1 for ``"squared_error"``; the SVM's passes).
+    converged_, dual_gap_ : ndarray of shape (n_columns,)
+        SVM losses only: per ±1 column, whether it met ``tol`` and its relative duality gap.
 """
 
 
 @register_model
-class RandomFeatureClassifier(_ClassifierBase):
+class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
     """Kernel classifier on random Fourier features: least squares on ±1 targets, one-vs-rest.
 
     The labels become one ±1 target column per class (one column for two classes) and
@@ -47,8 +53,18 @@ class RandomFeatureClassifier(_ClassifierBase):
     class_weight : dict, "balanced" or None, default=None
         Weight per class, multiplying ``sample_weight``: a dict ``{label: weight}``, or
         ``"balanced"``: ``n / (n_classes · count(class))`` (scikit-learn's rule).
-    loss : {"squared_error"}, default="squared_error"
-        Least squares on ±1 targets (regularised least-squares classification).
+    loss : {"squared_error", "squared_hinge", "hinge"}, default="squared_error"
+        ``"squared_error"``: least squares on ±1 targets (regularised least-squares
+        classification, one pass, every α). ``"squared_hinge"`` / ``"hinge"``: the kernel SVM,
+        solved in the primal on the features, one pass per Newton iteration
+        (:func:`~bigkernel.solvers.primal_svm.fit_primal_svm`); the objective
+        ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` is scikit-learn's ``LinearSVC(C=1/(2α))`` on the same
+        features, with an unpenalised intercept. ``alpha`` must then be one number.
+    tol : float, default=1e-4
+        SVM losses: stop when the relative duality gap of the exact problem is ≤ ``tol``
+        (which bounds ``α‖β − β*‖² ≤ tol·P``). Unused by ``"squared_error"``.
+    max_iter : int, default=100
+        SVM losses: the most passes over the data (``n_iter_`` reports those taken).
 
     Attributes
     ----------
@@ -75,6 +91,8 @@ class RandomFeatureClassifier(_ClassifierBase):
         standardize: bool = False,
         class_weight: dict | str | None = None,
         loss: str = "squared_error",
+        tol: float = 1e-4,
+        max_iter: int = 100,
     ) -> None:
         store_init_params(self, locals())
 
@@ -82,6 +100,7 @@ class RandomFeatureClassifier(_ClassifierBase):
     _parameter_constraints: ClassVar[dict[str, list]] = {
         **RandomFeatureRidge._parameter_constraints,
         **CLASSIFIER_CONSTRAINTS,
+        **_PrimalSVMMixin._svm_constraints,
     }
 
     def _check_params(self) -> None:
@@ -95,7 +114,7 @@ class RandomFeatureClassifier(_ClassifierBase):
 
 
 @register_model
-class NystroemClassifier(_ClassifierBase):
+class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
     """Kernel classifier on Nyström features: least squares on ±1 targets, one-vs-rest.
 
     As :class:`RandomFeatureClassifier`, with :class:`~bigkernel.NystroemRidge` inside: any
@@ -108,8 +127,18 @@ class NystroemClassifier(_ClassifierBase):
         As in :class:`~bigkernel.NystroemRidge`.
     class_weight : dict, "balanced" or None, default=None
         As in :class:`RandomFeatureClassifier`.
-    loss : {"squared_error"}, default="squared_error"
-        Least squares on ±1 targets.
+    loss : {"squared_error", "squared_hinge", "hinge"}, default="squared_error"
+        ``"squared_error"``: least squares on ±1 targets (regularised least-squares
+        classification, one pass, every α). ``"squared_hinge"`` / ``"hinge"``: the kernel SVM,
+        solved in the primal on the features, one pass per Newton iteration
+        (:func:`~bigkernel.solvers.primal_svm.fit_primal_svm`); the objective
+        ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` is scikit-learn's ``LinearSVC(C=1/(2α))`` on the same
+        features, with an unpenalised intercept. ``alpha`` must then be one number.
+    tol : float, default=1e-4
+        SVM losses: stop when the relative duality gap of the exact problem is ≤ ``tol``
+        (which bounds ``α‖β − β*‖² ≤ tol·P``). Unused by ``"squared_error"``.
+    max_iter : int, default=100
+        SVM losses: the most passes over the data (``n_iter_`` reports those taken).
 
     Attributes
     ----------
@@ -138,6 +167,8 @@ class NystroemClassifier(_ClassifierBase):
         standardize: bool = False,
         class_weight: dict | str | None = None,
         loss: str = "squared_error",
+        tol: float = 1e-4,
+        max_iter: int = 100,
     ) -> None:
         store_init_params(self, locals())
 
@@ -145,6 +176,7 @@ class NystroemClassifier(_ClassifierBase):
     _parameter_constraints: ClassVar[dict[str, list]] = {
         **NystroemRidge._parameter_constraints,
         **CLASSIFIER_CONSTRAINTS,
+        **_PrimalSVMMixin._svm_constraints,
     }
 
     @property

@@ -56,6 +56,8 @@ MU_START = 2.0
 MU_SHRINK = (1e-2, 1 / 3)
 #: a step scale below this (after rejected grids) means no decrease is left to find
 MIN_STEP_SCALE = 1e-12
+#: a class stops (not converged) after this many passes without a decrease of its exact objective
+STALL_PASSES = 8
 
 
 @dataclass
@@ -127,6 +129,7 @@ class SVMNewton:
         self.direction, self.direction_b = np.zeros((D, k)), np.zeros(k)
         self.step_scale = np.ones(k)
         self.rejections = np.zeros(k, dtype=int)
+        self.best, self.stalled = np.full(k, np.inf), np.zeros(k, dtype=int)
         self.mu = np.full(k, MU_START)
         self.done = np.zeros(k, dtype=bool)
         self.converged = np.zeros(k, dtype=bool)
@@ -185,6 +188,16 @@ class SVMNewton:
         if self.gap[j] <= self.tol or grad_norm == 0.0:
             self.done[j] = self.converged[j] = True
             return
+        # stalled: the minimised objective (at this smoothing) has not improved beyond rounding
+        # for STALL_PASSES passes
+        best = self.best[j]
+        if not np.isfinite(best) or ev.objective[j, g] < best - 1e-11 * abs(best):
+            self.best[j], self.stalled[j] = ev.objective[j, g], 0
+        else:
+            self.stalled[j] += 1
+            if self.stalled[j] >= STALL_PASSES:
+                self.done[j] = True
+                return
         if not accepted:
             # no grid point decreased (e.g. the smoothing changed since d was chosen): a fresh
             # direction from the exact gradient at w, and shorter steps if it happens again
@@ -212,6 +225,7 @@ class SVMNewton:
         lo, hi = MU_SHRINK
         factor = np.clip(0.3 * target / excess, lo, hi) if excess > 0 else hi
         self.mu[j] *= factor
+        self.best[j], self.stalled[j] = np.inf, 0  # another objective from now on
 
     def solution(self) -> SVMSolution:
         """The current iterate as an :class:`SVMSolution`."""
