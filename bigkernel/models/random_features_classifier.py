@@ -57,7 +57,7 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
         ``"squared_error"``: least squares on ±1 targets (regularised least-squares
         classification, one pass, every α). ``"squared_hinge"`` / ``"hinge"``: the kernel SVM,
         solved in the primal on the features, one pass per Newton iteration
-        (:func:`~bigkernel.solvers.primal_svm.fit_primal_svm`); the objective
+        (see :doc:`/guide/classification`, "The SVM"); the objective
         ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` is scikit-learn's ``LinearSVC(C=1/(2α))`` on the same
         features, with an unpenalised intercept. ``alpha`` must then be one number.
     tol : float, default=1e-4
@@ -131,7 +131,7 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
         ``"squared_error"``: least squares on ±1 targets (regularised least-squares
         classification, one pass, every α). ``"squared_hinge"`` / ``"hinge"``: the kernel SVM,
         solved in the primal on the features, one pass per Newton iteration
-        (:func:`~bigkernel.solvers.primal_svm.fit_primal_svm`); the objective
+        (see :doc:`/guide/classification`, "The SVM"); the objective
         ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` is scikit-learn's ``LinearSVC(C=1/(2α))`` on the same
         features, with an unpenalised intercept. ``alpha`` must then be one number.
     tol : float, default=1e-4
