@@ -87,6 +87,12 @@ progress: false
     np.testing.assert_array_equal(pred, model.predict(new))
     sample = np.load(tmp_path / "out" / "holdout_sample.npz")
     np.testing.assert_allclose(sample["decision"], model.decision_function(df[["a", "b", "c"]].iloc[sample["row"]]))
+    # `bigkernel report` rebuilds the figures and report.md of the finished folder
+    (tmp_path / "out" / "roc.png").unlink()
+    assert main(["-q", "report", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "roc.png").exists() and "balanced accuracy" in (
+        tmp_path / "out" / "report.md"
+    ).read_text()
 
 
 def test_string_labels_from_zarr_and_search_by_accuracy(tmp_path):

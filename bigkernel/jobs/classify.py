@@ -140,38 +140,3 @@ def score_lines(scores: dict[str, dict[str, Any]]) -> list[str]:
         f"{name:8s} n={s['n_samples']:,}  accuracy={s['accuracy']:.4f}  balanced accuracy={s['balanced_accuracy']:.4f}"
         for name, s in scores.items()
     ]
-
-
-def score_table(scores: dict[str, dict[str, Any]], classes: list) -> list[str]:
-    """report.md's tables: the scores, then the confusion matrix of each set."""
-    lines = ["| set | n | accuracy | balanced accuracy | log-loss |", "|---|---|---|---|---|"]
-    for name, s in scores.items():
-        lines.append(f"| {name} | {s['n_samples']:,} | {s['accuracy']:.4f} | {s['balanced_accuracy']:.4f} | — |")
-    lines += ["", f"Log-loss: {LOG_LOSS_NOTE}."]
-    for name, s in scores.items():
-        lines += ["", f"Confusion matrix ({name}; rows: true class, columns: predicted):", ""]
-        lines += ["| true \\ predicted | " + " | ".join(map(str, classes)) + " |", "|---" * (len(classes) + 1) + "|"]
-        lines += [
-            f"| {c} | " + " | ".join(str(v) for v in row) + " |" for c, row in zip(classes, s["confusion_matrix"])
-        ]
-    return lines
-
-
-def make_classification_report(output: str, metrics: dict[str, Any], sample: tuple | None) -> dict[str, str]:
-    """Figures (confusion matrix; ROC for two classes, from the holdout sample) and report.md."""
-    from bigkernel.jobs.plots import plot_confusion, plot_roc
-    from bigkernel.jobs.report import write_report
-
-    classes = metrics["model"]["classes"]
-    figures: dict[str, str] = {}
-    name = "holdout" if "holdout" in metrics["scores"] else "train"
-    conf = np.asarray(metrics["scores"][name]["confusion_matrix"])
-    figures["Confusion matrix"] = plot_confusion(conf, classes, os.path.join(output, "confusion_matrix.png"), name)
-    notes = {}
-    if len(classes) == 2 and sample is not None and sample[0].size and len(set(sample[0].tolist())) == 2:
-        positive = np.asarray(sample[0]).astype(str) == str(classes[1])
-        figures["ROC (holdout sample)"] = plot_roc(positive, sample[1], os.path.join(output, "roc.png"))
-    elif len(classes) == 2:
-        notes["ROC"] = "no ROC curve: it needs holdout rows of both classes (set data.holdout_fraction > 0)"
-    figures["report"] = write_report(output, metrics, dict(figures), notes, score_lines=score_table)
-    return figures

@@ -382,11 +382,11 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             with open(os.path.join(cfg.output, "search_results.json"), "w") as f:
                 json.dump(_jsonable_results(est.cv_results_), f)
         if _want_plots(cfg):
-            from bigkernel.jobs.report import make_report
+            from bigkernel.jobs.report import make_classification_report, make_report
 
             t = time.perf_counter()
             if cfg.task == "classification":
-                figures = classify.make_classification_report(cfg.output, metrics, holdout)
+                figures = make_classification_report(cfg.output, metrics, holdout)
             else:
                 figures = make_report(cfg.output, getattr(est, "estimator_", est), holdout, metrics)
             metrics["outputs"].update({k: v for k, v in figures.items()})
