@@ -12,19 +12,19 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
-from bigkernel.graph.stream import _sum, row_blocks, tree_reduce
+from bigkernel.graph.stream import block_sums_graph
 from bigkernel.numerics.sums import check_finite, sub_block_edges
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, accumulate_block, fold_scale
 
 
 def svm_block_sums(
     fmap: Any,
+    state: SVMPassState,
+    weights: Callable[[int, int], np.ndarray] | None,
     X: np.ndarray,
     Y: np.ndarray,
     start: int,
-    state: SVMPassState,
     *,
-    weights: Callable[[int, int], np.ndarray] | None = None,
     dtype: str = "float64",
     block_rows: int = 8192,
 ) -> SVMPassSums:
@@ -68,13 +68,4 @@ def svm_pass_graph(
     feature map already wrapped in ``dask.delayed`` (one key shared by every pass).
     """
     fmap_d = fmap_key if fmap_key is not None else dask.delayed(fmap, pure=True)
-    state_d = dask.delayed(state, pure=True)
-    if weights is not None and not isinstance(weights, Delayed):
-        weights = dask.delayed(weights, pure=True)
-    parts = [
-        dask.delayed(svm_block_sums, pure=True)(
-            fmap_d, xb, yb, start, state_d, weights=weights, dtype=dtype, block_rows=block_rows
-        )
-        for start, xb, yb in row_blocks(X, Y)
-    ]
-    return tree_reduce(parts, _sum, name="svm-sum")
+    return block_sums_graph(X, Y, svm_block_sums, fmap_d, state, weights, dtype=dtype, block_rows=block_rows)
