@@ -111,3 +111,19 @@ def test_refusals():
         RandomFeatureClassifier(loss="hinge", alpha=[0.1, 1.0]).fit(X, y)
     with pytest.raises(ParameterError, match="loss"):
         RandomFeatureClassifier(loss="log_loss").fit(X, y)
+
+
+def test_holdout_partition_fits_the_training_rows():
+    """A job's holdout split (a row partition) keeps only its training rows in the SVM."""
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.numerics.splits import HoldoutSplit
+
+    X, labels = _labels(n=240, seed=5)
+    y = (labels == "yes").astype(np.int64)
+    split = HoldoutSplit(seed=3, fraction=0.25)
+    train = split.groups(0, len(y)) == 0
+    kw = dict(n_components=16, loss="squared_hinge", alpha=0.5, tol=1e-12, random_state=4)
+    a = RandomFeatureClassifier(**kw).fit_dataset(as_dataset(X, y, chunk_rows=100), weights=split)
+    b = RandomFeatureClassifier(**kw).fit(X[train], y[train])
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-9, atol=1e-12)
+    assert a.n_samples_fit_ == int(train.sum())
