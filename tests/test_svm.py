@@ -106,10 +106,14 @@ def test_gap_is_an_upper_bound_at_every_pass(problem):
     alpha = 0.5
     for loss, tol in (("squared_hinge", 1e-12), ("hinge", 1e-6)):
         sol = _fit(X, y, fmap, alpha=alpha, loss=loss, fit_intercept=False, tol=tol, max_iter=100)
-        best = _objective(Phi, y, sol.coef[:, 0], 0.0, alpha, loss)
+        final = _objective(Phi, y, sol.coef[:, 0], 0.0, alpha, loss)
+        assert final == pytest.approx(sol.objective[0], rel=1e-12)
+        # P* lies in [P_final − gap_final, P_final]; every pass's objective is ≥ P*, and its gap
+        # must reach down to P*'s bracket
+        lo = final * (1 - sol.gap[0])
         for h in sol.history:
-            assert h["exact_objective"] - best >= -1e-9 * best  # P* ≤ the final objective
-            assert h["exact_objective"] - best <= h["gap"] * h["exact_objective"] * (1 + 1e-9) + 1e-9
+            assert h["exact_objective"] >= lo * (1 - 1e-12)
+            assert h["exact_objective"] * (1 - h["gap"]) <= final * (1 + 1e-12)
 
 
 def test_stopping_rule_and_passes_counted(problem):

@@ -19,10 +19,16 @@ pytestmark = pytest.mark.numerics
 
 def _expected_failures(est):
     if est.loss == "hinge":
-        # class weights 1000 : 1e-4 : 1e-4: the hinge's smoothing continuation stalls at a
-        # relative duality gap ~0.5 on the down-weighted column and says so with a
-        # ConvergenceWarning (an error under pytest); the squared hinge passes this check
-        return {"check_class_weight_classifiers": "hinge stalls under class weights 1000:1e-4 (ConvergenceWarning)"}
+        # the hinge is solved to tol=1e-3 by a linearly converging iteration: (1) under class
+        # weights 1000 : 1e-4 : 1e-4 it may stall above tol on the down-weighted column and say
+        # so with a ConvergenceWarning (an error under pytest); (2) weighted and repeated rows
+        # give the same sums up to rounding, but the stopped iterates differ by more than the
+        # check's rtol 1e-7 (scikit-learn's LinearSVC carries the same expected failure).
+        # Non-strict: either may pass. The squared hinge passes both.
+        return {
+            "check_class_weight_classifiers": "hinge may stall under class weights 1000:1e-4 (ConvergenceWarning)",
+            "check_sample_weight_equivalence_on_dense_data": "iterates stopped at tol=1e-3 differ at 1e-3, not 1e-7",
+        }
     return {}
 
 

@@ -31,12 +31,14 @@ whenever the smoothed problem's own gap no longer dominates the exact hinge's, s
 factor that its share of the exact gap suggests (between 1/100 and 1/3). The change of μ costs
 no pass: the next pass evaluates the new smoothing at the current point (step 0) and along the
 last direction. The Newton matrix of the hinge is a majoriser's (:func:`~bigkernel.numerics.svm.
-loss_terms`), so the hinge converges linearly, not in a few Newton steps: measured on 2,000 rows
-and 200 random features, relative gap 1e-3 in 6–23 passes and 1e-4 in 8–41 (C = 0.01 to 1 in
-LinearSVC's terms) against 2–7 passes to machine precision for the squared hinge; near
-hard-margin problems (C = 100 there) take more than 150. The exact hinge gap is certified at
-every pass, so ``tol`` means the same for both losses: the returned point is within ``tol·P``
-of the exact hinge optimum in objective.
+loss_terms`), so its steps converge linearly, not in a few Newton steps; the hinge's directions
+are therefore preconditioned nonlinear conjugate gradients (Polak–Ribière+, the Newton matrix as
+preconditioner, restarted when not a descent direction), which saved 10–30 % of the passes.
+Measured on 2,000 rows and 200 random features: relative gap 1e-3 in 7–19 passes and 1e-4 in
+10–39 (C = 0.01 to 1 in LinearSVC's terms; 51–69 passes at C = 10) against 2–10 passes to
+machine precision for the squared hinge. The exact hinge gap is certified at every pass, so
+``tol`` means the same for both losses: the returned point is within ``tol·P`` of the exact
+hinge optimum in objective.
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ class SVMNewton:
         self.step_scale = np.ones(k)
         self.rejections = np.zeros(k, dtype=int)
         self.best, self.stalled = np.full(k, np.inf), np.zeros(k, dtype=int)
+        self.prev = [None] * k
         self.mu = np.full(k, MU_START)
         self.done = np.zeros(k, dtype=bool)
         self.converged = np.zeros(k, dtype=bool)
@@ -214,7 +217,18 @@ class SVMNewton:
         dw, db = newton_direction(
             sums.hess[h], sums.hess_phi[h], float(sums.hess_c[h]), gw, gb, self.alpha, self.fit_intercept
         )
-        self.direction[:, j], self.direction_b[j] = dw, db
+        z, g_now = np.append(dw, db), np.append(gw, gb)
+        d = z
+        if self.loss == "hinge" and accepted and self.prev[j] is not None:
+            # the hinge's Newton matrix is a majoriser's, so its steps converge linearly:
+            # preconditioned nonlinear CG (Polak–Ribière+, z = −M⁻¹g) mixes in the last direction
+            z_prev, g_prev, d_prev = self.prev[j]
+            beta = max(0.0, (z @ (g_now - g_prev)) / (z_prev @ g_prev))
+            d = z + beta * d_prev
+            if d @ g_now >= 0:  # not a descent direction: restart
+                d = z
+        self.prev[j] = (z, g_now, d)
+        self.direction[:, j], self.direction_b[j] = d[:-1], d[-1]
 
     def _continuation(self, j: int, smoothed_gap: float, exact_gap: float) -> None:
         """Shrink the hinge's smoothing once the smoothing, not the iteration, limits the gap."""
