@@ -3,7 +3,8 @@
 
 Data: X uniform on [0, 1]^10; labels cut from the noisy Friedman #1 value (bigkernel's
 ``classes`` synthetic kind: 3 classes; case ``a`` cuts it into 10 classes at its deciles).
-rbf γ=0.5, α=1e-2, float32 features. Every measurement runs in its own subprocess, so its peak
+rbf γ=0.5, α=1e-2, float32 features, chunks of about n / (2 · threads) rows (at most 131,072) so
+that every dask thread has work. Every measurement runs in its own subprocess, so its peak
 RSS (ru_maxrss) is its own; ratios are taken against a reference measured in the same run.
 
 - ``a``: a 10-class ``RandomFeatureClassifier`` fit against a one-target ``RandomFeatureRidge``
@@ -60,7 +61,9 @@ def m_ours(n: int, D: int, n_classes: int, task: str, threads: int, n_test: int)
     from bigkernel import RandomFeatureClassifier, RandomFeatureRidge
 
     X, y = _data(n, 1, n_classes)
-    kw = dict(gamma=GAMMA, n_components=D, alpha=ALPHA, random_state=0, dtype="float32", chunk_rows=131_072)
+    kw = dict(
+        gamma=GAMMA, n_components=D, alpha=ALPHA, random_state=0, dtype="float32", chunk_rows=_chunk_rows(n, threads)
+    )
     est = RandomFeatureClassifier(**kw) if task == "classify" else RandomFeatureRidge(**kw)
     target = y if task == "classify" else y.astype(np.float64)
     with dask.config.set(scheduler="threads", num_workers=threads):
@@ -72,6 +75,13 @@ def m_ours(n: int, D: int, n_classes: int, task: str, threads: int, n_test: int)
         Xt, yt = _data(n_test, 2, n_classes)
         out["accuracy"] = float(np.mean(est.predict(Xt) == yt))
     return out
+
+
+def _chunk_rows(n: int, threads: int) -> int:
+    """Rows per chunk: at least two chunks per dask thread (a multiple of 8192, at most 131,072),
+    so every thread works; the default for numpy input is one 131,072-row chunk, which leaves
+    all but one thread idle below that n (BLAS gets one thread per dask thread)."""
+    return int(min(131_072, max(8192, n // (2 * threads) // 8192 * 8192)))
 
 
 def m_sklearn(n: int, D: int, n_classes: int, n_test: int) -> dict:

@@ -47,8 +47,8 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
 
     Parameters
     ----------
-    kernel, gamma, length_scale, nu, n_components, sampler, form, alpha, fit_intercept,
-    random_state, dtype, chunk_rows, standardize
+    kernel, gamma, length_scale, nu, degree, coef0, n_components, sampler, form, alpha,
+    fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`~bigkernel.RandomFeatureRidge`.
     class_weight : dict, "balanced" or None, default=None
         Weight per class, multiplying ``sample_weight``: a dict ``{label: weight}``, or
@@ -80,6 +80,8 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
         gamma: float | None = None,
         length_scale: float | ArrayLike | None = None,
         nu: float | None = 1.5,
+        degree: int = 3,
+        coef0: float = 1,
         n_components: int = 100,
         sampler: str = "iid",
         form: str = "cos",

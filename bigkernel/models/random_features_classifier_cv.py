@@ -76,7 +76,8 @@ class RandomFeatureClassifierCV(_ClassifierBase):
         The grid, as in :class:`~bigkernel.RandomFeatureRidgeCV`.
     cv : int, default=5
         Number of folds (at least 2).
-    nu, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
+    nu, degree, coef0, n_components, sampler, form, fit_intercept, random_state, dtype,
+    chunk_rows, standardize
         As in :class:`~bigkernel.RandomFeatureRidge`.
     class_weight : dict, "balanced" or None, default=None
         Weights the fits (multiplying ``sample_weight``); the score is plain accuracy.
@@ -109,6 +110,8 @@ class RandomFeatureClassifierCV(_ClassifierBase):
         alphas: Grid = None,
         cv: int = 5,
         nu: float | None = 1.5,
+        degree: int = 3,
+        coef0: float = 1,
         n_components: int = 100,
         sampler: str = "iid",
         form: str = "cos",
