@@ -11,6 +11,7 @@ import dask.array as da
 import numpy as np
 import zarr
 
+from bigkernel._sparse import as_csr, check_real, is_sparse
 from bigkernel.data.validate import check_X_metadata, check_y_metadata, default_chunk_rows
 from bigkernel.errors import DataError, DataNotFoundError
 
@@ -155,9 +156,21 @@ def open_source(
 
 
 def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
-    """numpy / array-like / dask input as a dask array chunked along rows only."""
+    """numpy / array-like / scipy.sparse / dask input as a dask array chunked along rows only.
+
+    scipy.sparse input (CSR, CSC, … ; sparray or spmatrix) becomes a dask array of CSR chunks
+    (row slices of one CSR copy, so memory stays O(nnz)); strings, objects and complex numbers
+    are refused (:func:`~bigkernel._sparse.check_real`).
+    """
     if isinstance(a, da.Array):
         return a
+    check_real(a, name)
+    if is_sparse(a):
+        if a.ndim != 2:
+            raise DataError(f"{name} must be 2-D (n_samples, n_features); got a sparse array of shape {a.shape}")
+        csr = as_csr(a, a.dtype)
+        rows = chunk_rows or default_chunk_rows(csr.shape[1], max(csr.dtype.itemsize, 1))
+        return da.from_array(csr, chunks=(max(1, min(rows, csr.shape[0] or 1)), csr.shape[1]), asarray=False)
     arr = np.asarray(a)
     if arr.ndim == 0:
         raise DataError(f"{name} must be an array, got a scalar {a!r}")

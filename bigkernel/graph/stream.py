@@ -15,6 +15,7 @@ import numpy as np
 from dask.delayed import Delayed
 from distributed import Future
 
+from bigkernel._sparse import column_sums
 from bigkernel.numerics.fourier_features import FeatureMap
 from bigkernel.numerics.sums import block_stats, check_finite
 
@@ -87,6 +88,16 @@ def stats_graph(
         for start, xb, yb in row_blocks(X, Y)
     ]
     return tree_reduce(parts, _sum, name="stats-sum")
+
+
+def column_sums_graph(X: da.Array, weights: np.ndarray | None = None) -> Delayed:
+    """Delayed ``[Σw, Σwx, Σwx²]`` per column of ``X`` (float64 (3, d)), tree-reduced: the
+    moments of ``standardize`` for X of sparse chunks, read without densifying a chunk."""
+    parts = [
+        dask.delayed(column_sums, pure=True)(xb, None if weights is None else weights[start : start + rows])
+        for (start, xb, _), rows in zip(row_blocks(X), X.chunks[0])
+    ]
+    return tree_reduce(parts, _sum, name="column-sums")
 
 
 def predict_graph(X: da.Array, model: Any, n_outputs: int) -> da.Array:

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from bigkernel._sparse import row_sq_norms
 from bigkernel.kernels._blocks import _as_2d, _finish, _finite, _inner, _positive, _positive_int
 from bigkernel.kernels.base import Kernel
 
@@ -30,7 +31,7 @@ class Linear(Kernel):
 
     def diag(self, X):
         X = _as_2d(X, "X")
-        return np.einsum("ij,ij->i", X, X)
+        return row_sq_norms(X)
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,7 +80,7 @@ class Polynomial(Kernel):
 
     def diag(self, X):
         X = _as_2d(X, "X")
-        return (self.gamma * np.einsum("ij,ij->i", X, X) + self.coef0) ** self.degree
+        return (self.gamma * row_sq_norms(X) + self.coef0) ** self.degree
 
     def _params(self):
         return {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
@@ -123,7 +124,7 @@ class Sigmoid(Kernel):
 
     def diag(self, X):
         X = _as_2d(X, "X")
-        return np.tanh(self.gamma * np.einsum("ij,ij->i", X, X) + self.coef0)
+        return np.tanh(self.gamma * row_sq_norms(X) + self.coef0)
 
     def _params(self):
         return {"gamma": self.gamma, "coef0": self.coef0}

@@ -22,6 +22,7 @@ from dask.utils import parse_bytes
 from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
+from bigkernel._sparse import array_or_sparse, as_block, column_min_max, model_arrays
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, NotPSDError, ParameterError
 from bigkernel.io.model_store import register_model
@@ -46,7 +47,7 @@ from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
-from bigkernel.numerics.scaling import column_moments, safe_scale
+from bigkernel.numerics.scaling import standardize_moments, standardize_rows
 from bigkernel.numerics.sums import check_finite
 from bigkernel.runtime import active_client, compute
 from bigkernel.solvers.gram_operator import GramOperator
@@ -155,7 +156,7 @@ class _DualPredictor:
     def _dual_arrays(self) -> dict[str, np.ndarray]:
         """The arrays every dual model saves: points, dual coefficients, intercept, scaling."""
         arrays = {
-            "X_fit": self.X_fit_, "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
+            **model_arrays("X_fit", self.X_fit_), "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
             "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
         }  # fmt: skip
         if getattr(self, "scaler_mean_", None) is not None and self.standardize:
@@ -166,7 +167,7 @@ class _DualPredictor:
     @staticmethod
     def _read_dual_arrays(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(X_fit, dual_coef, intercept)`` of saved arrays, their shapes checked."""
-        X, coef, intercept = arrays["X_fit"], arrays["dual_coef"], arrays["intercept"]
+        X, coef, intercept = array_or_sparse("X_fit", arrays), arrays["dual_coef"], arrays["intercept"]
         if X.ndim != 2 or coef.shape != (X.shape[0], intercept.shape[0]):
             raise DataError(
                 f"X_fit {X.shape}, dual_coef {coef.shape} and intercept {intercept.shape} do not "
@@ -342,7 +343,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
         if isinstance(X, da.Array) or isinstance(Y, da.Array):
             X, Y = compute(X, Y, label="load training data")
-        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        X, Y = as_block(X), np.asarray(Y, dtype=np.float64)  # sparse X stays sparse (CSR)
         check_finite(X, Y, 0)
         sw = None if weights is None else _row_weights(weights, X.shape[0])
         if sw is not None:
@@ -372,11 +373,10 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     ) -> None:
         d = X.shape[1]
         self.n_features_in_ = d
-        self._set_range(X.min(axis=0), X.max(axis=0))  # the training rows, in memory, unscaled
+        self._set_range(*column_min_max(X))  # the training rows, in memory, unscaled
         if self.standardize:
-            mean, std = column_moments(X, sample_weight)
-            self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
-            X = (X - self.scaler_mean_) / self.scaler_scale_
+            self.scaler_mean_, self.scaler_scale_ = standardize_moments(X, sample_weight)
+            X = standardize_rows(X, self.scaler_mean_, self.scaler_scale_)
         kernel = self._make_kernel(d)
         budget = resolve_memory_budget(self.memory_budget)
         ops: list[GramOperator] = []
@@ -533,7 +533,7 @@ class _Standardized:
         return self.model.n_outputs
 
     def __call__(self, Z: np.ndarray) -> np.ndarray:
-        return self.model((np.asarray(Z, dtype=np.float64) - self.mean) / self.scale)
+        return self.model(standardize_rows(Z, self.mean, self.scale))
 
 
 def _row_weights(weights, n: int) -> np.ndarray:

@@ -24,12 +24,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import check_kernel_name, kernel_serves
 from bigkernel.models._base import (
+    SPARSE_OK,
     ArrayIn,
     ArrayOut,
     Floats,
@@ -315,7 +317,8 @@ class KernelRidge(_EstimatorBase):
         """
         check_is_fitted(self, "estimator_")
         if not isinstance(X, da.Array):
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            check_real(X, "X")
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
         return self.estimator_.predict(X)
 
     # ----------------------------------------------------------------- persistence
