@@ -162,15 +162,19 @@ def model_arrays(name: str, X: Any) -> dict[str, np.ndarray]:
 
 
 def check_real(a: Any, name: str = "X") -> None:
-    """Refuse strings (even of numbers), objects and complex numbers as data, clearly.
+    """Refuse strings (even of numbers), complex numbers and objects that are not numbers as
+    data, clearly.
 
-    Accepts numpy arrays, lists, pandas DataFrames/Series, sparse and dask arrays (dtype only:
-    no values are read). scikit-learn refuses them too; converting a column of numeric strings
-    silently would hide a parsing problem upstream.
+    Accepts numpy arrays, lists, pandas DataFrames/Series, sparse and dask arrays. Text and
+    complex dtypes are refused from the dtype alone. A numpy object array (or object column)
+    is scanned for the types it holds: strings, bytes and complex numbers are refused, while
+    real numbers pass and are converted, as scikit-learn does (its ``check_dtype_object``
+    requires it); dask arrays of objects are refused (their values are not read here).
+    Converting text of numbers silently would hide a parsing problem upstream.
     """
     dtypes = getattr(a, "dtypes", None)  # a DataFrame: one dtype per column
     if dtypes is not None and not isinstance(dtypes, np.dtype) and hasattr(dtypes, "items"):
-        bad = {str(c): str(t) for c, t in dtypes.items() if _bad_kind(t)}
+        bad = {str(c): str(t) for c, t in dtypes.items() if _bad_kind(t) or _object_problem(a[c].to_numpy(), t)}
         if bad:
             raise DataError(
                 f"{name} must hold real numbers; found non-numeric columns {bad}. Convert them "
@@ -182,11 +186,24 @@ def check_real(a: Any, name: str = "X") -> None:
         if a is None or np.isscalar(a):
             return
         try:
-            dtype = np.asarray(a).dtype
+            a = np.asarray(a)
         except (ValueError, TypeError):
-            dtype = np.dtype(object)  # ragged lists and the like
-    if _bad_kind(dtype):
-        raise DataError(f"{name} must hold real numbers (float or int); found {_describe(dtype)}. {_fix(dtype, name)}")
+            return  # ragged lists and the like: scikit-learn's validation says what is wrong
+        dtype = a.dtype
+    lazy = not isinstance(a, np.ndarray) and hasattr(a, "dask")
+    found = _describe(dtype) if _bad_kind(dtype) else None
+    if found is None and _kind(dtype) == "O":
+        found = _describe(dtype) if lazy else _object_problem(np.asarray(a), dtype)
+    if found:
+        raise DataError(f"{name} must hold real numbers (float or int); found {found}. {_fix(found, name)}")
+
+
+def _kind(t: Any) -> str | None:
+    """numpy's dtype kind, or None for a pandas extension dtype."""
+    try:
+        return np.dtype(t).kind
+    except TypeError:
+        return None
 
 
 def _bad_kind(t: Any) -> bool:
@@ -194,18 +211,32 @@ def _bad_kind(t: Any) -> bool:
         kind = np.dtype(t).kind
     except TypeError:  # pandas extension dtypes: string, category hold no numbers; Int64 etc. do
         name = str(t).lower()
-        return name.startswith(("string", "category", "object")) or name == "str"
-    return kind in "USOcV"
+        return name.startswith(("string", "category")) or name == "str"
+    return kind in "USc"
+
+
+#: element types an object array may not hold (others that are not numbers fail in numpy)
+_TEXT_OR_COMPLEX = (str, bytes, complex, np.str_, np.bytes_, np.complexfloating)
+
+
+def _object_problem(values: np.ndarray, dtype: Any) -> str | None:
+    """What is wrong in an object array (strings, bytes, complex among its elements), or None."""
+    if _kind(dtype) != "O":
+        return None
+    types = set(map(type, values.ravel()))  # one C-speed sweep
+    bad = sorted(t.__name__ for t in types if issubclass(t, _TEXT_OR_COMPLEX))
+    return f"{' and '.join(bad)} values in an object array" if bad else None
 
 
 def _describe(dtype: Any) -> str:
-    kind = np.dtype(dtype).kind
-    what = {"U": "strings", "S": "byte strings", "O": "Python objects", "c": "complex numbers", "V": "raw records"}
-    return f"{what.get(kind, 'values')} (dtype {np.dtype(dtype)})"
+    kind = _kind(dtype)
+    if kind is None:
+        return f"text values (dtype {dtype})"
+    what = {"U": "strings", "S": "byte strings", "O": "Python objects", "c": "complex numbers"}
+    return f"{what.get(kind, 'values')} (dtype {dtype})"
 
 
-def _fix(dtype: Any, name: str) -> str:
-    kind = np.dtype(dtype).kind
-    if kind == "c":
+def _fix(found: str, name: str) -> str:
+    if "complex" in found:
         return f"Pass the real and imaginary parts as separate columns (np.hstack([{name}.real, {name}.imag]))"
     return f"Convert to numbers first (e.g. {name}.astype('float64') after checking the values parse)"

@@ -115,7 +115,7 @@ class FeatureMap:
         cache = self.__dict__.setdefault("_cast_cache", {})
         if dtype not in cache:
             off = None if self.offsets is None else self.offsets.astype(dtype)
-            cache[dtype] = (self.weights.astype(dtype), off)
+            cache[dtype] = (self.weights.astype(dtype, copy=False), off)
         return cache[dtype]
 
     def transform(self, X: np.ndarray, dtype: np.dtype | str = np.float64) -> np.ndarray:
