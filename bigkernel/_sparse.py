@@ -212,7 +212,7 @@ def _bad_kind(t: Any) -> bool:
     except TypeError:  # pandas extension dtypes: string, category hold no numbers; Int64 etc. do
         name = str(t).lower()
         return name.startswith(("string", "category")) or name == "str"
-    return kind in "USc"
+    return kind in "USTc"  # T: numpy's variable-width StringDType (zarr text arrays)
 
 
 #: element types an object array may not hold (others that are not numbers fail in numpy)
@@ -232,11 +232,14 @@ def _describe(dtype: Any) -> str:
     kind = _kind(dtype)
     if kind is None:
         return f"text values (dtype {dtype})"
-    what = {"U": "strings", "S": "byte strings", "O": "Python objects", "c": "complex numbers"}
+    what = {"U": "strings", "T": "strings", "S": "byte strings", "O": "Python objects", "c": "complex numbers"}
     return f"{what.get(kind, 'values')} (dtype {dtype})"
 
 
 def _fix(found: str, name: str) -> str:
     if "complex" in found:
-        return f"Pass the real and imaginary parts as separate columns (np.hstack([{name}.real, {name}.imag]))"
+        return (
+            "Complex data not supported: pass the real and imaginary parts as separate columns "
+            f"(np.hstack([{name}.real, {name}.imag]))"
+        )
     return f"Convert to numbers first (e.g. {name}.astype('float64') after checking the values parse)"

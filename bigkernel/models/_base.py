@@ -187,6 +187,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = True
+        tags.input_tags.sparse = True  # scipy.sparse X: multiplied as stored, never densified
         return tags
 
     # ----------------------------------------------------------------- parameters

@@ -109,7 +109,8 @@ def _parse_source(sec: _Section, *, y_default: str | None, needs_y: bool) -> dic
     is_npy = path.lower().endswith((".npy", ".npz"))  # files of X alone (.npz: sparse CSR)
     if y_path is not None and path and not is_npy:
         sec.report(
-            "y_path", "y_path is only for a .npy/.npz path; name y's array inside the zarr group with `y:` instead"
+            "y_path",
+            "y_path is only for a .npy path (or a sparse .npz); name y's array inside the zarr group with `y:` instead",
         )
     elif needs_y and is_npy and y_path is None:
         sec.report("path", f"a {path[-4:]} file holds X only: give the .npy file of y as `y_path:`")
