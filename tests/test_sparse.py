@@ -373,3 +373,9 @@ def test_refuse_text_column_in_table_source(tmp_path):
     pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": ["x", "2", "3"], "y": [1.0, 2.0, 3.0]}).to_csv(path, index=False)
     with pytest.raises(DataError, match="non-numeric columns"):
         open_source(str(path), ["a", "b"], "y")
+
+
+def test_bootstrap_refuses_sparse_clearly(data, tmp_path):
+    X, Xd, y, _ = data
+    with pytest.raises(DataError, match=r"bootstrap\(\) does not take sparse X yet.*X\.toarray\(\)"):
+        bigkernel.bootstrap(RandomFeatureRidge(n_components=8), X, y, Xd[:3], n_bootstraps=2, store=tmp_path / "b.zarr")
