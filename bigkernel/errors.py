@@ -59,6 +59,11 @@ class NotPSDError(BigkernelError, ArithmeticError):
     indefinite preconditioner or a kernel Gram matrix with negative eigenvalues."""
 
 
+class DeviceError(BigkernelError, RuntimeError):
+    """The requested compute device cannot be used: CuPy is not installed, no CUDA GPU is
+    visible, or the GPU index does not exist. The message says how to install or what to pick."""
+
+
 class ExtrapolationWarning(UserWarning):
     """Evaluation points lie outside the training data's per-feature range: there the band (or
     prediction) shows the model's extrapolation, which the data do not support."""
