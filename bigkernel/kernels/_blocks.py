@@ -127,7 +127,7 @@ def _sq_dists(
         centre = ref.mean(axis=0) if len(ref) else np.zeros(ref.shape[1])
     Xc = X if sparse else X - centre
     if transform is not None:
-        Xc = transform(Xc.copy() if sparse else Xc)
+        Xc = transform(Xc)  # a sparse transform returns a new matrix, a dense one works on the copy
     xx = row_sq_norms(Xc)
     if Z is None:
         out = _gram_self(Xc, symmetrize=False)  # symmetrized below, after the adds
@@ -135,7 +135,7 @@ def _sq_dists(
     else:
         Zc = Z if sparse else Z - centre
         if transform is not None:
-            Zc = transform(Zc.copy() if sparse else Zc)
+            Zc = transform(Zc)
         zz = row_sq_norms(Zc)
         out = to_dense(Xc @ Zc.T)
         del Zc

@@ -143,7 +143,7 @@ class GramTiler:
     def _augment(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.sparse:
             # x̃ stays sparse; −½‖x̃‖² is added to the product afterwards (_neg_half_sq)
-            Zt = self._rbf._transform_fn()(Z.copy())
+            Zt = self._rbf._transform_fn()(Z)  # sparse scaling returns a new matrix
             rows = _SparseRows(as_csr(Zt), 0.5 * row_sq_norms(Zt))
             return rows, rows
         Zt = self._rbf._transform_fn()(Z - self._centre)  # not stored: closures do not pickle
