@@ -224,7 +224,7 @@ def make_feature_map(
 
     rng = np.random.default_rng(seed)
     n_freq = m // 2 if form == "cossin" else m
-    weights = _unit_frequencies(kernel, sampler, nu, d, n_freq, rng)
+    weights = np.ascontiguousarray(_unit_frequencies(kernel, sampler, nu, d, n_freq, rng))
     weights /= ell[:, np.newaxis]  # in place: at d = 1e5, D = 512 the matrix alone is 410 MB
     offsets = rng.uniform(0.0, 2.0 * math.pi, size=n_freq) if form == "cos" else None
     params: dict[str, Any] = {
