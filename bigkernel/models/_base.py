@@ -29,7 +29,8 @@ from bigkernel.validation import Interval, ListOf, Options, is_integer, validate
 # --------------------------------------------------------------------------------------------
 # Types of the public API (one definition each, so the estimators' signatures agree)
 # --------------------------------------------------------------------------------------------
-#: input data (X, y, sample_weight): anything numpy reads, or a dask array (read chunk by chunk)
+#: input data (X, y, sample_weight): anything numpy reads, or a dask array (read chunk by chunk);
+#: X may also be scipy.sparse (or a dask array of sparse chunks)
 ArrayIn = ArrayLike | da.Array
 #: predictions: numpy for numpy input, a lazy dask array for dask input
 ArrayOut = np.ndarray | da.Array
@@ -215,7 +216,8 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or dask array of shape (n_samples, n_features)
+        X : array-like, scipy.sparse matrix or dask array of shape (n_samples, n_features)
+            Sparse X (CSR/CSC, or dask chunks of them) is multiplied as stored, never densified.
         y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
         sample_weight : array-like or dask array of shape (n_samples,), optional
             Row weights ``c >= 0``: the objective becomes ``Σ cᵢ (yᵢ − f(xᵢ))² + α‖f‖²``, so

@@ -234,7 +234,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         probe column makes the first CG iterations dearer: ~+40 % fit time for 8 probes at
         n = 20,000); 0: never, unless several α need it.
     standardize : bool, default=False
-        Standardize each feature to mean 0, standard deviation 1 first.
+        Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
+        standard deviation 1 without centring, so it stays sparse).
     random_state : int, RandomState instance or None, default=None
         Seeds the preconditioner's pivots and the probes.
 

@@ -135,7 +135,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     fit_intercept : bool, default=True
         Unpenalized intercept by centring the kernel (``HKH``).
     standardize : bool, default=False
-        Standardize each feature to mean 0, standard deviation 1 first.
+        Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
+        standard deviation 1 without centring, so it stays sparse).
     max_n : int or None, default=6000
         Refuse more training points than this (None: only the memory budget limits n).
     memory_budget : int, str or None, default=None

@@ -139,7 +139,8 @@ class KernelRidge(_EstimatorBase):
         Exact solver: Gram tile dtype. Approximate solvers: feature dtype (``"auto"`` is
         float64).
     standardize : bool, default=False
-        Standardize each feature to mean 0, standard deviation 1 first.
+        Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
+        standard deviation 1 without centring, so it stays sparse).
     random_state : int, RandomState instance or None, default=None
         Seeds the chosen solver (feature map, landmarks or preconditioner).
 

@@ -73,7 +73,8 @@ class NystroemRidge(_RandomFeatureBase):
     chunk_rows : int, default=None
         Rows per dask chunk for numpy input (dask input keeps its chunks).
     standardize : bool, default=False
-        Standardize each feature to mean 0, standard deviation 1 first.
+        Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
+        standard deviation 1 without centring, so it stays sparse).
 
     Attributes
     ----------

@@ -280,7 +280,8 @@ class RandomFeatureRidge(_RandomFeatureBase):
         Rows per dask chunk for numpy input (dask input keeps its chunks).
     standardize : bool, default=False
         Standardize each feature to mean 0, standard deviation 1 first (estimated in a light
-        pre-pass over X; stored in the model's feature map).
+        pre-pass over X; stored in the model's feature map). Sparse X is scaled without
+        centring (mean 0), so it stays sparse.
 
     Attributes
     ----------
