@@ -221,10 +221,10 @@ def test_nonfinite_in_sparse_rows_named(data):
 
 def test_sparse_pass_never_densifies():
     """The streamed pass and prediction on sparse X hold O(nnz) + one feature block: with
-    n × d = 2048 × 40,000 a single dense copy of X (655 MB) — or of a few hundred rows — would
+    n × d = 1024 × 40,000 a single dense copy of X (328 MB) — or of a few hundred rows — would
     dominate tracemalloc's peak, which must stay below 25 MB (the feature map's d × D
     weights are 5 MB)."""
-    n, d, D = 2048, 40_000, 16
+    n, d, D = 1024, 40_000, 16
     rng = np.random.default_rng(5)
     X = sp.random(n, d, density=2e-4, format="csr", random_state=6, data_rvs=rng.standard_normal)
     y = rng.standard_normal(n)
@@ -232,9 +232,9 @@ def test_sparse_pass_never_densifies():
     dense_bytes = n * d * 8
     tracemalloc.start()
     try:
-        est = RandomFeatureRidge(n_components=D, random_state=0, chunk_rows=512).fit(X, y)
+        est = RandomFeatureRidge(n_components=D, random_state=0, chunk_rows=256).fit(X, y)
         est.predict(X)
-        NystroemRidge(n_components=32, landmarks="uniform", random_state=0, chunk_rows=512).fit(X, y).predict(X)
+        NystroemRidge(n_components=32, landmarks="uniform", random_state=0, chunk_rows=256).fit(X, y).predict(X)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -291,6 +291,7 @@ def test_sparse_npz_job_through_cli(tmp_path):
         cluster:
           local: {n_workers: 1, threads_per_worker: 1}
         progress: false
+        plots: false
         """)
     )
     run = subprocess.run(
