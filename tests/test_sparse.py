@@ -205,6 +205,11 @@ def test_sparse_kernel_blocks_equal_dense():
         np.testing.assert_allclose(ts.cross(Z), td.cross(Z.toarray()), rtol=1e-12, atol=1e-13, err_msg=name)
         np.testing.assert_allclose(ts.columns([0, 7]), td.columns([0, 7]), rtol=1e-12, atol=1e-13, err_msg=name)
         np.testing.assert_allclose(ts.diag(), td.diag(), rtol=1e-12, err_msg=name)
+        # a dense block against sparse points: same values, the caller's array untouched
+        Zd = Z.toarray()
+        Zd0 = Zd.copy()
+        np.testing.assert_allclose(k(Zd, X), k(Zd0, X.toarray()), rtol=1e-12, atol=1e-13, err_msg=name)
+        np.testing.assert_array_equal(Zd, Zd0)
     with pytest.raises(DataError, match="precision matrix cannot serve sparse X"):
         GramTiler(make_kernel("rbf", precision=np.eye(30)), X)
 

@@ -125,7 +125,7 @@ def _sq_dists(
         Z = as_csr(Z) if is_sparse(Z) else Z
     else:
         centre = ref.mean(axis=0) if len(ref) else np.zeros(ref.shape[1])
-    Xc = X if sparse else X - centre
+    Xc = X if is_sparse(X) else X - centre  # a dense block is copied: the transform is in place
     if transform is not None:
         Xc = transform(Xc)  # a sparse transform returns a new matrix, a dense one works on the copy
     xx = row_sq_norms(Xc)
@@ -133,7 +133,7 @@ def _sq_dists(
         out = _gram_self(Xc, symmetrize=False)  # symmetrized below, after the adds
         zz = xx
     else:
-        Zc = Z if sparse else Z - centre
+        Zc = Z if is_sparse(Z) else Z - centre
         if transform is not None:
             Zc = transform(Zc)
         zz = row_sq_norms(Zc)
