@@ -14,13 +14,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import is_sparse, scale_from_sums
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError
+from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import column_sums_graph, stats_graph
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.registry import check_kernel_name
+from bigkernel.kernels.registry import check_kernel_name, sampler_problem
 from bigkernel.models._base import (
     ALPHA,
+    COEF0,
     COUNT,
+    DEGREE,
     GAMMA,
     LENGTH_SCALE,
     NU,
@@ -34,8 +36,10 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
+from bigkernel.models._streamed import STATS_FIELDS, FeaturesOutMixin, PartialFitMixin
 from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
 from bigkernel.numerics.nystroem_features import NystroemMap
+from bigkernel.numerics.polynomial_features import PolynomialFeatureMap, make_polynomial_map
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
@@ -63,13 +67,37 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
 FEATURE_DTYPE = [Options(str, ("float32", "float64")), DTypes(("float32", "float64"))]
 
 
-class _RandomFeatureBase(_EstimatorBase):
-    """Shared machinery of the random-feature estimators: checks, data, pass, predict, state."""
+def feature_map_arrays(fm: FeatureMap | PolynomialFeatureMap) -> dict[str, np.ndarray]:
+    """The saved arrays of a random-feature map (frequencies, or the polynomial map's own)."""
+    if isinstance(fm, PolynomialFeatureMap):
+        return fm.arrays()
+    arrays = {"fmap_weights": fm.weights}
+    if fm.offsets is not None:
+        arrays["fmap_offsets"] = fm.offsets
+    return arrays
+
+
+def feature_map_from_state(meta: dict, arrays: dict[str, np.ndarray]) -> FeatureMap | PolynomialFeatureMap:
+    """Inverse of ``to_metadata()`` + :func:`feature_map_arrays`."""
+    if meta.get("kind") == "polynomial":
+        return PolynomialFeatureMap.from_arrays(meta, arrays)
+    return FeatureMap.from_arrays(meta, arrays["fmap_weights"], arrays.get("fmap_offsets"))
+
+
+class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
+    """Shared machinery of the random-feature estimators: checks, data, pass, predict, state,
+    and ``transform`` (the features of the fitted map)."""
+
+    #: whether a fit keeps its sufficient statistics as ``stats_`` (the estimators with
+    #: ``partial_fit``; their ``PartialFitMixin`` sets it)
+    _keeps_stats: ClassVar[bool] = False
 
     #: the table entries of both random-feature estimators
     _common_constraints: ClassVar[dict[str, list]] = {
         "kernel": [str],  # a name the registry knows for this path: _check_rules
         "nu": NU,
+        "degree": DEGREE,
+        "coef0": COEF0,
         "n_components": [COUNT],
         "sampler": [Options(str, SAMPLERS)],
         "form": [Options(str, FORMS)],
@@ -94,12 +122,32 @@ class _RandomFeatureBase(_EstimatorBase):
         return int_seed(self.random_state)
 
     def _feature_map(self, n_features: int, seed: int, gamma=None, length_scale=None) -> FeatureMap:
-        fmap = make_feature_map(
-            self.kernel, n_features, self.n_components, seed, gamma=gamma,
-            length_scale=length_scale, nu=self.nu, sampler=self.sampler, form=self.form,
-        )  # fmt: skip
+        if check_kernel_name(self.kernel, "random_features").name == "polynomial":
+            fmap = self._polynomial_map(n_features, seed, gamma, length_scale)
+        else:
+            fmap = make_feature_map(
+                self.kernel, n_features, self.n_components, seed, gamma=gamma,
+                length_scale=length_scale, nu=self.nu, sampler=self.sampler, form=self.form,
+            )  # fmt: skip
         scaler = getattr(self, "_scaler", None)
         return fmap if scaler is None else fmap.standardized(*scaler)
+
+    def _polynomial_map(self, n_features: int, seed: int, gamma, length_scale) -> PolynomialFeatureMap:
+        """The explicit monomial map when its ``C(d + degree, degree)`` features fit
+        ``n_components`` (the kernel exactly), else a TensorSketch; ``feature_map_.method``
+        says which (and it is logged). ``sampler`` and ``form`` do not apply."""
+        if length_scale is not None:
+            raise ParameterError("the polynomial kernel has no length_scale; give gamma (default 1/n_features)")
+        problem = sampler_problem("polynomial", self.sampler)
+        if problem:
+            raise ParameterError(problem)
+        fmap = make_polynomial_map(
+            n_features, self.n_components, seed, degree=self.degree, gamma=gamma,
+            coef0=self.coef0,
+        )  # fmt: skip
+        logger.info("%s: polynomial feature map %s with %d components", type(self).__name__, fmap.method,
+                    fmap.n_components)  # fmt: skip
+        return fmap
 
     def _fit_scaler(self, ds: Dataset, weights=None) -> None:
         """With ``standardize=True``, the column means and standard deviations of X.
@@ -141,6 +189,8 @@ class _RandomFeatureBase(_EstimatorBase):
         self.spectrum_ = sol.spectrum
         self.n_samples_fit_ = int(round(float(stats.n[0])))
         self.n_features_in_ = fmap.n_features_in
+        if self._keeps_stats:
+            self.stats_ = stats  # what partial_fit adds new rows to
         # the range came with the pass (rows of weight > 0 only: training rows of a split)
         self._set_range(*((None, None) if stats.x_min is None else (stats.x_min[0], stats.x_max[0])))
         logger.info(
@@ -206,12 +256,34 @@ class _RandomFeatureBase(_EstimatorBase):
         arrays = {
             "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
             "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
-            "fmap_weights": fm.weights, **self._range_arrays(),
+            **self._range_arrays(),
         }  # fmt: skip
-        if fm.offsets is not None:
-            arrays["fmap_offsets"] = fm.offsets
+        arrays.update(feature_map_arrays(fm))
         self._add_spectrum_state(attrs, arrays)
+        self._add_stats_state(arrays)
         return attrs, arrays
+
+    def _add_stats_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """``stats_`` into the saved arrays (``stats_<field>``; the range is ``data_min``/``max``)."""
+        st = getattr(self, "stats_", None) if self._keeps_stats else None
+        if st is not None:
+            arrays.update({f"stats_{f}": getattr(st, f) for f in STATS_FIELDS})
+
+    def _read_stats_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """``stats_`` from saved arrays; None for a store written without them (loads and
+        predicts, but cannot be updated)."""
+        if not self._keeps_stats:
+            return
+        if "stats_gram" not in arrays:
+            self.stats_ = None
+            return
+        st = SufficientStats(*(np.asarray(arrays[f"stats_{f}"], dtype=np.float64) for f in STATS_FIELDS))
+        D = self.feature_map_.n_components
+        if st.gram.shape != (1, D, D) or st.phi_y.shape[:2] != (1, D):
+            raise DataError(f"saved statistics have ΦᵀΦ of shape {st.gram.shape}, expected (1, {D}, {D})")
+        if self.data_min_ is not None:
+            st.x_min, st.x_max = self.data_min_[np.newaxis].copy(), self.data_max_[np.newaxis].copy()
+        self.stats_ = st
 
     def _add_spectrum_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         """``spectrum_`` into the saved state (optional: older stores load without it)."""
@@ -227,7 +299,7 @@ class _RandomFeatureBase(_EstimatorBase):
             bool(meta["fit_intercept"]), float(meta["eps"]))  # fmt: skip
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        fm = FeatureMap.from_arrays(attrs["feature_map"], arrays["fmap_weights"], arrays.get("fmap_offsets"))
+        fm = feature_map_from_state(attrs["feature_map"], arrays)
         coef, intercept = arrays["coef"], arrays["intercept"]
         if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
             raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
@@ -240,10 +312,11 @@ class _RandomFeatureBase(_EstimatorBase):
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
         self._read_range(arrays)
+        self._read_stats_state(arrays)
 
 
 @register_model
-class RandomFeatureRidge(_RandomFeatureBase):
+class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
     """Kernel ridge regression with random Fourier features, fitted in one streamed pass.
 
     The data are read once, chunk by chunk; each chunk contributes its feature statistics
@@ -252,17 +325,25 @@ class RandomFeatureRidge(_RandomFeatureBase):
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "matern", "fourier"}, default="rbf"
-        Kernel approximated by the features; ``"fourier"`` is the fixed 1-D Fourier basis.
+    kernel : {"rbf", "laplacian", "matern", "polynomial", "fourier"}, default="rbf"
+        Kernel approximated by the features (``"poly"`` is ``"polynomial"``); ``"fourier"`` is
+        the fixed 1-D Fourier basis.
     gamma : float, default=None
-        Bandwidth: rbf exp(-γ‖x-x'‖²), laplacian exp(-γ‖x-x'‖₁), matern ℓ = 1/√(2γ).
+        Bandwidth: rbf exp(-γ‖x-x'‖²), laplacian exp(-γ‖x-x'‖₁), matern ℓ = 1/√(2γ),
+        polynomial (γ xᵀx' + coef0)^degree.
         Default 1/n_features when ``length_scale`` is not given either.
     length_scale : float or array-like of shape (n_features,), default=None
         Alternative to ``gamma`` (rbf: γ = 1/(2ℓ²)); an array gives per-feature scales (ARD).
     nu : {0.5, 1.5, 2.5}, default=1.5
         Matérn smoothness.
+    degree : int, default=3
+        Polynomial degree k of ``(γ xᵀx' + coef0)^k`` (scikit-learn's names and defaults).
+    coef0 : float, default=1
+        Polynomial offset (>= 0 on this path).
     n_components : int, default=100
-        Number of features D.
+        Number of features D. For ``kernel="polynomial"``: the explicit monomial map (the
+        kernel exactly, ``C(d + degree, degree)`` features) when that many fit in D, else a
+        TensorSketch of D features; ``feature_map_.method`` says which.
     sampler : {"iid", "orthogonal"}, default="iid"
         Orthogonal random features (rbf only) have lower variance.
     form : {"cos", "cossin"}, default="cos"
@@ -300,12 +381,22 @@ class RandomFeatureRidge(_RandomFeatureBase):
         eigenvectors: ``spectrum_.gcv(alphas)`` and ``spectrum_.df(alphas)`` for any α, with no
         pass over the data (the job report draws them around a fixed α). None for models saved
         before it was kept.
-    feature_map_ : FeatureMap
+    feature_map_ : FeatureMap or PolynomialFeatureMap
     n_features_in_ : int
     n_samples_fit_ : int
     data_min_, data_max_ : ndarray of shape (n_features,) or None
         Per-feature minimum and maximum of the training rows (rows of weight > 0), accumulated
         in the fit's one pass; None for a model saved before they were recorded.
+    stats_ : SufficientStats or None
+        The one-pass sums of the rows seen (n, Σφ, Σy, Σy², ΦᵀΦ, Φᵀy, range), saved with the
+        model: :meth:`partial_fit` (and ``bigkernel update``) add new rows to them. None for a
+        model saved before they were kept (it predicts, but cannot be updated).
+
+    Notes
+    -----
+    :meth:`transform` gives the features of the fitted map (scaled), for any other model;
+    :meth:`partial_fit` adds batches of rows — after any split into batches the model equals
+    one ``fit`` on all rows, to rounding.
     """
 
     def __init__(
@@ -315,6 +406,8 @@ class RandomFeatureRidge(_RandomFeatureBase):
         gamma: float | None = None,
         length_scale: float | ArrayLike | None = None,
         nu: float | None = 1.5,
+        degree: int = 3,
+        coef0: float = 1,
         n_components: int = 100,
         sampler: str = "iid",
         form: str = "cos",
@@ -329,6 +422,8 @@ class RandomFeatureRidge(_RandomFeatureBase):
         self.gamma = gamma
         self.length_scale = length_scale
         self.nu = nu
+        self.degree = degree
+        self.coef0 = coef0
         self.n_components = n_components
         self.sampler = sampler
         self.form = form
@@ -349,6 +444,10 @@ class RandomFeatureRidge(_RandomFeatureBase):
 
     def _make_feature_map(self, n_features: int) -> FeatureMap:
         return self._feature_map(n_features, self._seed(), self.gamma, self.length_scale)
+
+    def _new_map(self, ds: Dataset, weights: Weights | None = None) -> FeatureMap:
+        """The map a fit on ``ds`` draws (``partial_fit``'s first batch, the transformers)."""
+        return self._make_feature_map(ds.X.shape[1])
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
