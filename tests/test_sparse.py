@@ -385,3 +385,28 @@ def test_bootstrap_refuses_sparse_clearly(data, tmp_path):
     X, Xd, y, _ = data
     with pytest.raises(DataError, match=r"bootstrap\(\) does not take sparse X yet.*X\.toarray\(\)"):
         bigkernel.bootstrap(RandomFeatureRidge(n_components=8), X, y, Xd[:3], n_bootstraps=2, store=tmp_path / "b.zarr")
+
+
+@pytest.mark.numerics
+def test_sparse_transform_transformers_and_partial_fit(data):
+    """transform, the feature transformers and partial_fit take sparse X and equal dense X."""
+    from bigkernel import NystroemFeatures, RandomFeatures
+
+    X, Xd, y, _ = data
+    for T in (RandomFeatures(n_components=30, random_state=0), NystroemFeatures(n_components=30, random_state=0)):
+        np.testing.assert_allclose(clone(T).fit(X).transform(X), clone(T).fit(Xd).transform(Xd), rtol=1e-10, atol=1e-12)
+    full = RandomFeatureRidge(n_components=40, alpha=0.1, random_state=0).fit(X, y)
+    np.testing.assert_allclose(full.transform(X), full.transform(Xd), rtol=1e-12, atol=1e-14)
+    batches = RandomFeatureRidge(n_components=40, alpha=0.1, random_state=0)
+    for rows in (slice(0, 150), slice(150, 333), slice(333, N)):
+        batches.partial_fit(X[rows], y[rows])
+    assert _rel(batches.coef_, full.coef_) < RTOL
+
+
+def test_paths_without_sparse_support_say_so(data):
+    X, Xd, y, _ = data
+    with pytest.raises(DataError, match="polynomial random-feature map does not take sparse X.*NystroemRidge"):
+        RandomFeatureRidge("polynomial", degree=2, n_components=20).fit(X, y)
+    K = sp.csr_matrix(Xd @ Xd.T)
+    with pytest.raises(DataError, match="precomputed.*dense Gram matrix.*K.toarray"):
+        ExactKernelRidge(kernel="precomputed").fit(K, y)
