@@ -198,6 +198,7 @@ def test_sparse_kernel_blocks_equal_dense():
         ("periodic", {}),
         ("linear", {}),
         ("polynomial", {"degree": 3, "gamma": 0.1}),
+        ("cosine", {}),
     ]:
         k = make_kernel(name, **kw)
         ts, td = GramTiler(k, X), GramTiler(k, X.toarray())
@@ -212,6 +213,9 @@ def test_sparse_kernel_blocks_equal_dense():
         np.testing.assert_array_equal(Zd, Zd0)
     with pytest.raises(DataError, match="precision matrix cannot serve sparse X"):
         GramTiler(make_kernel("rbf", precision=np.eye(30)), X)
+    for name in ("chi2", "additive_chi2"):  # scikit-learn's refuse sparse X too
+        with pytest.raises(DataError, match=f"{name} kernel: sparse X is not supported.*X.toarray"):
+            GramTiler(make_kernel(name), abs(X)).dense()
 
 
 def test_nonfinite_in_sparse_rows_named(data):
