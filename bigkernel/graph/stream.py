@@ -90,14 +90,23 @@ def stats_graph(
     return tree_reduce(parts, _sum, name="stats-sum")
 
 
+def block_sums_graph(X: da.Array, Y: da.Array | None, func: Callable, *args: Any, **kwargs: Any) -> Delayed:
+    """Delayed sum over the row chunks of ``func(*args, X_chunk, Y_chunk, start, **kwargs)``
+    (numpy arrays of one shape), tree-reduced; ``args`` enter the graph once, under one key
+    each (e.g. the fold models of a scoring pass), not once per chunk."""
+    args_d = [a if isinstance(a, Delayed) else dask.delayed(a, pure=True) for a in args]
+    parts = [dask.delayed(func, pure=True)(*args_d, xb, yb, start, **kwargs) for start, xb, yb in row_blocks(X, Y)]
+    return tree_reduce(parts, _sum, name=f"{getattr(func, '__name__', 'block')}-sum")
+
+
 def column_sums_graph(X: da.Array, weights: np.ndarray | None = None) -> Delayed:
     """Delayed ``[Σw, Σwx, Σwx²]`` per column of ``X`` (float64 (3, d)), tree-reduced: the
     moments of ``standardize`` for X of sparse chunks, read without densifying a chunk."""
-    parts = [
-        dask.delayed(column_sums, pure=True)(xb, None if weights is None else weights[start : start + rows])
-        for (start, xb, _), rows in zip(row_blocks(X), X.chunks[0])
-    ]
-    return tree_reduce(parts, _sum, name="column-sums")
+    return block_sums_graph(X, None, _column_sums_block, weights)
+
+
+def _column_sums_block(weights: np.ndarray | None, X: Any, Y: Any, start: int) -> np.ndarray:
+    return column_sums(X, None if weights is None else weights[start : start + X.shape[0]])
 
 
 def predict_graph(X: da.Array, model: Any, n_outputs: int, dtype: Any = np.float64) -> da.Array:
