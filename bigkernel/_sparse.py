@@ -22,6 +22,13 @@ def is_sparse(a: Any) -> bool:
     return sp.issparse(a)
 
 
+def refuse_sparse(a: Any, message: str) -> None:
+    """Raise DataError(``message``) if ``a`` is sparse or a dask array of sparse chunks (a path
+    that cannot serve sparse X says so, with its fix)."""
+    if is_sparse(a) or is_sparse(getattr(a, "_meta", None)):
+        raise DataError(message)
+
+
 def as_csr(a: Any, dtype: Any = np.float64, *, copy: bool = False) -> Any:
     """``a`` (sparse, any format) as CSR of ``dtype``, the same kind (sparray or spmatrix)."""
     out = a.tocsr(copy=copy) if a.format == "csr" else a.tocsr()

@@ -23,7 +23,7 @@ from dask.utils import parse_bytes
 from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._sparse import array_or_sparse, as_block, column_min_max, is_sparse, model_arrays
+from bigkernel._sparse import array_or_sparse, as_block, column_min_max, model_arrays, refuse_sparse
 from bigkernel.data.sources import Dataset, from_zarr
 from bigkernel.errors import DataError, NotPSDError, ParameterError
 from bigkernel.io.model_store import register_model
@@ -608,8 +608,7 @@ def _gram_input(K, action: str, n_columns: int | None = None):
     column per training row at predict; a zarr array becomes a dask array (read by chunks)."""
     if isinstance(K, zarr.Array):
         K = from_zarr(K)
-    if is_sparse(K) or is_sparse(getattr(K, "_meta", None)):
-        raise DataError("kernel='precomputed' takes a dense Gram matrix; found a sparse one: pass K.toarray()")
+    refuse_sparse(K, "kernel='precomputed' takes a dense Gram matrix; found a sparse one: pass K.toarray()")
     if isinstance(K, da.Array) and K.ndim == 2 and K.numblocks[1] > 1:
         K = K.rechunk({1: -1})  # a square matrix is often stored in square chunks: read whole rows
     shape = getattr(K, "shape", None) or np.shape(K)
