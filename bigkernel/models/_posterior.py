@@ -10,9 +10,10 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.validation import validate_data
 
+from bigkernel._sparse import check_real
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
-from bigkernel.models._base import ArrayOut
+from bigkernel.models._base import SPARSE_OK, ArrayOut
 from bigkernel.numerics.evidence import EvidencePath
 from bigkernel.numerics.posterior import MeanStdModel, check_cov_rows
 from bigkernel.runtime import compute
@@ -123,7 +124,8 @@ def predict_output(
             return (mean[:, 0], std[:, 0]) if single else (mean, std)
         check_cov_rows(ds.X.shape[0])
         (X,) = compute(ds.X, label="points of return_cov")
-    X = validate_data(est, X, reset=False, dtype=[np.float64, np.float32])
+    check_real(X, "X")
+    X = validate_data(est, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
     if return_std:
         both = model(X)
         mean, std = both[:, :k], both[:, k:]
