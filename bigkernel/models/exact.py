@@ -30,10 +30,12 @@ from bigkernel.kernels.factory import kernel_from_dict, make_kernel
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
+    DEVICE,
     KERNEL_CONSTRAINTS,
     MEMORY_BUDGET,
     ArrayIn,
     ArrayOut,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -42,8 +44,10 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
+from bigkernel.numerics.device_gram import DeviceGram
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
+from bigkernel.numerics.namespace import as_namespace_array, namespace, take_rows, to_numpy
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.scaling import column_moments, safe_scale
@@ -91,6 +95,36 @@ def resolve_memory_budget(value) -> int:
     if out <= 0:
         raise ParameterError(f"memory_budget must be > 0, got {value!r}")
     return int(out)
+
+
+#: share of a GPU's free memory taken by default (the rest: CUDA context, CuPy's pool slack)
+DEVICE_MEMORY_FRACTION = 0.8
+
+
+def device_budget(value) -> int:
+    """Device bytes of a GPU fit: ``memory_budget`` when given (capped, with a log line, at
+    the device's free memory), else :data:`DEVICE_MEMORY_FRACTION` of the free memory of the
+    current device (CuPy's view; the host numbers do not apply to a GPU)."""
+    free = _current_free_device_memory()
+    if value is None:
+        return int(DEVICE_MEMORY_FRACTION * free) if free is not None else resolve_memory_budget(None)
+    budget = resolve_memory_budget(value)
+    if free is not None and budget > free:
+        logger.warning("memory_budget=%s exceeds the GPU's free memory (%.2f GB): using %.2f GB", value,
+                       free / 1e9, DEVICE_MEMORY_FRACTION * free / 1e9)  # fmt: skip
+        return int(DEVICE_MEMORY_FRACTION * free)
+    return budget
+
+
+def _current_free_device_memory() -> int | None:
+    """Free bytes of CuPy's current device, None when CuPy is not imported (a namespace test)."""
+    import sys
+
+    cp = sys.modules.get("cupy")  # a GPU fit imported it (resolve_device); never import it here
+    if cp is None:
+        return None
+    free, _total = cp.cuda.runtime.memGetInfo()
+    return int(free) + int(cp.get_default_memory_pool().free_bytes())
 
 
 def build_kernel(est, n_features: int) -> Kernel:
@@ -237,6 +271,13 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     random_state : int, RandomState instance or None, default=None
         Seeds the preconditioner's pivots and the probes.
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
+        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
+        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
+        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
+        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
@@ -286,6 +327,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         n_probes: int | None = None,
         standardize: bool = False,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -305,6 +347,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.n_probes = n_probes
         self.standardize = standardize
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -320,6 +363,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         "n_probes": [Interval(Integral, 0, None, closed="left"), None],
         "standardize": ["boolean"],
         "random_state": ["random_state"],
+        "device": DEVICE,
     }
 
     def _check_rules(self) -> None:
@@ -364,12 +408,27 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self._check_params()
         t0 = time.perf_counter()
         X, Y, sw = self._training_arrays(ds, weights)
-        self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
+        device = self._device
+        if device.is_gpu:
+            with device.activate():
+                self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw, xp=device.xp)
+        else:
+            self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
         return self
 
     def _fit_arrays(
-        self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, sample_weight: np.ndarray | None = None
+        self,
+        X: np.ndarray,
+        Y: np.ndarray,
+        *,
+        single: bool,
+        t0: float,
+        sample_weight: np.ndarray | None = None,
+        xp: Any = None,
     ) -> None:
+        """Fit on arrays in memory; ``xp`` (an array namespace) puts the Gram operator, the
+        preconditioner and the CG vectors on that namespace's device (:class:`DeviceGram`,
+        CuPy on a GPU); None: the host :class:`GramOperator`."""
         d = X.shape[1]
         self.n_features_in_ = d
         self._set_range(X.min(axis=0), X.max(axis=0))  # the training rows, in memory, unscaled
@@ -378,13 +437,16 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
             X = (X - self.scaler_mean_) / self.scaler_scale_
         kernel = self._make_kernel(d)
-        budget = resolve_memory_budget(self.memory_budget)
-        ops: list[GramOperator] = []
+        budget = resolve_memory_budget(self.memory_budget) if xp is None else device_budget(self.memory_budget)
+        ops: list = []
 
-        def operator(n_rhs: int, reserve: int) -> GramOperator:
-            ops.append(
-                GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve)
-            )
+        def operator(n_rhs: int, reserve: int):
+            if xp is None:
+                op = GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve)
+            else:
+                op = DeviceGram(kernel, X, xp=xp, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs,
+                                reserve_bytes=reserve)  # fmt: skip
+            ops.append(op)
             return ops[0]
 
         try:
@@ -395,7 +457,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self._set_fitted(sol, ops[0], kernel, single, {
             "preconditioner": self.preconditioner, "rank": rank,
             "preconditioner_seconds": round(t_prec, 3), "memory_budget": budget,
-            "fit_seconds": round(time.perf_counter() - t0, 3),
+            "fit_seconds": round(time.perf_counter() - t0, 3), "device": str(self._device),
         })  # fmt: skip
 
     def _solve(
@@ -437,7 +499,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         op = operator(m, _reserve_bytes(n, d, m, rank))
         t = time.perf_counter()
         factor = None
-        if rank and np.any(op.diag() < 0):
+        diag_host = to_numpy(op.diag())
+        if rank and np.any(diag_host < 0):
             raise NotPSDError(
                 f"kernel {kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
                 "semi-definite and no low-rank preconditioner exists; use a PSD kernel (or "
@@ -447,15 +510,19 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             # the preconditioner approximates the weighted Gram matrix diag(s) K diag(s)
             columns, diag = op.columns, op.diag()
             if s is not None:
-                columns, diag = (lambda idx: s[:, None] * op.columns(idx) * s[idx]), diag * s * s
+                xp = namespace(diag)
+                sd = as_namespace_array(xp, s, like=diag)
+                columns = lambda idx: sd[:, None] * op.columns(idx) * take_rows(xp, sd, idx)[None, :]
+                diag = diag * sd * sd
             if self.preconditioner == "rpcholesky":
                 factor = rpcholesky_factor(columns, diag, rank, random_state=seed).L
             else:
                 factor = nystroem_factor(columns, n, rank, random_state=seed).L
         t_prec = time.perf_counter() - t
-        alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(op.diag().mean())
+        alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(diag_host.mean())
+        Yd = as_namespace_array(namespace(op.diag()), Y, like=op.diag())  # where the operator is
         sol = solve_dual(
-            op.matvec, Y, alphas, fit_intercept=self.fit_intercept, factor=factor,
+            op.matvec, Yd, alphas, fit_intercept=self.fit_intercept, factor=factor,
             eigenvalues=eig, n_probes=probes, tol=self.tol, max_iter=self.max_iter,
             random_state=np.random.default_rng([seed, 1]), sample_weight=sample_weight,
         )  # fmt: skip

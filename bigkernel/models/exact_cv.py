@@ -28,12 +28,14 @@ from bigkernel.kernels.registry import bandwidth_names, gamma_from_length_scale,
 from bigkernel.models._base import (
     COEF0,
     DEGREE,
+    DEVICE,
     GRID,
     KERNEL,
     KERNEL_PARAMS,
     MEMORY_BUDGET,
     NU,
     ArrayIn,
+    DeviceLike,
     Grid,
     KernelLike,
     RandomStateLike,
@@ -144,6 +146,13 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         Accepted for a uniform interface with the other estimators; the closed form draws no
         random numbers (results are deterministic).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
+        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
+        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
+        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
+        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+
     Attributes
     ----------
     cv_results_ : dict of ndarray
@@ -195,6 +204,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         max_n: int | None = DEFAULT_MAX_N,
         memory_budget: float | str | None = None,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gammas = gammas
@@ -210,6 +220,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.max_n = max_n
         self.memory_budget = memory_budget
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -227,6 +238,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         "max_n": [Interval(Integral, 2, None, closed="left"), None],
         "memory_budget": MEMORY_BUDGET,
         "random_state": ["random_state"],
+        "device": DEVICE,
     }
 
     def _kernel_name(self) -> str | None:

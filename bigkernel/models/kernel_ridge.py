@@ -32,6 +32,7 @@ from bigkernel.kernels.registry import check_kernel_name, kernel_serves
 from bigkernel.models._base import (
     ArrayIn,
     ArrayOut,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -141,6 +142,13 @@ class KernelRidge(_EstimatorBase):
     random_state : int, RandomState instance or None, default=None
         Seeds the chosen solver (feature map, landmarks or preconditioner).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
+        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
+        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
+        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
+        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+
     Attributes
     ----------
     solver_ : str
@@ -180,6 +188,7 @@ class KernelRidge(_EstimatorBase):
         dtype: str = "auto",
         standardize: bool = False,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -202,6 +211,7 @@ class KernelRidge(_EstimatorBase):
         self.dtype = dtype
         self.standardize = standardize
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     #: the solvers' own entries, read from their tables (one rule each), and the solver choice;
@@ -228,6 +238,7 @@ class KernelRidge(_EstimatorBase):
                 "dtype",
                 "standardize",
                 "random_state",
+                "device",
             )
         },
         **{name: NystroemRidge._parameter_constraints[name] for name in ("n_components", "landmarks")},

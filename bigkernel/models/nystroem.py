@@ -16,7 +16,9 @@ from bigkernel.kernels.base import Kernel
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
+    DEVICE,
     KERNEL_CONSTRAINTS,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -74,6 +76,13 @@ class NystroemRidge(_RandomFeatureBase):
     standardize : bool, default=False
         Standardize each feature to mean 0, standard deviation 1 first.
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
+        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
+        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
+        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
+        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+
     Attributes
     ----------
     coef_, intercept_, alpha_, alphas_, df_, df_path_, gcv_, spectrum_, n_features_in_, n_samples_fit_, data_min_, data_max_
@@ -100,6 +109,7 @@ class NystroemRidge(_RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -116,6 +126,7 @@ class NystroemRidge(_RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -128,6 +139,7 @@ class NystroemRidge(_RandomFeatureBase):
         "dtype": FEATURE_DTYPE,
         "chunk_rows": [COUNT, None],
         "standardize": ["boolean"],
+        "device": DEVICE,
     }
 
     def _check_rules(self) -> None:

@@ -20,11 +20,13 @@ from bigkernel.kernels.registry import check_kernel_name
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
+    DEVICE,
     GAMMA,
     LENGTH_SCALE,
     NU,
     ArrayIn,
     ArrayOut,
+    DeviceLike,
     Floats,
     RandomStateLike,
     RowWeights,
@@ -77,6 +79,7 @@ class _RandomFeatureBase(_EstimatorBase):
         "dtype": FEATURE_DTYPE,
         "chunk_rows": [COUNT, None],
         "standardize": ["boolean"],
+        "device": DEVICE,
     }
 
     def _check_rules(self) -> None:
@@ -272,6 +275,13 @@ class RandomFeatureRidge(_RandomFeatureBase):
         Standardize each feature to mean 0, standard deviation 1 first (estimated in a light
         pre-pass over X; stored in the model's feature map).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
+        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
+        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
+        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
+        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_components,) or (n_targets, n_components)
@@ -313,6 +323,7 @@ class RandomFeatureRidge(_RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -327,6 +338,7 @@ class RandomFeatureRidge(_RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {

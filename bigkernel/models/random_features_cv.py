@@ -13,7 +13,14 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
-from bigkernel.models._base import GRID, ArrayIn, Grid, RandomStateLike, RowPartition
+from bigkernel.models._base import (
+    GRID,
+    ArrayIn,
+    DeviceLike,
+    Grid,
+    RandomStateLike,
+    RowPartition,
+)
 from bigkernel.models._search import best_index, cv_results
 from bigkernel.models.random_features import _RandomFeatureBase
 from bigkernel.numerics.cv import cv_path
@@ -58,6 +65,13 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     nu, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`RandomFeatureRidge`.
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
+        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
+        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
+        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
+        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+
     Attributes
     ----------
     cv_results_ : dict of ndarray
@@ -89,6 +103,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gammas = gammas
@@ -104,6 +119,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {

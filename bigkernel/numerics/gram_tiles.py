@@ -135,6 +135,13 @@ class GramTiler:
         B = np.hstack([Zt, ones, -half[:, None]])
         return A, B
 
+    def augmented_points(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(A, B, c)`` of the rbf path: ``K[i, j] = c·exp(min(a_iᵀb_j, 0))`` (host float64;
+        a device Gram copies them once, :mod:`~bigkernel.numerics.device_gram`)."""
+        if not self.fast:
+            raise ParameterError("augmented points exist for the rbf family only")
+        return self._A, self._B, self._scale
+
     def _exp_block(self, A: np.ndarray, B: np.ndarray, dtype: np.dtype, workspace: dict | None = None) -> np.ndarray:
         shape = (A.shape[0], B.shape[0])
         T = np.matmul(A, B.T, out=_buffer(workspace, "f8", shape, np.float64))  # −½‖x̃ − z̃‖²
