@@ -78,7 +78,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
-from bigkernel.bands.plans import ReplicatePlan, make_plan
+from bigkernel.bands.plans import ReplicatePlan, make_plan, on_device
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import (
     DataError,
@@ -490,6 +490,7 @@ def bootstrap(
     batch_size: int | None = None,
     client: Any = None,
     interval: str = "confidence",
+    device: str | None = None,
 ) -> BootstrapResult:
     """Bootstrap interval of an estimator at ``X_eval``: by default a pointwise confidence
     band for the fitted function f̂(x) at the given level (percentile bootstrap); not an
@@ -545,6 +546,11 @@ def bootstrap(
         same replicates is kept in ``confidence_lower``/``confidence_upper``. Not part of the
         store's identity: both use the same replicates, and a prediction run adds the residual
         sample to a store made by a confidence run.
+    device : {"cpu", "cuda", "cuda:N", "auto"} or None, default=None
+        Where the replicates compute; None keeps the estimator's own ``device``. The estimator
+        is not modified (a shallow copy gets the value). A GPU that cannot be used raises
+        :class:`~bigkernel.errors.DeviceError` here, before any store is created. Not part of
+        the store's identity: a store made on a GPU is resumed on a CPU and vice versa.
 
     Returns
     -------
@@ -580,6 +586,7 @@ def bootstrap(
         batch_size = check_int("batch_size", batch_size, 1, caller="bootstrap")
     if y is None:
         raise DataError("bootstrap() requires y; found None.")
+    estimator = on_device(estimator, device)
 
     in_memory = not isinstance(X, da.Array) and not isinstance(y, da.Array)
     ds = as_dataset(X, y, chunk_rows=getattr(estimator, "chunk_rows", None) if in_memory else None)

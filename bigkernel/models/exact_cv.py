@@ -47,6 +47,7 @@ from bigkernel.models._search import best_index, cv_results, search_params
 from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
+from bigkernel.numerics.namespace import eigh_on
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import check_finite
 from bigkernel.runtime import compute
@@ -283,6 +284,21 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
         return [None]
 
+    def _device_eigh(self):
+        """The search's eigendecomposition on the fit's GPU (None: LAPACK on the host). The
+        Gram matrix is built on the host (O(n²), n <= max_n) and copied in; the eigenpairs
+        come back to the host for the closed-form scores."""
+        device = getattr(self, "_device", None)
+        if device is None or not device.is_gpu:
+            return None
+        on_device = eigh_on(device.xp)
+
+        def eigh(M):
+            with device.activate():
+                return on_device(M)
+
+        return eigh
+
     def _kernel_at(self, gamma: float | None, n_features: int) -> Kernel:
         spec = SimpleNamespace(
             kernel=self.kernel,
@@ -386,7 +402,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             t = time.perf_counter()
             K = tiler.dense()
             t_gram = time.perf_counter() - t
-            path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True)
+            path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True, eigh=self._device_eigh())
             del K
             t_eigh = time.perf_counter() - t - t_gram
             if self.alphas is not None:

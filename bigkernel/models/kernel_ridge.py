@@ -248,7 +248,7 @@ class KernelRidge(_EstimatorBase):
     def _build(self, solver: str):
         common = dict(alpha=self.alpha, gamma=self.gamma, length_scale=self.length_scale, nu=self.nu,
                       fit_intercept=self.fit_intercept, random_state=self.random_state,
-                      standardize=self.standardize)  # fmt: skip
+                      standardize=self.standardize, device=self.device)  # fmt: skip
         feature_dtype = "float64" if self.dtype == "auto" else self.dtype
         if solver == "exact":
             return ExactKernelRidge(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Sequence
 from typing import ClassVar, Self
@@ -13,7 +14,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError
+from bigkernel.errors import DataError, DeviceError
 from bigkernel.graph.stream import stats_graph
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import check_kernel_name
@@ -40,13 +41,32 @@ from bigkernel.numerics.nystroem_features import NystroemMap
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
-from bigkernel.runtime import compute
+from bigkernel.runtime import active_client, compute
 from bigkernel.validation import DTypes, Options
 
 logger = logging.getLogger(__name__)
 
 #: bytes of one feature sub-block (rows × D) per task; bounds the memory of the pass
 FEATURE_BLOCK_BYTES = 64 * 2**20
+
+
+def stream_device(device) -> dict:
+    """The ``device`` keyword of the streamed pass (:func:`~bigkernel.graph.stream.stats_graph`).
+
+    The CPU adds nothing (the pass as it always was). A GPU passes its spec as text: each task
+    resolves it where it runs (``"cuda"`` on a dask-cuda worker is that worker's own GPU; with
+    a distributed client the ordinal is dropped for that reason). A build whose pass has no
+    ``device`` argument refuses the GPU with :class:`DeviceError` rather than fit on the CPU.
+    """
+    if device is None or not device.is_gpu:
+        return {}
+    if "device" not in inspect.signature(stats_graph).parameters:
+        raise DeviceError(
+            f"device={str(device)!r}: the streamed pass (random features, Nyström) of this "
+            "bigkernel build runs on the CPU only; use device='cpu', or the exact solver "
+            "(ExactKernelRidge), which runs on the GPU"
+        )
+    return {"device": "cuda" if active_client() is not None else str(device)}
 
 
 def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOCK_BYTES) -> int:
@@ -162,6 +182,7 @@ class _RandomFeatureBase(_EstimatorBase):
             weights=weights,
             dtype=str(np.dtype(self.dtype)),
             block_rows=feature_block_rows(self.n_components, self.dtype),
+            **stream_device(getattr(self, "_device", None)),
         )
 
     # ----------------------------------------------------------------- predict

@@ -25,6 +25,7 @@ numbers to the host with :func:`to_numpy`; everything of size ``n`` stays on the
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -34,6 +35,7 @@ import numpy as np
 __all__ = [
     "as_namespace_array",
     "device_of",
+    "eigh_on",
     "is_cupy",
     "is_numpy",
     "namespace",
@@ -92,6 +94,19 @@ def take_rows(xp: ModuleType, a: Any, idx: Any, axis: int = 0) -> Any:
     if is_numpy(xp):
         return np.take(a, np.asarray(idx), axis=axis)
     return xp.take(a, as_namespace_array(xp, np.asarray(idx, dtype=np.int64), like=a), axis=axis)
+
+
+def eigh_on(xp: ModuleType) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``eigh(M) -> (w, V)`` computed in namespace ``xp`` (``xp.linalg.eigh``, e.g. on a GPU),
+    returned as host arrays; reads the upper triangle of ``M`` (as the host ``scipy`` call in
+    :mod:`~bigkernel.numerics.loo` does, through ``M.T``)."""
+
+    def eigh(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        Md = as_namespace_array(xp, np.ascontiguousarray(np.asarray(M).T))  # lower of Mᵀ = upper of M
+        w, V = xp.linalg.eigh(Md)
+        return to_numpy(w), to_numpy(V)
+
+    return eigh
 
 
 def solve_triangular(xp: ModuleType, R: Any, B: Any, *, lower: bool, trans: bool = False) -> Any:
