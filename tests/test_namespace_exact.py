@@ -217,3 +217,22 @@ def test_bootstrap_weights_and_percentile_band_on_both_namespaces():
         b = percentile_band(_strict(P), level)
         for got, want in zip(b, a):
             np.testing.assert_allclose(to_numpy(got), want, rtol=1e-13, atol=1e-15)
+
+
+def test_spectral_path_with_eigh_in_another_namespace_gives_the_same_scores():
+    """ExactKernelRidgeCV's one O(n³) step on a device (``eigh_on``): same eigenvalues, scores
+    and choice as LAPACK on the host."""
+    from bigkernel.numerics.loo import closed_form_scores, spectral_path
+    from bigkernel.numerics.namespace import eigh_on
+
+    X, y = _data(250)
+    K = rbf_kernel(X, gamma=0.5)
+    alphas = np.logspace(-4, 0, 5)
+    for fit_intercept in (True, False):
+        a = spectral_path(K, y, fit_intercept=fit_intercept)
+        b = spectral_path(K, y, fit_intercept=fit_intercept, eigh=eigh_on(xps))
+        np.testing.assert_allclose(b.eigvals, a.eigvals, rtol=1e-9, atol=1e-12)
+        sa, sb = closed_form_scores(a, alphas), closed_form_scores(b, alphas)
+        np.testing.assert_allclose(sb.loo_mse, sa.loo_mse, rtol=1e-8)
+        np.testing.assert_allclose(sb.gcv, sa.gcv, rtol=1e-8)
+        np.testing.assert_allclose(b.coef(1e-2), a.coef(1e-2), rtol=1e-7, atol=1e-10)
