@@ -411,7 +411,7 @@ class _ExactReplicate:
             return operator, contextlib.nullcontext()
         with device.activate():
             share = self.cache_budget / max(self.solve_budget, 1)
-            budget = int(device_budget(self.estimator.memory_budget) * share)
+            budget = int(device_budget(self.estimator.memory_budget, device) * share)
 
         def device_operator(n_rhs: int, reserve: int) -> DeviceGram:
             ops.append(DeviceGram(self.kernel, X, xp=device.xp, memory_budget=budget, dtype="float64",

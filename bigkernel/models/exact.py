@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
+from bigkernel.devices import Device
 from bigkernel.errors import DataError, NotPSDError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
@@ -101,11 +102,12 @@ def resolve_memory_budget(value) -> int:
 DEVICE_MEMORY_FRACTION = 0.8
 
 
-def device_budget(value) -> int:
-    """Device bytes of a GPU fit: ``memory_budget`` when given (capped, with a log line, at
-    the device's free memory), else :data:`DEVICE_MEMORY_FRACTION` of the free memory of the
-    current device (CuPy's view; the host numbers do not apply to a GPU)."""
-    free = _current_free_device_memory()
+def device_budget(value, device: Device) -> int:
+    """Device bytes of a fit on ``device``: ``memory_budget`` when given (capped, with a log
+    line, at the device's free memory), else :data:`DEVICE_MEMORY_FRACTION` of the device's
+    free memory (the host numbers do not apply to a GPU). A CPU device (the namespace tests)
+    has no free-memory figure: the host rule applies."""
+    free = device.free_memory()
     if value is None:
         return int(DEVICE_MEMORY_FRACTION * free) if free is not None else resolve_memory_budget(None)
     budget = resolve_memory_budget(value)
@@ -114,17 +116,6 @@ def device_budget(value) -> int:
                        free / 1e9, DEVICE_MEMORY_FRACTION * free / 1e9)  # fmt: skip
         return int(DEVICE_MEMORY_FRACTION * free)
     return budget
-
-
-def _current_free_device_memory() -> int | None:
-    """Free bytes of CuPy's current device, None when CuPy is not imported (a namespace test)."""
-    import sys
-
-    cp = sys.modules.get("cupy")  # a GPU fit imported it (resolve_device); never import it here
-    if cp is None:
-        return None
-    free, _total = cp.cuda.runtime.memGetInfo()
-    return int(free) + int(cp.get_default_memory_pool().free_bytes())
 
 
 def build_kernel(est, n_features: int) -> Kernel:
@@ -437,7 +428,9 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
             X = (X - self.scaler_mean_) / self.scaler_scale_
         kernel = self._make_kernel(d)
-        budget = resolve_memory_budget(self.memory_budget) if xp is None else device_budget(self.memory_budget)
+        budget = (
+            resolve_memory_budget(self.memory_budget) if xp is None else device_budget(self.memory_budget, self._device)
+        )
         ops: list = []
 
         def operator(n_rhs: int, reserve: int):
