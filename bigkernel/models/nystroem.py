@@ -25,7 +25,7 @@ from bigkernel.models._base import (
     Weights,
 )
 from bigkernel.models.exact import build_kernel
-from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
+from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase, solve_device
 from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
     NystroemMap,
@@ -160,7 +160,16 @@ class NystroemRidge(_RandomFeatureBase):
         fmap = self._make_map(ds, weights)
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
         return self._set_fitted(
-            solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype)), fmap, ds.y.ndim, stats
+            solve_primal(
+                stats,
+                self.alpha,
+                self.fit_intercept,
+                sums_precision(self.dtype),
+                **solve_device(self._device, solve_primal),
+            ),
+            fmap,
+            ds.y.ndim,
+            stats,
         )
 
     def _make_map(self, ds: Dataset, weights) -> NystroemMap:

@@ -69,6 +69,15 @@ def stream_device(device) -> dict:
     return {"device": "cuda" if active_client() is not None else str(device)}
 
 
+def solve_device(device, solver) -> dict:
+    """The ``device`` keyword of the primal eigendecomposition (``solve_primal``, ``eigen_path``:
+    a GPU decomposes large D×D systems there), when ``solver`` takes one; else nothing (the
+    host's LAPACK: the same result, only slower for very large D)."""
+    if device is None or not device.is_gpu or "device" not in inspect.signature(solver).parameters:
+        return {}
+    return {"device": str(device)}
+
+
 def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOCK_BYTES) -> int:
     """Rows of a feature sub-block: a power of two in [256, 8192] within ``budget`` bytes.
 
@@ -386,5 +395,6 @@ class RandomFeatureRidge(_RandomFeatureBase):
 
     def _fit_from_stats(self, stats: SufficientStats, fmap: FeatureMap, y_ndim: int):
         """Set the fitted attributes from one set of statistics."""
-        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype))
+        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype),
+                           **solve_device(getattr(self, "_device", None), solve_primal))  # fmt: skip
         return self._set_fitted(sol, fmap, y_ndim, stats)

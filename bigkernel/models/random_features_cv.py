@@ -22,7 +22,7 @@ from bigkernel.models._base import (
     RowPartition,
 )
 from bigkernel.models._search import best_index, cv_results
-from bigkernel.models.random_features import _RandomFeatureBase
+from bigkernel.models.random_features import _RandomFeatureBase, solve_device
 from bigkernel.numerics.cv import cv_path
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
@@ -185,7 +185,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         for st in stats:
             folds = st if split is not None else None
             total = st.total() if split is not None else st
-            path = eigen_path(total, self.fit_intercept, eps)
+            path = eigen_path(total, self.fit_intercept, eps, **solve_device(self._device, eigen_path))
             alphas, _ = resolve_alphas(np.atleast_1d(self.alphas).tolist() if self.alphas is not None else "gcv", path)
             if self.alphas is None:
                 alphas = DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
@@ -206,7 +206,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.cv_results_["df"] = np.concatenate(dfs)  # df(α) of the whole-data system, per grid point
         gi, ai = self._best_index
         best_total = stats[gi].total() if split is not None else stats[gi]
-        path = eigen_path(best_total, self.fit_intercept, eps)
+        path = eigen_path(best_total, self.fit_intercept, eps, **solve_device(self._device, eigen_path))
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
         sol = PrimalSolution(
