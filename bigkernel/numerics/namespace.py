@@ -82,7 +82,7 @@ def as_namespace_array(xp: ModuleType, a: Any, *, like: Any = None, dtype: Any =
     if is_numpy(xp):
         return np.asarray(a, dtype=dtype)
     if not isinstance(a, (np.ndarray, list, tuple, float, int)) and namespace(a) is xp:
-        return a if dtype is None else xp.astype(a, dtype)
+        return a if dtype is None or a.dtype == dtype else xp.astype(a, dtype)  # no copy when it is
     if isinstance(a, np.ndarray) and not is_cupy(xp):
         a = a.copy()  # array-api-strict wraps numpy memory: keep the caller's array its own
     device = None if like is None else device_of(like)
