@@ -24,8 +24,11 @@ solver's operator on a GPU.
   cache then saves the recomputation; correct, but host-bound).
 
 Round-off: a diagonal tile computed by GEMM is symmetric to ~1e-16, not bitwise; cached
-diagonal tiles are symmetrised (``(T + Tᵀ)/2``) and get the exact diagonal ``c``; recomputed
-diagonal panels are not (CG tolerates a 1e-16 asymmetry).
+diagonal tiles are symmetrised (``(T + Tᵀ)/2``); recomputed diagonal tiles go panel by panel
+like the others and are not (CG tolerates a 1e-16 asymmetry). Both get the exact diagonal
+``c``. Memory: building a tile holds about four float64 copies of it (GEMM, ``minimum``,
+``exp``; a diagonal tile's symmetrised copy), which the plan counts; a matvec holds about three
+float64 panels of ``PANEL_ROWS`` rows.
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ def _plan(n: int, d: int, budget: int, dtype: str, n_rhs: int, reserve: int, til
     side = min(n, int(tile_size or DEVICE_TILE))
     while True:
         try:
-            return plan_gram(n, d, budget, dtype=dtype, kernel_extra=8.0, n_rhs=n_rhs, threads=1,
+            # 24 bytes per entry beyond the tile: GEMM, minimum and exp results (or a
+            # diagonal tile's symmetrised copy) alive at once while a tile is built
+            return plan_gram(n, d, budget, dtype=dtype, kernel_extra=24.0, n_rhs=n_rhs, threads=1,
                              reserve_bytes=reserve, tile_size=side)  # fmt: skip
         except ParameterError:
             if tile_size is not None or side <= MIN_TILE:
@@ -118,6 +123,7 @@ class DeviceGram:
         n, d = self.tiler.n, self.tiler.d
         self.fast = self.tiler.fast
         self._like = like
+        self._masks: dict[int, tuple[Any, Any]] = {}
         self.panel_rows = int(panel_rows or PANEL_ROWS)
         points = 2 * n * (d + 2) * 8 if self.fast else 0
         self.plan: GramPlan = _plan(n, d, memory_budget, dtype, n_rhs, reserve_bytes + points, tile_size)
@@ -168,11 +174,22 @@ class DeviceGram:
             return self._dev(self.tiler.tile(rows, cols, np.float64))
         T = self._exp_panel(self._A[rows, :], self._B[cols, :])
         if rows == cols:
-            T = 0.5 * (T + xp.matrix_transpose(T))
-            m = rows.stop - rows.start
-            eye = xp.eye(m, dtype=xp.float64, device=device_of(T))
-            T = T * (1.0 - eye) + self._scale * eye
+            T = T + xp.matrix_transpose(T)
+            T *= 0.5
+            for lo in range(0, rows.stop - rows.start, self.panel_rows):
+                T = self._exact_diagonal(T, lo, min(lo + self.panel_rows, rows.stop - rows.start), lo)
         return T
+
+    def _exact_diagonal(self, P: Any, r0: int, r1: int, c0: int) -> Any:
+        """``P`` with entries ``(r0 + i, c0 + i)``, ``i < r1 − r0``, set to the kernel's exact
+        diagonal ``c`` (two small elementwise products: the standard has no fill_diagonal)."""
+        xp, h = self.xp, r1 - r0
+        masks = self._masks.get(h)
+        if masks is None:
+            eye = xp.eye(h, dtype=xp.float64, device=device_of(P))
+            masks = self._masks[h] = (1.0 - eye, self._scale * eye)
+        P[r0:r1, c0 : c0 + h] = P[r0:r1, c0 : c0 + h] * masks[0] + masks[1]
+        return P
 
     # ------------------------------------------------------------------ matvec
     def matvec(self, V: Any) -> Any:
@@ -200,8 +217,8 @@ class DeviceGram:
         panel by panel (float64 products; a recomputed tile is never whole)."""
         xp = self.xp
         diagonal = rows == cols
-        if cached is None and (not self.fast or diagonal):
-            cached = self._tile(rows, cols)  # host kernels; diagonal tiles exactly symmetric
+        if cached is None and not self.fast:
+            cached = self._tile(rows, cols)  # host kernel blocks, copied in
         Vc = V[cols, :]
         acc = (
             None if diagonal else xp.zeros((cols.stop - cols.start, V.shape[1]), dtype=xp.float64, device=device_of(V))
@@ -215,6 +232,8 @@ class DeviceGram:
                     P = xp.astype(P, xp.float64)
             else:
                 P = self._exp_panel(self._A[lo:hi, :], Bc)
+                if diagonal:  # the exact diagonal; symmetric to rounding only (module docstring)
+                    P = self._exact_diagonal(P, 0, hi - lo, lo - cols.start)
             out[lo:hi, :] = out[lo:hi, :] + P @ Vc
             if acc is not None:
                 acc = acc + xp.matrix_transpose(P) @ V[lo:hi, :]
