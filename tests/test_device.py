@@ -212,3 +212,49 @@ def test_cpu_work_never_imports_gpu_packages():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "GPU-MODULES []" in proc.stdout
+
+
+def test_nystroem_refuses_a_gpu_at_fit_start_and_auto_stays_on_the_cpu(monkeypatch, caplog):
+    """As if CuPy saw a GPU: NystroemRidge (host features) refuses "cuda" before any pass and
+    keeps "auto" on the CPU, saying so."""
+    import bigkernel.models._base as base
+
+    monkeypatch.setattr(base, "resolve_device", lambda spec: Device("cpu") if spec == "cpu" else Device("cuda", 0))
+    X, y = _data()
+    with pytest.raises(DeviceError, match="Nyström features are computed on the CPU"):
+        NystroemRidge(n_components=20, device="cuda").fit(X, y)
+    with caplog.at_level(logging.INFO, logger="bigkernel.models.nystroem"):
+        auto = NystroemRidge(n_components=20, random_state=0, device="auto").fit(X, y)
+    assert "run on the CPU" in caplog.text
+    ref = NystroemRidge(n_components=20, random_state=0).fit(X, y)
+    np.testing.assert_allclose(auto.predict(X[:10]), ref.predict(X[:10]), rtol=1e-12)
+
+
+def test_cluster_gpus_maps_to_a_local_cuda_cluster(monkeypatch):
+    """``cluster.local.gpus`` → dask-cuda's LocalCUDACluster with CUDA_VISIBLE_DEVICES and the
+    local keys (a stand-in module records the call and starts a small LocalCluster)."""
+    import types
+
+    from distributed import LocalCluster
+
+    from bigkernel.jobs.cluster import client_from_config
+    from bigkernel.jobs.config.schema import ClusterConfig, LocalClusterConfig
+
+    calls = []
+
+    def fake_cluster(**kwargs):
+        calls.append(kwargs)
+        rest = {k: v for k, v in kwargs.items() if k != "CUDA_VISIBLE_DEVICES"}
+        return LocalCluster(n_workers=1, processes=False, protocol="tcp", **rest)
+
+    monkeypatch.setitem(sys.modules, "dask_cuda", types.SimpleNamespace(LocalCUDACluster=fake_cluster))
+    local = LocalClusterConfig(gpus=(0, 2), threads_per_worker=1, memory_limit="1GiB")
+    with client_from_config(ClusterConfig(local=local)) as client:
+        assert len(client.scheduler_info()["workers"]) == 1
+    (kw,) = calls
+    assert kw["CUDA_VISIBLE_DEVICES"] == "0,2"
+    assert kw["threads_per_worker"] == 1 and kw["memory_limit"] == "1GiB" and kw["host"] == "127.0.0.1"
+    calls.clear()
+    with client_from_config(ClusterConfig(local=LocalClusterConfig(gpus="all", threads_per_worker=1))):
+        pass
+    assert "CUDA_VISIBLE_DEVICES" not in calls[0]  # every GPU: dask-cuda's default

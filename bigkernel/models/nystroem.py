@@ -10,7 +10,8 @@ from numpy.typing import ArrayLike, DTypeLike
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError
+from bigkernel.devices import CPU
+from bigkernel.errors import DataError, DeviceError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.models._base import (
@@ -141,6 +142,22 @@ class NystroemRidge(_RandomFeatureBase):
         "standardize": ["boolean"],
         "device": DEVICE,
     }
+
+    def _fit_device(self):
+        """The CPU: Nyström features (the kernel's cross block against the landmarks) are host
+        code, so a GPU is refused at fit start with a DeviceError naming the alternatives, and
+        ``device="auto"`` stays on the CPU (logged) — never a silent CPU fit of ``"cuda"``."""
+        device = super()._fit_device()
+        if not device.is_gpu:
+            return device
+        if self.device == "auto":
+            logger.info("NystroemRidge: device='auto' found %s, but Nyström features run on the CPU", device)
+            return CPU
+        raise DeviceError(
+            f"NystroemRidge(device={self.device!r}): Nyström features are computed on the CPU in "
+            "this version; use device='cpu', or on the GPU ExactKernelRidge (exact, n up to ~10⁶) "
+            "or RandomFeatureRidge (any n)"
+        )
 
     def _check_rules(self) -> None:
         """Any kernel: no rule beyond the table (the kernel checks its own parameters)."""
