@@ -41,7 +41,7 @@ from bigkernel.models._base import (
     _EstimatorBase,
     check_sample_weight,
 )
-from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
+from bigkernel.models.exact import ExactKernelRidge, device_budget, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.gram_tiles import plan_gram
@@ -270,7 +270,17 @@ class KernelRidge(_EstimatorBase):
         if self.solver != "auto":
             return self.solver, f"solver={self.solver!r} was asked for"
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
-        return choose_solver(n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets)
+        device = self._device
+        if not device.is_gpu:
+            return choose_solver(
+                n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets
+            )
+        with device.activate():  # the exact solver's cache lives on the GPU: its memory decides
+            budget = device_budget(self.memory_budget, device)
+        solver, reason = choose_solver(n, d, self.kernel, budget, n_rhs=n_alphas * n_targets)
+        if solver == "nystroem" and kernel_serves(self.kernel, "random_features"):
+            return "random_features", f"{reason}; on the GPU random features instead (Nyström features are host code)"
+        return solver, reason
 
     def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:
         """Choose the solver from the data's shape and the budget, then fit with it.
