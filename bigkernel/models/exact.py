@@ -263,11 +263,10 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         Seeds the preconditioner's pivots and the probes.
 
     device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
-        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
-        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
-        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
-        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
-        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+        Where the fit computes: on a GPU, Gram tiles (``memory_budget`` is then GPU memory),
+        preconditioner and CG vectors live there; ``"auto"``: a GPU when CuPy sees one
+        (logged). An unusable GPU raises DeviceError at fit start; fitted arrays are host numpy
+        arrays (``docs/guide/gpu.rst``).
 
     Attributes
     ----------

@@ -78,11 +78,9 @@ class NystroemRidge(_RandomFeatureBase):
         Standardize each feature to mean 0, standard deviation 1 first.
 
     device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
-        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
-        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
-        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
-        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
-        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+        Nyström features are host code in this version: ``"cuda"`` raises DeviceError at fit
+        start (use ExactKernelRidge or RandomFeatureRidge on a GPU); ``"auto"`` stays on the
+        CPU, logged (``docs/guide/gpu.rst``).
 
     Attributes
     ----------

@@ -306,11 +306,9 @@ class RandomFeatureRidge(_RandomFeatureBase):
         pre-pass over X; stored in the model's feature map).
 
     device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
-        Where the fit computes: the CPU (numpy), GPU ``N`` through CuPy, or ``"auto"`` (a GPU
-        when CuPy sees one, else the CPU; the choice is logged). A GPU that cannot be used
-        raises :class:`~bigkernel.errors.DeviceError` when ``fit`` starts, never a silent CPU
-        fit. The fitted model does not depend on it: fitted arrays are host numpy arrays, saved
-        and loaded as ever (see ``docs/guide/gpu.rst`` for what runs on the GPU).
+        Where the fit computes: ``"cuda"`` / ``"cuda:N"`` runs the streamed pass on that GPU
+        (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
+        at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
 
     Attributes
     ----------
