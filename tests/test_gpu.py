@@ -151,3 +151,15 @@ def test_device_gram_on_cupy_matches_the_dense_kernel():
         np.testing.assert_allclose(to_numpy(op.matvec(cxp.asarray(V))), K @ V, rtol=1e-11, atol=1e-10)
         idx = np.array([0, 5, 2999])
         np.testing.assert_allclose(to_numpy(op.columns(idx)), K[:, idx], rtol=1e-12, atol=1e-13)
+
+
+def test_exact_model_predicts_on_the_gpu_when_its_device_says_so():
+    from bigkernel.numerics.device_gram import DeviceExpansion
+
+    X, y = _data(3000)
+    cpu = ExactKernelRidge(gamma=0.3, alpha=1e-2, random_state=0).fit(X, y)
+    Z = _data(2000, seed=2)[0]
+    want = cpu.predict(Z)
+    cpu.set_params(device="cuda")
+    assert isinstance(cpu._model(), DeviceExpansion)
+    np.testing.assert_allclose(cpu.predict(Z), want, rtol=1e-10, atol=1e-10)

@@ -236,3 +236,49 @@ def test_spectral_path_with_eigh_in_another_namespace_gives_the_same_scores():
         np.testing.assert_allclose(sb.loo_mse, sa.loo_mse, rtol=1e-8)
         np.testing.assert_allclose(sb.gcv, sa.gcv, rtol=1e-8)
         np.testing.assert_allclose(b.coef(1e-2), a.coef(1e-2), rtol=1e-7, atol=1e-10)
+
+
+def test_device_expansion_predicts_as_the_host_expansion():
+    """Prediction of a dual model on a device (array-api-strict standing in for CuPy): the same
+    values as the host's KernelExpansion; pickling drops the device copies."""
+    import contextlib
+    import pickle
+
+    from bigkernel.numerics.device_gram import DeviceExpansion
+    from bigkernel.numerics.gram_tiles import KernelExpansion
+
+    X, _ = _data(700, d=3)
+    Z, _ = _data(300, d=3, seed=5)
+    rng = np.random.default_rng(3)
+    coef, b = rng.normal(size=(700, 2)), np.array([0.5, -1.0])
+    for kernel in (make_kernel("rbf", length_scale=(0.5, 1.0, 2.0)), make_kernel("laplacian", gamma=0.3)):
+        host = KernelExpansion(GramTiler(kernel, X), coef, b)
+        dev = DeviceExpansion(host, lambda: (xps, contextlib.nullcontext()), block=128)
+        np.testing.assert_allclose(dev(Z), host(Z), rtol=1e-12, atol=1e-12)
+        assert dev.n_outputs == 2
+    rbf = KernelExpansion(GramTiler(make_kernel("rbf", gamma=0.3), X), coef, b)
+    dev = DeviceExpansion(rbf, _StrictNamespace(), block=256)
+    dev(Z)
+    assert dev._arrays is not None  # device copies made on first use
+    again = pickle.loads(pickle.dumps(dev))
+    assert again._arrays is None  # never pickled
+    np.testing.assert_allclose(again(Z), rbf(Z), rtol=1e-12, atol=1e-12)
+
+
+class _StrictNamespace:
+    """A picklable ``() -> (xp, context)`` for array-api-strict."""
+
+    def __call__(self):
+        import contextlib
+
+        return xps, contextlib.nullcontext()
+
+
+def test_exact_model_predicts_on_the_host_when_its_gpu_is_not_usable():
+    from bigkernel.models.exact import predict_namespace
+
+    assert predict_namespace("cpu") is None
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        assert predict_namespace("cuda") is None and predict_namespace("auto") is None

@@ -23,8 +23,8 @@ from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
-from bigkernel.devices import Device
-from bigkernel.errors import DataError, NotPSDError, ParameterError
+from bigkernel.devices import Device, resolve_device
+from bigkernel.errors import DataError, DeviceError, NotPSDError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict, make_kernel
@@ -45,7 +45,7 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
-from bigkernel.numerics.device_gram import DeviceGram
+from bigkernel.numerics.device_gram import DeviceExpansion, DeviceGram
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
 from bigkernel.numerics.namespace import as_namespace_array, namespace, take_rows, to_numpy
@@ -149,16 +149,48 @@ def default_exact_rank(n: int, memory_budget: int) -> int:
     return int(max(1, min(n, max(100, math.ceil(7.0 * math.sqrt(n))), max(by_memory, 1))))
 
 
+class _GpuNamespace:
+    """Picklable ``() -> (xp, context)`` of a GPU spec, resolved where it is called (a dask
+    worker resolves its own GPU)."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+
+    def __call__(self):
+        device = resolve_device(self.spec)
+        return device.xp, device.activate()
+
+
+def predict_namespace(spec: str):
+    """Where predictions of a dual model run: a :class:`_GpuNamespace` when ``spec`` names a
+    GPU usable here, else None (the host). Prediction never fails for want of a GPU: a model
+    saved from a GPU fit keeps ``device="cuda"`` and predicts on a CPU-only machine too."""
+    if spec in (None, "cpu"):
+        return None
+    try:
+        device = resolve_device(spec)
+    except DeviceError as exc:
+        logger.debug("predicting on the CPU: %s", exc)
+        return None
+    return _GpuNamespace(str(device)) if device.is_gpu else None
+
+
 class _DualPredictor:
     """Prediction of the dual solvers: ``k(X, X_fit) a + b`` block by block, from the fitted
     ``_expansion`` (a :class:`KernelExpansion`), ``dual_coef_`` and the optional scaling."""
 
     # ----------------------------------------------------------------- predict
     def _model(self):
-        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included)."""
+        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included): on the GPU
+        when ``device`` names one that is usable here (:func:`predict_namespace`), else on
+        the host — so a model fitted on a GPU predicts on any machine."""
+        expansion = self._expansion
+        where = predict_namespace(getattr(self, "device", "cpu"))
+        if where is not None:
+            expansion = DeviceExpansion(expansion, where)
         if getattr(self, "scaler_mean_", None) is not None and self.standardize:
-            return _Standardized(self._expansion, self.scaler_mean_, self.scaler_scale_)
-        return self._expansion
+            return _Standardized(expansion, self.scaler_mean_, self.scaler_scale_)
+        return expansion
 
     def predict(self, X: ArrayIn) -> ArrayOut:
         """Predict ``k(X, X_fit) a + b``, block by block (at the chosen parameters).

@@ -46,7 +46,7 @@ from bigkernel.numerics.namespace import as_namespace_array, device_of, take_row
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEVICE_TILE", "PANEL_ROWS", "DeviceGram"]
+__all__ = ["DEVICE_TILE", "PANEL_ROWS", "DeviceExpansion", "DeviceGram"]
 
 #: tile side on a device: larger than on a CPU (a GPU wants big GEMMs; 8192² float32 = 256 MiB)
 DEVICE_TILE = 8192
@@ -272,3 +272,60 @@ class DeviceGram:
     def close(self) -> None:
         """Drop the cached tiles (frees their device memory)."""
         self._cache = []
+
+
+class DeviceExpansion:
+    """``f(Z) = k(Z, X) a + b`` of a :class:`~bigkernel.numerics.gram_tiles.KernelExpansion`
+    computed on a device, block by block (rbf family: one GEMM, ``exp`` and the product with
+    ``a`` per block, float64); host numpy in and out. Other kernels use the host expansion.
+
+    Picklable (dask ships it to the workers): the device copies of the points and coefficients
+    are made once per process, on first use, and never pickled.
+
+    Parameters
+    ----------
+    expansion : KernelExpansion
+    namespace : callable
+        ``namespace() -> (xp, context)``: the array namespace and a context manager that makes
+        its device current (``bigkernel.devices`` gives it for a GPU; tests pass
+        array-api-strict).
+    block : int, default=4096
+        Rows of ``Z`` and training points per block.
+    """
+
+    def __init__(self, expansion: Any, namespace: Any, *, block: int = 4096) -> None:
+        self.expansion, self.namespace, self.block = expansion, namespace, int(block)
+        self._arrays: Any = None
+
+    @property
+    def n_outputs(self) -> int:
+        return self.expansion.n_outputs
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_arrays"] = None  # device arrays stay in their process
+        return state
+
+    def __call__(self, Z: Any) -> np.ndarray:
+        tiler = self.expansion.tiler
+        if not tiler.fast:
+            return self.expansion(Z)
+        xp, context = self.namespace()
+        with context:
+            if self._arrays is None:
+                _, B, scale = tiler.augmented_points()
+                coef = as_namespace_array(xp, self.expansion.coef, dtype=xp.float64)
+                self._arrays = (as_namespace_array(xp, B, dtype=xp.float64), coef, scale)
+            B, coef, scale = self._arrays
+            Az = tiler.augment(Z)
+            out = np.empty((Az.shape[0], coef.shape[1]))
+            out[:] = self.expansion.intercept
+            for lo in range(0, Az.shape[0], self.block):
+                A = as_namespace_array(xp, Az[lo : lo + self.block], like=B, dtype=xp.float64)
+                acc = xp.zeros((A.shape[0], coef.shape[1]), dtype=xp.float64, device=device_of(B))
+                for c0 in range(0, B.shape[0], self.block):
+                    c1 = min(c0 + self.block, B.shape[0])  # the standard refuses stops past the end
+                    K = xp.exp(xp.minimum(A @ xp.matrix_transpose(B[c0:c1, :]), 0.0))
+                    acc = acc + K @ coef[c0:c1, :]
+                out[lo : lo + A.shape[0]] += scale * to_numpy(acc)
+        return out
