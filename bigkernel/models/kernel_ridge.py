@@ -269,7 +269,7 @@ class KernelRidge(_EstimatorBase):
         if self.solver != "auto":
             return self.solver, f"solver={self.solver!r} was asked for"
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
-        device = self._device
+        device = getattr(self, "_device", None) or self._fit_device()  # a plan may ask before a fit
         if not device.is_gpu:
             return choose_solver(
                 n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets
