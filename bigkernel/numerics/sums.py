@@ -136,6 +136,14 @@ def check_finite(X: np.ndarray, y: np.ndarray | None, start: int, action: str = 
             )
 
 
+def sub_block_edges(start: int, stop: int, block_rows: int) -> list[tuple[int, int]]:
+    """``(lo, hi)`` row ranges covering ``[start, stop)``, cut at global multiples of
+    ``block_rows`` so that a sub-block does not depend on the chunk that holds it."""
+    first = -(-start // block_rows) * block_rows
+    edges = sorted({start, stop, *range(first, stop, block_rows)})
+    return list(zip(edges[:-1], edges[1:]))
+
+
 def block_stats(
     fmap: FeatureMap | Sequence[FeatureMap],
     X: np.ndarray,
@@ -195,10 +203,7 @@ def block_stats(
     x_lo, x_hi = accs[0].x_min, accs[0].x_max
     for acc in accs[1:]:
         acc.x_min, acc.x_max = x_lo, x_hi
-    # sub-block edges at global multiples of block_rows, so a sub-block does not depend on the chunk
-    first = -(-start // block_rows) * block_rows
-    edges = sorted({start, stop, *range(first, stop, block_rows)})
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in sub_block_edges(start, stop, block_rows):
         rows = slice(lo - start, hi - start)
         x, y = X[rows], np.asarray(Y[rows], dtype=np.float64)
         if partition is not None:

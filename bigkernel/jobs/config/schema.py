@@ -33,7 +33,9 @@ Landmarks = Literal["rpcholesky", "uniform"]
 Sampler = Literal["iid", "orthogonal"]
 Form = Literal["cos", "cossin"]
 DType = Literal["float32", "float64"]
-MakeKind = Literal["friedman1", "sine"]
+MakeKind = Literal["friedman1", "sine", "classes"]
+#: what a job fits: a regressor (numeric targets) or a classifier (class labels)
+Task = Literal["regression", "classification"]
 BootstrapMethod = Literal["multinomial", "poisson"]
 BandInterval = Literal["confidence", "prediction"]
 #: Inline evaluation points (``bootstrap.eval: [[0.1, 2.0], [0.5, 1.0]]``): one tuple per point.
@@ -42,7 +44,7 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
 #: Features a synthetic generator needs (minimum, maximum or None) and uses by default.
-MAKE_FEATURES = {"friedman1": (5, None, 10), "sine": (1, 1, 1)}
+MAKE_FEATURES = {"friedman1": (5, None, 10), "sine": (1, 1, 1), "classes": (5, None, 10)}
 EXAMPLE_CONFIG = "configs/quickstart.yaml"
 
 
@@ -87,8 +89,10 @@ class MakeDataConfig:
 
     Parameters
     ----------
-    kind : {"friedman1", "sine"}, default="friedman1"
-        Friedman #1 (needs ``n_features >= 5``) or the 1-D noisy sine (``n_features == 1``).
+    kind : {"friedman1", "sine", "classes"}, default="friedman1"
+        Friedman #1 (needs ``n_features >= 5``), the 1-D noisy sine (``n_features == 1``), or
+        three classes cut from the noisy Friedman #1 value (``n_features >= 5``; for
+        ``task: classification``).
     n_samples : int, default=200_000
         Number of rows, > 0.
     n_features : int, default=10 for friedman1, 1 for sine
@@ -168,8 +172,9 @@ class ModelConfig:
         says which and why).
     kernel : str, default="rbf"
         A kernel of the README's kernel table (:data:`JOB_KERNELS`); its columns say which
-        solvers serve it: polynomial, linear, sigmoid and periodic need solver exact, nystroem
-        or auto; fourier (the fixed 1-D basis) needs random_features.
+        solvers serve it: linear, sigmoid, cosine, chi2, additive_chi2 and periodic need solver
+        exact, nystroem or auto; fourier (the fixed 1-D basis) needs random_features; polynomial
+        is served by every solver.
     gamma : float, tuple of float, "cv" or None, default=None
         Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
         is searched together with alpha (by K-fold CV when alpha or gamma is "cv", else by GCV);
@@ -240,6 +245,8 @@ class ModelConfig:
         stops the job with one error before any data is read; ``auto`` takes a GPU when CuPy
         sees one (logged). With ``cluster.local.gpus`` the workers are one per GPU and
         ``cuda`` is each worker's own GPU.
+    class_weight : "balanced", dict or None, default=None
+        ``task: classification``: weight per class (``{label: weight}``) or "balanced".
     """
 
     solver: Solver = "random_features"
@@ -267,6 +274,7 @@ class ModelConfig:
     n_probes: int = 8
     landmarks: Landmarks = "rpcholesky"
     device: str = "cpu"
+    class_weight: str | dict[Any, float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -432,6 +440,10 @@ class JobConfig:
         true makes a missing matplotlib an error.
     log_level : {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, default="INFO"
         Level of ``job.log``; the terminal's is the CLI's (``-q``: WARNING, ``-v``: DEBUG).
+    task : {"regression", "classification"}, default="regression"
+        ``classification``: y holds class labels (ints or strings), the model is the matching
+        classifier (least squares on ±1 targets, one-vs-rest) and the job reports accuracy,
+        balanced accuracy and the confusion matrix.
     source : str, default="<dict>"
         Absolute path of the config file, or "<dict>"; not part of equality or ``to_dict``.
     base_dir : str, default=""
@@ -450,6 +462,7 @@ class JobConfig:
     progress: bool = True
     plots: bool | Literal["auto"] = "auto"
     log_level: LogLevel = "INFO"
+    task: Task = "regression"
     source: str = field(default="<dict>", compare=False)
     base_dir: str = field(default="", compare=False, repr=False)
 
