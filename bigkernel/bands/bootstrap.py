@@ -560,10 +560,7 @@ def bootstrap(
         store's identity: both use the same replicates, and a prediction run adds the residual
         sample to a store made by a confidence run.
     device : {"cpu", "cuda", "cuda:N", "auto"} or None, default=None
-        Where the replicates compute; None keeps the estimator's own ``device``. The estimator
-        is not modified (a shallow copy gets the value). A GPU that cannot be used raises
-        :class:`~bigkernel.errors.DeviceError` here, before any store is created. Not part of
-        the store's identity: a store made on a GPU is resumed on a CPU and vice versa.
+        Where replicates compute (None: the estimator's own; not in the store's identity).
 
     Returns
     -------
@@ -603,7 +600,6 @@ def bootstrap(
         batch_size = check_int("batch_size", batch_size, 1, caller="bootstrap")
     if y is None:
         raise DataError("bootstrap() requires y; found None.")
-    estimator = on_device(estimator, device)
 
     in_memory = not isinstance(X, da.Array) and not isinstance(y, da.Array)
     ds = as_dataset(X, y, chunk_rows=getattr(estimator, "chunk_rows", None) if in_memory else None)
@@ -618,7 +614,7 @@ def bootstrap(
         path = os.fspath(store)
     entropy = _resolve_seed(random_state, path if store is not None else None)
     workers = _workers(client)
-    plan = make_plan(estimator, ds, E, entropy, workers)
+    plan = make_plan(on_device(estimator, device), ds, E, entropy, workers)  # DeviceError before any store
     if interval == "prediction" and not callable(getattr(plan, "residual_task", None)):
         raise NotImplementedError(
             f"interval='prediction' needs the bootstrap plan of {type(estimator).__name__} to "
