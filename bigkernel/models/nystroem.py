@@ -193,7 +193,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
                 self.alpha,
                 self.fit_intercept,
                 sums_precision(self.dtype),
-                **solve_device(self._device, solve_primal),
+                **solve_device(getattr(self, "_device", None), solve_primal),
             ),
             fmap,
             ds.y.ndim,
