@@ -78,6 +78,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
+from bigkernel._sparse import refuse_sparse
 from bigkernel.bands.plans import ReplicatePlan, make_plan, on_device
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import (
@@ -603,6 +604,7 @@ def bootstrap(
 
     in_memory = not isinstance(X, da.Array) and not isinstance(y, da.Array)
     ds = as_dataset(X, y, chunk_rows=getattr(estimator, "chunk_rows", None) if in_memory else None)
+    refuse_sparse(ds.X, "bootstrap() does not take sparse X yet (fit and predict do); pass X.toarray() for the bands")
     n, d = ds.X.shape
     E = _check_X_eval(X_eval, d)
     k = 1 if ds.y.ndim == 1 else int(ds.y.shape[1])
@@ -651,13 +653,8 @@ def bootstrap(
         window = BATCHES_IN_FLIGHT_PER_WORKER * workers
         logger.info(
             "bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d (<= %d at a time)",
-            len(missing),
-            B,
-            B - len(missing),
-            len(batches),
-            m,
-            window,
-        )
+            len(missing), B, B - len(missing), len(batches), m, window,
+        )  # fmt: skip
         for b, reps in enumerate(batches):
             weights = BootstrapWeights(entropy, reps, n, method)
             # Batch b waits for batch b - window: otherwise the scheduler may run the chunk tasks

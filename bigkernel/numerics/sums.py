@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bigkernel._sparse import as_csr, column_min_max, is_sparse, nonfinite_rows
 from bigkernel.errors import NonFiniteError
 from bigkernel.numerics.fourier_features import FeatureMap
 
@@ -122,11 +123,11 @@ def check_finite(X: np.ndarray, y: np.ndarray | None, start: int, action: str = 
     """Raise :class:`NonFiniteError` naming the first offending row if X or y has NaN/inf.
 
     ``y`` may be None (prediction data); ``action`` completes "remove or impute those rows
-    before ...".
+    before ...". Sparse ``X``: its stored entries are checked (no dense copy).
     """
     for name, a in (("X", X), ("y", y)):
-        if a is not None and not np.isfinite(a).all():
-            bad = ~np.isfinite(a.reshape(a.shape[0], -1)).all(axis=1)
+        bad = None if a is None else nonfinite_rows(a)
+        if bad is not None:
             first = start + int(np.argmax(bad))
             stop = start + a.shape[0]
             raise NonFiniteError(
@@ -161,7 +162,8 @@ def block_stats(
     fmap : FeatureMap or sequence of FeatureMap
         Several maps (e.g. one per bandwidth) share one read of the block; one
         :class:`SufficientStats` is returned per map.
-    X : ndarray of shape (rows, d)
+    X : ndarray or scipy.sparse matrix of shape (rows, d)
+        Sparse blocks are read as CSR and multiplied as stored (memory O(nnz)).
     Y : ndarray of shape (rows, k)
     start : int
         Global index of the first row (for weights and error messages).
@@ -192,6 +194,8 @@ def block_stats(
     """
     single = not isinstance(fmap, (list, tuple))  # any map (random features, Nyström) or a list
     maps = [fmap] if single else list(fmap)
+    if is_sparse(X):
+        X = as_csr(X, X.dtype)  # row slices and row gathers below
     check_finite(X, Y, start)
     stop = start + X.shape[0]
     partition = weights if hasattr(weights, "groups") else None
@@ -236,19 +240,21 @@ def block_stats(
 
 def _accumulate_range(lo: np.ndarray, hi: np.ndarray, x: np.ndarray, pieces, W: np.ndarray | None) -> None:
     """Fold the rows of a sub-block into each set's range: rows of piece ``i`` (a partition
-    group) or, with weights ``W`` (m × rows), the rows of weight > 0 in set ``j``."""
+    group) or, with weights ``W`` (m × rows), the rows of weight > 0 in set ``j``. Sparse
+    sub-blocks count their unstored zeros."""
     if W is None:
         for i, sl in pieces:
             if x[sl].shape[0]:
-                np.minimum(lo[i], x[sl].min(axis=0), out=lo[i])
-                np.maximum(hi[i], x[sl].max(axis=0), out=hi[i])
+                bmin, bmax = column_min_max(x[sl])
+                np.minimum(lo[i], bmin, out=lo[i])
+                np.maximum(hi[i], bmax, out=hi[i])
         return
     for j in range(W.shape[0]):
-        keep = W[j] > 0
-        if keep.any():
-            xk = x[keep]
-            np.minimum(lo[j], xk.min(axis=0), out=lo[j])
-            np.maximum(hi[j], xk.max(axis=0), out=hi[j])
+        keep = np.flatnonzero(W[j] > 0)
+        if keep.size:
+            bmin, bmax = column_min_max(x[keep])
+            np.minimum(lo[j], bmin, out=lo[j])
+            np.maximum(hi[j], bmax, out=hi[j])
 
 
 def _accumulate(acc: SufficientStats, i: int, phi: np.ndarray, y: np.ndarray) -> None:
