@@ -282,3 +282,15 @@ def test_exact_model_predicts_on_the_host_when_its_gpu_is_not_usable():
         import cupy  # noqa: F401
     except ImportError:
         assert predict_namespace("cuda") is None and predict_namespace("auto") is None
+
+
+def test_device_gram_with_sparse_points_uses_host_blocks():
+    import scipy.sparse as sp
+
+    X, _ = _data(300)
+    Xs = sp.csr_array(np.where(np.abs(X) > 0.7, X, 0.0))
+    K = rbf_kernel(Xs.toarray(), gamma=0.4)
+    op = DeviceGram(make_kernel("rbf", gamma=0.4), Xs, xp=xps, memory_budget=10**8, dtype="float64", tile_size=128)
+    assert not op.fast
+    V = np.random.default_rng(2).normal(size=(300, 1))
+    np.testing.assert_allclose(to_numpy(op.matvec(_strict(V))), K @ V, rtol=1e-10, atol=1e-10)

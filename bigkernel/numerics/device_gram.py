@@ -119,9 +119,11 @@ class DeviceGram:
         panel_rows: int | None = None,
     ) -> None:
         self.xp = xp
-        self.tiler = GramTiler(kernel, to_numpy(X))
+        on_device = hasattr(X, "__array_namespace__") and not isinstance(X, np.ndarray)
+        self.tiler = GramTiler(kernel, to_numpy(X) if on_device else X)  # scipy.sparse stays sparse
         n, d = self.tiler.n, self.tiler.d
-        self.fast = self.tiler.fast
+        # the rbf formula on the device needs dense augmented points; sparse X: host blocks
+        self.fast = self.tiler.fast and not self.tiler.sparse
         self._like = like
         self._masks: dict[int, tuple[Any, Any]] = {}
         self.panel_rows = int(panel_rows or PANEL_ROWS)
@@ -308,7 +310,7 @@ class DeviceExpansion:
 
     def __call__(self, Z: Any) -> np.ndarray:
         tiler = self.expansion.tiler
-        if not tiler.fast:
+        if not tiler.fast or tiler.sparse:
             return self.expansion(Z)
         xp, context = self.namespace()
         with context:
