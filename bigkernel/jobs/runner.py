@@ -21,6 +21,7 @@ import numpy as np
 
 from bigkernel._version import __version__
 from bigkernel.data.sources import Dataset
+from bigkernel.devices import resolve_device
 from bigkernel.errors import OutputExistsError
 from bigkernel.graph.residuals import residual_graph
 from bigkernel.io.predictions import predict_to_path
@@ -53,7 +54,7 @@ def build_estimator(cfg: JobConfig):
     return RandomFeatureRidge(
         kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, degree=m.degree, coef0=m.coef0,
         n_components=m.n_components, sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
-        random_state=m.random_state, dtype=m.dtype, standardize=m.standardize,
+        random_state=m.random_state, dtype=m.dtype, standardize=m.standardize, device=m.device,
     )  # fmt: skip
 
 
@@ -73,6 +74,7 @@ def _build_kernel_solver(m, alpha, ls):
         fit_intercept=m.fit_intercept,
         random_state=m.random_state,
         standardize=m.standardize,
+        device=m.device,
     )
     exact = dict(
         tol=m.tol,
@@ -113,7 +115,7 @@ def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
         cv=m.cv if "cv" in (m.alpha, m.gamma) else "evidence" if m.alpha == "evidence" else "gcv", nu=m.nu,
         degree=m.degree, coef0=m.coef0, n_components=m.n_components,
         sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state,
-        dtype=m.dtype, standardize=m.standardize,
+        dtype=m.dtype, standardize=m.standardize, device=m.device,
     )  # fmt: skip
 
 
@@ -138,7 +140,7 @@ def _build_exact_search(m, alpha, ls):
         criterion="loo" if "cv" in (m.gamma, m.alpha) or m.alpha == "loo" else "evidence" if m.alpha == "evidence" else "gcv",
         degree=m.degree, coef0=m.coef0, nu=m.nu, kernel_params=kernel_params,
         fit_intercept=m.fit_intercept, standardize=m.standardize, memory_budget=m.memory_budget,
-        random_state=m.random_state,
+        random_state=m.random_state, device=m.device,
     )  # fmt: skip
 
 
@@ -322,6 +324,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
         with open(os.path.join(cfg.output, "config.resolved.yaml"), "w") as f:
             f.write(cfg.to_yaml())
         check_inputs(cfg)  # fail on missing/bad data before starting a cluster
+        resolve_device(cfg.model.device)  # an unusable GPU fails here too (DeviceError), as fast
         with client_from_config(cfg.cluster) as client:
             t = time.perf_counter()
             ds = open_training_data(cfg)

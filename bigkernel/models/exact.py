@@ -25,7 +25,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import array_or_sparse, as_block, column_min_max, model_arrays, refuse_sparse
 from bigkernel.data.sources import Dataset, from_zarr
-from bigkernel.errors import DataError, NotPSDError, ParameterError
+from bigkernel.devices import Device, resolve_device
+from bigkernel.errors import DataError, DeviceError, NotPSDError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict, make_kernel
@@ -33,9 +34,11 @@ from bigkernel.kernels.registry import PRECOMPUTED, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
+    DEVICE,
     KERNEL_CONSTRAINTS,
     MEMORY_BUDGET,
     ArrayIn,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -45,8 +48,10 @@ from bigkernel.models._base import (
     single_target,
 )
 from bigkernel.models._posterior import Prediction, evidence_state, predict_output, read_evidence_state, set_evidence
+from bigkernel.numerics.device_gram import DeviceExpansion, DeviceGram
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion, LocalGram
+from bigkernel.numerics.namespace import as_namespace_array, namespace, take_rows, to_numpy
 from bigkernel.numerics.posterior import CGPosterior, DensePosterior
 from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
@@ -101,6 +106,26 @@ def resolve_memory_budget(value) -> int:
     return int(out)
 
 
+#: share of a GPU's free memory taken by default (the rest: CUDA context, CuPy's pool slack)
+DEVICE_MEMORY_FRACTION = 0.8
+
+
+def device_budget(value, device: Device) -> int:
+    """Device bytes of a fit on ``device``: ``memory_budget`` when given (capped, with a log
+    line, at the device's free memory), else :data:`DEVICE_MEMORY_FRACTION` of the device's
+    free memory (the host numbers do not apply to a GPU). A CPU device (the namespace tests)
+    has no free-memory figure: the host rule applies."""
+    free = device.free_memory()
+    if value is None:
+        return int(DEVICE_MEMORY_FRACTION * free) if free is not None else resolve_memory_budget(None)
+    budget = resolve_memory_budget(value)
+    if free is not None and budget > free:
+        logger.warning("memory_budget=%s exceeds the GPU's free memory (%.2f GB): using %.2f GB", value,
+                       free / 1e9, DEVICE_MEMORY_FRACTION * free / 1e9)  # fmt: skip
+        return int(DEVICE_MEMORY_FRACTION * free)
+    return budget
+
+
 def build_kernel(est, n_features: int) -> Kernel:
     """The kernel of an estimator's ``kernel``, ``gamma``, ``degree``, ``coef0``,
     ``length_scale``, ``nu`` and ``kernel_params`` (scikit-learn's rule: parameters a kernel
@@ -132,16 +157,48 @@ def default_exact_rank(n: int, memory_budget: int) -> int:
     return int(max(1, min(n, max(100, math.ceil(7.0 * math.sqrt(n))), max(by_memory, 1))))
 
 
+class _GpuNamespace:
+    """Picklable ``() -> (xp, context)`` of a GPU spec, resolved where it is called (a dask
+    worker resolves its own GPU)."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+
+    def __call__(self):
+        device = resolve_device(self.spec)
+        return device.xp, device.activate()
+
+
+def predict_namespace(spec: str):
+    """Where predictions of a dual model run: a :class:`_GpuNamespace` when ``spec`` names a
+    GPU usable here, else None (the host). Prediction never fails for want of a GPU: a model
+    saved from a GPU fit keeps ``device="cuda"`` and predicts on a CPU-only machine too."""
+    if spec in (None, "cpu"):
+        return None
+    try:
+        device = resolve_device(spec)
+    except DeviceError as exc:
+        logger.debug("predicting on the CPU: %s", exc)
+        return None
+    return _GpuNamespace(str(device)) if device.is_gpu else None
+
+
 class _DualPredictor:
     """Prediction of the dual solvers: ``k(X, X_fit) a + b`` block by block, from the fitted
     ``_expansion`` (a :class:`KernelExpansion`), ``dual_coef_`` and the optional scaling."""
 
     # ----------------------------------------------------------------- predict
     def _model(self):
-        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included)."""
+        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included): on the GPU
+        when ``device`` names one that is usable here (:func:`predict_namespace`), else on
+        the host — so a model fitted on a GPU predicts on any machine."""
+        expansion = self._expansion
+        where = predict_namespace(getattr(self, "device", "cpu"))
+        if where is not None:
+            expansion = DeviceExpansion(expansion, where)
         if getattr(self, "scaler_mean_", None) is not None and self.standardize:
-            return _Standardized(self._expansion, self.scaler_mean_, self.scaler_scale_)
-        return self._expansion
+            return _Standardized(expansion, self.scaler_mean_, self.scaler_scale_)
+        return expansion
 
     def predict(self, X: ArrayIn, return_std: bool = False, return_cov: bool = False) -> Prediction:
         """Predict ``k(X, X_fit) a + b``, block by block (at the chosen parameters).
@@ -314,6 +371,12 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     random_state : int, RandomState instance or None, default=None
         Seeds the preconditioner's pivots and the probes.
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: on a GPU, Gram tiles (``memory_budget`` is then GPU memory),
+        preconditioner and CG vectors live there; ``"auto"``: a GPU when CuPy sees one
+        (logged). An unusable GPU raises DeviceError at fit start; fitted arrays are host numpy
+        arrays (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
@@ -370,6 +433,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         n_probes: int | None = None,
         standardize: bool = False,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -389,6 +453,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.n_probes = n_probes
         self.standardize = standardize
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -404,6 +469,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         "n_probes": [Interval(Integral, 0, None, closed="left"), None],
         "standardize": ["boolean"],
         "random_state": ["random_state"],
+        "device": DEVICE,
     }
 
     def _check_rules(self) -> None:
@@ -482,14 +548,34 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         as ``sample_weight``).
         """
         self._check_params()
+        device = self._device
+        if device.is_gpu and is_precomputed(self.kernel):
+            raise DeviceError(
+                f"kernel={PRECOMPUTED!r} with device={self.device!r}: a precomputed Gram matrix is "
+                "read on the CPU in this version; use device='cpu' (or a kernel by name on the GPU)"
+            )
         t0 = time.perf_counter()
         X, Y, sw = self._training_arrays(ds, weights)
-        self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
+        if device.is_gpu:
+            with device.activate():
+                self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw, xp=device.xp)
+        else:
+            self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
         return self
 
     def _fit_arrays(
-        self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, sample_weight: np.ndarray | None = None
+        self,
+        X: np.ndarray,
+        Y: np.ndarray,
+        *,
+        single: bool,
+        t0: float,
+        sample_weight: np.ndarray | None = None,
+        xp: Any = None,
     ) -> None:
+        """Fit on arrays in memory; ``xp`` (an array namespace) puts the Gram operator, the
+        preconditioner and the CG vectors on that namespace's device (:class:`DeviceGram`,
+        CuPy on a GPU); None: the host :class:`GramOperator`."""
         d = X.shape[1]
         pre = is_precomputed(self.kernel)
         self.n_features_in_ = self._precomputed_n if pre else d  # K's columns, before rows of weight 0 went
@@ -499,14 +585,19 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             self.scaler_mean_, self.scaler_scale_ = standardize_moments(X, sample_weight)
             X = standardize_rows(X, self.scaler_mean_, self.scaler_scale_)
         kernel = self._make_kernel(d)
-        budget = resolve_memory_budget(self.memory_budget)
-        ops: list[GramOperator] = []
+        budget = (
+            resolve_memory_budget(self.memory_budget) if xp is None else device_budget(self.memory_budget, self._device)
+        )
+        ops: list = []
 
-        def operator(n_rhs: int, reserve: int) -> GramOperator:
-            ops.append(
-                GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve,
-                             tiler=PrecomputedGram(X) if pre else None)
-            )  # fmt: skip
+        def operator(n_rhs: int, reserve: int):
+            if xp is None:
+                op = GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve,
+                                  tiler=PrecomputedGram(X) if pre else None)  # fmt: skip
+            else:
+                op = DeviceGram(kernel, X, xp=xp, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs,
+                                reserve_bytes=reserve)  # fmt: skip
+            ops.append(op)
             return ops[0]
 
         try:
@@ -519,7 +610,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self._set_fitted(sol, ops[0], kernel, single, {
             "preconditioner": self.preconditioner, "rank": rank,
             "preconditioner_seconds": round(t_prec, 3), "memory_budget": budget,
-            "fit_seconds": round(time.perf_counter() - t0, 3),
+            "fit_seconds": round(time.perf_counter() - t0, 3), "device": str(self._device),
         })  # fmt: skip
 
     def _solve(
@@ -571,7 +662,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         op = operator(m, _reserve_bytes(n, d, m, rank))
         t = time.perf_counter()
         factor = None
-        if rank and np.any(op.diag() < 0):
+        diag_host = to_numpy(op.diag())
+        if rank and np.any(diag_host < 0):
             raise NotPSDError(
                 f"kernel {PRECOMPUTED if kernel is None else kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
                 "semi-definite and no low-rank preconditioner exists; use a PSD kernel (or "
@@ -584,15 +676,19 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             # the preconditioner approximates the weighted Gram matrix diag(s) K diag(s)
             columns, diag = op.columns, op.diag()
             if s is not None:
-                columns, diag = (lambda idx: s[:, None] * op.columns(idx) * s[idx]), diag * s * s
+                xp = namespace(diag)
+                sd = as_namespace_array(xp, s, like=diag)
+                columns = lambda idx: sd[:, None] * op.columns(idx) * take_rows(xp, sd, idx)[None, :]
+                diag = diag * sd * sd
             if self.preconditioner == "rpcholesky":
                 factor = rpcholesky_factor(columns, diag, rank, random_state=seed).L
             else:
                 factor = nystroem_factor(columns, n, rank, random_state=seed).L
         t_prec = time.perf_counter() - t
-        alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(op.diag().mean())
+        alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(diag_host.mean())
+        Yd = as_namespace_array(namespace(op.diag()), Y, like=op.diag())  # where the operator is
         sol = solve_dual(
-            op.matvec, Y, alphas, fit_intercept=self.fit_intercept, factor=factor,
+            op.matvec, Yd, alphas, fit_intercept=self.fit_intercept, factor=factor,
             eigenvalues=eig, n_probes=probes, tol=self.tol, max_iter=self.max_iter,
             random_state=np.random.default_rng([seed, 1]), sample_weight=sample_weight,
             criterion="evidence" if by_evidence else "gcv",

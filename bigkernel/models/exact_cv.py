@@ -36,12 +36,14 @@ from bigkernel.kernels.registry import (
 from bigkernel.models._base import (
     COEF0,
     DEGREE,
+    DEVICE,
     GRID,
     KERNEL,
     KERNEL_PARAMS,
     MEMORY_BUDGET,
     NU,
     ArrayIn,
+    DeviceLike,
     Grid,
     KernelLike,
     RandomStateLike,
@@ -55,6 +57,7 @@ from bigkernel.models.exact import _DualPredictor, _gram_input, build_kernel, re
 from bigkernel.numerics.evidence import evidence_path
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
+from bigkernel.numerics.namespace import eigh_on
 from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.scaling import standardize_moments, standardize_rows
 from bigkernel.numerics.sums import check_finite
@@ -159,6 +162,11 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         Accepted for a uniform interface with the other estimators; the closed form draws no
         random numbers (results are deterministic).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: on a GPU, the eigendecomposition of each γ runs there
+        (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
+        at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     cv_results_ : dict of ndarray
@@ -218,6 +226,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         max_n: int | None = DEFAULT_MAX_N,
         memory_budget: float | str | None = None,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gammas = gammas
@@ -233,6 +242,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.max_n = max_n
         self.memory_budget = memory_budget
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -250,6 +260,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         "max_n": [Interval(Integral, 2, None, closed="left"), None],
         "memory_budget": MEMORY_BUDGET,
         "random_state": ["random_state"],
+        "device": DEVICE,
     }
 
     def _kernel_name(self) -> str | None:
@@ -297,6 +308,21 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         if self._searchable("gamma"):
             return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
         return [None]
+
+    def _device_eigh(self):
+        """The search's eigendecomposition on the fit's GPU (None: LAPACK on the host). The
+        Gram matrix is built on the host (O(n²), n <= max_n) and copied in; the eigenpairs
+        come back to the host for the closed-form scores."""
+        device = getattr(self, "_device", None)
+        if device is None or not device.is_gpu:
+            return None
+        on_device = eigh_on(device.xp)
+
+        def eigh(M):
+            with device.activate():
+                return on_device(M)
+
+        return eigh
 
     def _kernel_at(self, gamma: float | None, n_features: int) -> Kernel | None:
         if is_precomputed(self.kernel):
@@ -411,7 +437,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             t = time.perf_counter()
             K = tiler.dense()
             t_gram = time.perf_counter() - t
-            path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True)
+            path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True, eigh=self._device_eigh())
             del K
             t_eigh = time.perf_counter() - t - t_gram
             if self.alphas is not None:

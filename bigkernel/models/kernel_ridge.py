@@ -39,6 +39,7 @@ from bigkernel.kernels.registry import check_kernel_name, is_precomputed, kernel
 from bigkernel.models._base import (
     SPARSE_OK,
     ArrayIn,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -48,7 +49,7 @@ from bigkernel.models._base import (
     check_sample_weight,
 )
 from bigkernel.models._posterior import Prediction
-from bigkernel.models.exact import ExactKernelRidge, _gram_input, resolve_memory_budget
+from bigkernel.models.exact import ExactKernelRidge, _gram_input, device_budget, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.gram_tiles import plan_gram
@@ -151,6 +152,12 @@ class KernelRidge(_EstimatorBase):
     random_state : int, RandomState instance or None, default=None
         Seeds the chosen solver (feature map, landmarks or preconditioner).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Passed to the chosen solver; on a GPU the GPU's memory decides exact against random
+        features (Nyström is host code); ``"auto"``: a GPU when CuPy sees one
+        (logged). An unusable GPU raises DeviceError at fit start; fitted arrays are host numpy
+        arrays (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     solver_ : str
@@ -193,6 +200,7 @@ class KernelRidge(_EstimatorBase):
         dtype: str = "auto",
         standardize: bool = False,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -215,6 +223,7 @@ class KernelRidge(_EstimatorBase):
         self.dtype = dtype
         self.standardize = standardize
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     #: the solvers' own entries, read from their tables (one rule each), and the solver choice;
@@ -241,6 +250,7 @@ class KernelRidge(_EstimatorBase):
                 "dtype",
                 "standardize",
                 "random_state",
+                "device",
             )
         },
         **{name: NystroemRidge._parameter_constraints[name] for name in ("n_components", "landmarks")},
@@ -250,7 +260,7 @@ class KernelRidge(_EstimatorBase):
     def _build(self, solver: str):
         common = dict(alpha=self.alpha, gamma=self.gamma, length_scale=self.length_scale, nu=self.nu,
                       fit_intercept=self.fit_intercept, random_state=self.random_state,
-                      standardize=self.standardize)  # fmt: skip
+                      standardize=self.standardize, device=self.device)  # fmt: skip
         feature_dtype = "float64" if self.dtype == "auto" else self.dtype
         if solver == "exact":
             return ExactKernelRidge(
@@ -285,7 +295,17 @@ class KernelRidge(_EstimatorBase):
                 f"{self.n_components}: the kernel exactly, in one streamed pass"
             )
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
-        return choose_solver(n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets)
+        device = getattr(self, "_device", None) or self._fit_device()  # a plan may ask before a fit
+        if not device.is_gpu:
+            return choose_solver(
+                n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets
+            )
+        with device.activate():  # the exact solver's cache lives on the GPU: its memory decides
+            budget = device_budget(self.memory_budget, device)
+        solver, reason = choose_solver(n, d, self.kernel, budget, n_rhs=n_alphas * n_targets)
+        if solver == "nystroem" and kernel_serves(self.kernel, "random_features"):
+            return "random_features", f"{reason}; on the GPU random features instead (Nyström features are host code)"
+        return solver, reason
 
     def _explicit_polynomial_features(self, d: int) -> int | None:
         """The explicit map's feature count when the kernel is polynomial (by name, with no

@@ -11,14 +11,17 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import as_block, is_sparse, nonfinite_rows, scale_columns
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError
+from bigkernel.devices import CPU
+from bigkernel.errors import DataError, DeviceError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import check_kernel_name, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
+    DEVICE,
     KERNEL_CONSTRAINTS,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -26,7 +29,7 @@ from bigkernel.models._base import (
 )
 from bigkernel.models._streamed import PartialFitMixin
 from bigkernel.models.exact import build_kernel
-from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
+from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase, solve_device
 from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
     NystroemMap,
@@ -78,6 +81,11 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
         standard deviation 1 without centring, so it stays sparse).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Nyström features are host code in this version: ``"cuda"`` raises DeviceError at fit
+        start (use ExactKernelRidge or RandomFeatureRidge on a GPU); ``"auto"`` stays on the
+        CPU, logged (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     coef_, intercept_, alpha_, alphas_, df_, df_path_, gcv_, spectrum_, n_features_in_, n_samples_fit_, data_min_, data_max_
@@ -114,6 +122,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -130,6 +139,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -142,7 +152,24 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         "dtype": FEATURE_DTYPE,
         "chunk_rows": [COUNT, None],
         "standardize": ["boolean"],
+        "device": DEVICE,
     }
+
+    def _fit_device(self):
+        """The CPU: Nyström features (the kernel's cross block against the landmarks) are host
+        code, so a GPU is refused at fit start with a DeviceError naming the alternatives, and
+        ``device="auto"`` stays on the CPU (logged) — never a silent CPU fit of ``"cuda"``."""
+        device = super()._fit_device()
+        if not device.is_gpu:
+            return device
+        if self.device == "auto":
+            logger.info("NystroemRidge: device='auto' found %s, but Nyström features run on the CPU", device)
+            return CPU
+        raise DeviceError(
+            f"NystroemRidge(device={self.device!r}): Nyström features are computed on the CPU in "
+            "this version; use device='cpu', or on the GPU ExactKernelRidge (exact, n up to ~10⁶) "
+            "or RandomFeatureRidge (any n)"
+        )
 
     def _check_rules(self) -> None:
         """Any kernel (the kernel checks its own parameters), but a kernel function: not
@@ -165,7 +192,16 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         fmap = self._make_map(ds, weights)
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
         return self._set_fitted(
-            solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype)), fmap, ds.y.ndim, stats
+            solve_primal(
+                stats,
+                self.alpha,
+                self.fit_intercept,
+                sums_precision(self.dtype),
+                **solve_device(getattr(self, "_device", None), solve_primal),
+            ),
+            fmap,
+            ds.y.ndim,
+            stats,
         )
 
     def _new_map(self, ds: Dataset, weights: Weights | None = None) -> NystroemMap:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Sequence
 from typing import ClassVar, Self
@@ -14,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import is_sparse, scale_from_sums
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.graph.stream import column_sums_graph, stats_graph
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import check_kernel_name, sampler_problem
@@ -23,10 +24,12 @@ from bigkernel.models._base import (
     COEF0,
     COUNT,
     DEGREE,
+    DEVICE,
     GAMMA,
     LENGTH_SCALE,
     NU,
     ArrayIn,
+    DeviceLike,
     Floats,
     RandomStateLike,
     RowWeights,
@@ -44,13 +47,41 @@ from bigkernel.numerics.posterior import PrimalPosterior, primal_posterior
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
-from bigkernel.runtime import compute
+from bigkernel.runtime import active_client, compute
 from bigkernel.validation import DTypes, Options
 
 logger = logging.getLogger(__name__)
 
 #: bytes of one feature sub-block (rows × D) per task; bounds the memory of the pass
 FEATURE_BLOCK_BYTES = 64 * 2**20
+
+
+def stream_device(device) -> dict:
+    """The ``device`` keyword of the streamed pass (:func:`~bigkernel.graph.stream.stats_graph`).
+
+    The CPU adds nothing (the pass as it always was). A GPU passes its spec as text: each task
+    resolves it where it runs (``"cuda"`` on a dask-cuda worker is that worker's own GPU; with
+    a distributed client the ordinal is dropped for that reason). A build whose pass has no
+    ``device`` argument refuses the GPU with :class:`DeviceError` rather than fit on the CPU.
+    """
+    if device is None or not device.is_gpu:
+        return {}
+    if "device" not in inspect.signature(stats_graph).parameters:
+        raise DeviceError(
+            f"device={str(device)!r}: the streamed pass (random features, Nyström) of this "
+            "bigkernel build runs on the CPU only; use device='cpu', or the exact solver "
+            "(ExactKernelRidge), which runs on the GPU"
+        )
+    return {"device": "cuda" if active_client() is not None else str(device)}
+
+
+def solve_device(device, solver) -> dict:
+    """The ``device`` keyword of the primal eigendecomposition (``solve_primal``, ``eigen_path``:
+    a GPU decomposes large D×D systems there), when ``solver`` takes one; else nothing (the
+    host's LAPACK: the same result, only slower for very large D)."""
+    if device is None or not device.is_gpu or "device" not in inspect.signature(solver).parameters:
+        return {}
+    return {"device": str(device)}
 
 
 def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOCK_BYTES) -> int:
@@ -107,6 +138,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         "dtype": FEATURE_DTYPE,
         "chunk_rows": [COUNT, None],
         "standardize": ["boolean"],
+        "device": DEVICE,
     }
 
     def _check_rules(self) -> None:
@@ -225,6 +257,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
             weights=weights,
             dtype=str(np.dtype(self.dtype)),
             block_rows=feature_block_rows(self.n_components, self.dtype),
+            **stream_device(getattr(self, "_device", None)),
         )
 
     # ----------------------------------------------------------------- predict
@@ -410,6 +443,11 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         pre-pass over X; stored in the model's feature map). Sparse X is scaled without
         centring (mean 0), so it stays sparse.
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: ``"cuda"`` / ``"cuda:N"`` runs the streamed pass on that GPU
+        (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
+        at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_components,) or (n_targets, n_components)
@@ -477,6 +515,7 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -493,6 +532,7 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -523,5 +563,6 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
 
     def _fit_from_stats(self, stats: SufficientStats, fmap: FeatureMap, y_ndim: int):
         """Set the fitted attributes from one set of statistics."""
-        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype))
+        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype),
+                           **solve_device(getattr(self, "_device", None), solve_primal))  # fmt: skip
         return self._set_fitted(sol, fmap, y_ndim, stats)

@@ -13,9 +13,16 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
-from bigkernel.models._base import GRID, ArrayIn, Grid, RandomStateLike, RowPartition
+from bigkernel.models._base import (
+    GRID,
+    ArrayIn,
+    DeviceLike,
+    Grid,
+    RandomStateLike,
+    RowPartition,
+)
 from bigkernel.models._search import best_index, cv_results
-from bigkernel.models.random_features import _RandomFeatureBase
+from bigkernel.models.random_features import _RandomFeatureBase, solve_device
 from bigkernel.numerics.cv import cv_path
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
@@ -60,6 +67,11 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     nu, degree, coef0, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`RandomFeatureRidge`.
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: on a GPU, the one pass (every γ, every fold) runs there
+        (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
+        at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     cv_results_ : dict of ndarray
@@ -94,6 +106,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gammas = gammas
@@ -111,6 +124,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -176,7 +190,9 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         for st in stats:
             folds = st if split is not None else None
             total = st.total() if split is not None else st
-            path = eigen_path(total, self.fit_intercept, eps)
+            path = eigen_path(
+                total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None), eigen_path)
+            )
             alphas = self._alpha_grid(path)
             alphas_per_gamma.append(alphas)
             dfs.append(path.df(alphas))
@@ -213,7 +229,9 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     def _refit_best(self, best_total, fmaps, gammas, alphas_per_gamma, y_ndim: int, eps: float) -> Self:
         """Fitted attributes at the best (γ, α) (``_best_index``) from that map's total statistics."""
         gi, ai = self._best_index
-        path = eigen_path(best_total, self.fit_intercept, eps)
+        path = eigen_path(
+            best_total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None), eigen_path)
+        )
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
         spectrum = path.spectrum()

@@ -31,6 +31,10 @@ problem is the unweighted one for ``K̃ = diag(s) K diag(s)``, targets ``s ⊙ y
 intercept's regressor ``s`` instead of ``1`` — so centring becomes the projection
 ``H_s = I − s sᵀ/Σc`` and ``a = s ⊙ u`` for the solution ``u`` of the transformed system.
 ``n`` becomes ``Σc`` in GCV (that of the repeated data), and ``RSS = α²‖u‖²`` still holds.
+
+Array namespaces: ``Y``, the factor and ``matvec`` may live on a device (CuPy; array-api-strict
+in CI): the CG vectors stay there, the per-α read-outs (RSS, df, GCV) come to the host, and the
+returned coefficients and intercept are host numpy arrays (a fitted model is device-free).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import numpy as np
 from bigkernel.errors import ParameterError
 from bigkernel.numerics.cg import conjugate_gradient
 from bigkernel.numerics.evidence import EvidencePath, evidence_path
+from bigkernel.numerics.namespace import as_namespace_array, device_of, is_numpy, namespace, to_numpy
 from bigkernel.numerics.precond import LowRankPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -111,11 +116,21 @@ class DualSolution:
     evidence: EvidencePath | None = None  # with the eigenvalues only (the log-determinant)
 
 
-def _centre(V: np.ndarray, s: np.ndarray | None = None) -> np.ndarray:
-    """``H V`` with ``H = I − 11ᵀ/n``, or ``H_s V = V − s (sᵀV)/(sᵀs)`` for weights ``s = √c``."""
+def _centre(V, s=None):
+    """``H V`` with ``H = I − 11ᵀ/n``, or ``H_s V = V − s (sᵀV)/(sᵀs)`` for weights ``s = √c``
+    (any array namespace)."""
+    xp = namespace(V)
     if s is None:
-        return V - V.mean(axis=0)
-    return V - np.outer(s, (s @ V) / (s @ s))
+        return V - xp.mean(V, axis=0)
+    return V - s[:, None] * ((s @ V) / (s @ s))[None, :]
+
+
+def _col_dot(A, B):
+    """``Σ_i A_ij B_ij`` per column, as a host array."""
+    xp = namespace(A)
+    if is_numpy(xp):
+        return np.einsum("ij,ij->j", A, B)
+    return to_numpy(xp.sum(A * B, axis=0))
 
 
 def _check_sample_weight(sample_weight, n: int) -> np.ndarray | None:
@@ -187,7 +202,8 @@ def solve_dual(
     every target × α and the df/GCV read-out share the same operator and must agree on the
     same centred system.
     """
-    Y = np.asarray(Y, dtype=np.float64)
+    xp = namespace(Y) if hasattr(Y, "shape") else namespace()
+    Y = as_namespace_array(xp, Y, dtype=xp.float64)
     alphas = np.asarray(alphas, dtype=np.float64)
     n, k = Y.shape
     A = alphas.size
@@ -199,18 +215,19 @@ def solve_dual(
         raise ParameterError(
             "choosing among several alphas needs df(alpha): give n_probes >= 2 (Hutchinson) or eigenvalues (exact)"
         )
-    s = _check_sample_weight(sample_weight, n)
-    n_eff = n if s is None else float(s @ s)  # rows of the (repeated) data set
+    s_host = _check_sample_weight(None if sample_weight is None else to_numpy(sample_weight), n)
+    n_eff = n if s_host is None else float(s_host @ s_host)  # rows of the (repeated) data set
+    s = None if s_host is None else as_namespace_array(xp, s_host, like=Y)
     if fit_intercept:
-        ybar = Y.mean(axis=0) if s is None else (s * s) @ Y / n_eff
+        ybar = xp.mean(Y, axis=0) if s is None else (s * s) @ Y / n_eff
     else:
-        ybar = np.zeros(k)
+        ybar = xp.zeros(k, dtype=xp.float64, device=device_of(Y))
     Yc = Y - ybar if s is None else s[:, None] * (Y - ybar)  # = H_s (s ⊙ Y)
 
-    def kmat(V: np.ndarray) -> np.ndarray:  # K̃ V
+    def kmat(V):  # K̃ V
         return matvec(V) if s is None else s[:, None] * matvec(s[:, None] * V)
 
-    def op(V: np.ndarray) -> np.ndarray:
+    def op(V):
         return _centre(kmat(_centre(V, s)), s) if fit_intercept else kmat(V)
 
     prec = None
@@ -218,20 +235,20 @@ def solve_dual(
         L = _centre(factor, s) if fit_intercept else factor
         prec = LowRankPreconditioner(L, float(alphas.min()))
     P = n_probes if eigenvalues is None else 0
-    Z = np.empty((n, 0))
+    Z = None
     if P:
         rng = np.random.default_rng(random_state)
-        Z = rng.choice(np.array([-1.0, 1.0]), size=(n, P))
+        Z = as_namespace_array(xp, rng.choice(np.array([-1.0, 1.0]), size=(n, P)), like=Y)
         if fit_intercept:
             Z = _centre(Z, s)
     # columns: [targets at α_1, …, targets at α_A, probes at α_1, …, probes at α_A]
-    B = np.hstack([np.tile(Yc, (1, A)), np.tile(Z, (1, A))])
+    B = xp.concat([Yc] * A + ([Z] * A if P else []), axis=1)
     shift = np.concatenate([np.repeat(alphas, k), np.repeat(alphas, P)])
     tols = np.concatenate([np.full(A * k, tol), np.full(A * P, max(PROBE_TOL, tol))])
     res = conjugate_gradient(op, B, preconditioner=prec, shift=shift, tol=tols, max_iter=max_iter)
     X = res.x
-    coefs = np.stack([X[:, j * k : (j + 1) * k] for j in range(A)])  # (A, n, k)
-    rss = alphas[:, None] ** 2 * (coefs**2).sum(axis=1)  # (A, k)
+    coefs = [X[:, j * k : (j + 1) * k] for j in range(A)]  # A × (n, k)
+    rss = alphas[:, None] ** 2 * np.stack([to_numpy(xp.sum(c**2, axis=0)) for c in coefs])  # (A, k)
 
     df, df_se, method = _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, X[:, A * k :], n_eff)
     resid_df = n_eff - df
@@ -251,14 +268,15 @@ def solve_dual(
     Ku = kmat(u)  # K̃ u = s ⊙ K a
     fitted = _centre(Ku, s) if fit_intercept else Ku
     r = Yc - fitted - alpha * u
-    ynorm = np.linalg.norm(Yc, axis=0)
-    residual = np.linalg.norm(r, axis=0) / np.where(ynorm > 0, ynorm, 1.0)
+    ynorm = np.sqrt(_col_dot(Yc, Yc))
+    residual = np.sqrt(_col_dot(r, r)) / np.where(ynorm > 0, ynorm, 1.0)
     if s is None:
-        a, Ka_mean = u, Ku.mean(axis=0)
+        a, Ka_mean = u, xp.mean(Ku, axis=0)
     else:
         # a = s ⊙ u; rows with c = 0 have u = 0. The weighted mean of K a is sᵀ(K̃u)/Σc.
         a, Ka_mean = s[:, None] * u, (s @ Ku) / n_eff
-    intercept = ybar - Ka_mean if fit_intercept else np.zeros(k)
+    intercept = to_numpy(ybar - Ka_mean) if fit_intercept else np.zeros(k)
+    a = np.array(to_numpy(a), dtype=np.float64)  # the fitted model is host numpy, whatever ran it
     n_iter = np.atleast_1d(res.n_iter)[best * k : (best + 1) * k]
     converged = bool(np.all(np.atleast_1d(res.converged)[: A * k]))
     info = {
@@ -285,7 +303,7 @@ def _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, Xz, n):
         s = np.maximum(np.asarray(eigenvalues, dtype=np.float64), 0.0)
         df = base + (s[None, :] / (s[None, :] + alphas[:, None])).sum(axis=1)
         return df, np.zeros(A), "exact"
-    P = Z.shape[1]
+    P = 0 if Z is None else Z.shape[1]
     if P == 0:
         return np.full(A, np.nan), np.full(A, np.nan), "none"
     df, se = np.empty(A), np.empty(A)
@@ -297,7 +315,7 @@ def _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, Xz, n):
             Mz = prec.apply_shifted(Z, np.full(P, alpha))
         else:
             low, Mz = 0.0, Z / alpha
-        samples = alpha * np.einsum("ij,ij->j", Z, Mz - x)
+        samples = alpha * _col_dot(Z, Mz - x)
         df[j] = base + low + samples.mean()
         se[j] = samples.std(ddof=1) / np.sqrt(P)
     # df can never exceed n (nor fall below the intercept's 1): clip estimation noise

@@ -17,7 +17,9 @@ from bigkernel.jobs.config.fields import (
     _choice,
     _chunk_rows,
     _Context,
+    _device,
     _fail,
+    _gpus,
     _integer,
     _Invalid,
     _location,
@@ -233,6 +235,7 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         gram_dtype=sec.value("gram_dtype", _param(ExactKernelRidge, "dtype"), "auto"),
         n_probes=sec.value("n_probes", _param(ExactKernelRidge, "n_probes"), 8),
         landmarks=sec.value("landmarks", _param(NystroemRidge, "landmarks"), "rpcholesky"),
+        device=sec.value("device", _device, "cpu"),
         class_weight=sec.value("class_weight", _class_weight, None, nullable=True),
     )
     if model.random_state is None:
@@ -390,6 +393,7 @@ def _parse_local(sec: _Section) -> LocalClusterConfig:
         memory_limit=sec.value("memory_limit", _memory_limit, "auto"),
         dashboard=sec.value("dashboard", _boolean, False),
         host=sec.value("host", _text, "127.0.0.1"),
+        gpus=sec.value("gpus", _gpus, None, nullable=True),
     )
 
 

@@ -246,6 +246,11 @@ class ModelConfig:
         Exact solver: Hutchinson probes for df(alpha) when n > 3000 (>= 0).
     landmarks : {"rpcholesky", "uniform"}, default="rpcholesky"
         Nyström landmark choice (n_components landmarks).
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes (the estimators' ``device``): ``cuda`` without CuPy or a GPU
+        stops the job with one error before any data is read; ``auto`` takes a GPU when CuPy
+        sees one (logged). With ``cluster.local.gpus`` the workers are one per GPU and
+        ``cuda`` is each worker's own GPU.
     class_weight : "balanced", dict or None, default=None
         ``task: classification``: weight per class (``{label: weight}``) or "balanced".
     """
@@ -274,6 +279,7 @@ class ModelConfig:
     gram_dtype: GramDType = "auto"
     n_probes: int = 8
     landmarks: Landmarks = "rpcholesky"
+    device: str = "cpu"
     class_weight: str | dict[Any, float] | None = None
 
 
@@ -325,6 +331,11 @@ class LocalClusterConfig:
     dashboard : bool, default=False
     host : str, default="127.0.0.1"
         Interface the scheduler and workers bind to; loopback unless asked otherwise.
+    gpus : "all", tuple of int or None, default=None
+        Start a dask-cuda ``LocalCUDACluster`` instead: one worker process per GPU (every GPU
+        with ``all``, or these ordinals), each seeing its own GPU as ``cuda:0``
+        (``n_workers`` does not apply). Needs dask-cuda (``pip install "bigkernel[gpu]"``);
+        use it with ``model.device: cuda``.
     """
 
     n_workers: int = 1
@@ -332,6 +343,7 @@ class LocalClusterConfig:
     memory_limit: int | str = "auto"
     dashboard: bool = False
     host: str = "127.0.0.1"
+    gpus: str | tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
