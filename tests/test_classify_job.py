@@ -124,6 +124,13 @@ def test_string_labels_from_zarr_and_search_by_accuracy(tmp_path):
         ({"model": {"class_weight": "balanced"}}, "class_weight is for `task: classification`"),
         ({"task": "classification", "model": {"solver": "exact", "alpha": "loo"}}, "K-fold accuracy"),
         ({"task": "classify"}, "task"),
+        ({"model": {"loss": "hinge"}}, "loss: hinge is for `task: classification`"),
+        (
+            {"task": "classification", "model": {"loss": "squared_hinge", "solver": "exact", "alpha": 0.1}},
+            "random_features or nystroem",
+        ),
+        ({"task": "classification", "model": {"loss": "squared_hinge"}}, "one number for alpha"),
+        ({"task": "classification", "model": {"loss": "logistic"}}, "loss"),
     ],
 )
 def test_what_a_classification_config_refuses(tmp_path, extra, message):
@@ -147,3 +154,20 @@ def test_predict_command_writes_string_labels_to_zarr(tmp_path):
     )
     stored = zarr.open_group(str(tmp_path / "p.zarr"), mode="r")["y_pred"][:]
     np.testing.assert_array_equal(stored.astype(object), model.predict(X[:100]).astype(object))
+
+
+def test_a_job_fits_the_squared_hinge_svm(tmp_path):
+    """``model.loss`` reaches the classifier: the saved model is the primal SVM the API fits."""
+    cfg = {
+        "task": "classification", "output": str(tmp_path / "out"),
+        "data": {"make": {"kind": "classes", "n_samples": 1500, "path": str(tmp_path / "d.zarr")}},
+        "model": {"loss": "squared_hinge", "alpha": 0.05, "gamma": 0.5, "n_components": 64},
+        "cluster": {"local": {"n_workers": 1, "threads_per_worker": 1}}, "progress": False, "plots": False,
+    }  # fmt: skip
+    (tmp_path / "job.yaml").write_text(json.dumps(cfg))
+    assert main(["-q", "run", str(tmp_path / "job.yaml")]) == 0
+    model = bigkernel.load(str(tmp_path / "out" / "model.zarr"))
+    assert model.loss == "squared_hinge" and model.n_iter_ >= 1
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert m["scores"]["holdout"]["accuracy"] > 0.5  # three classes: chance is about 1/3
+    assert m["model"]["n_passes"] == model.n_iter_ and all(m["model"]["converged"])

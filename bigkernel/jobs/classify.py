@@ -62,6 +62,8 @@ def build_classifier(cfg: JobConfig, regressor):
                           "use device: cpu (or a regression task on the GPU)")  # fmt: skip
     if cls is RandomFeatureClassifierCV:
         params["cv"] = cfg.model.cv
+    if cfg.model.loss != "squared_error":  # the config allows it with the feature solvers only
+        params["loss"] = cfg.model.loss
     return cls(**params, class_weight=cfg.model.class_weight)
 
 

@@ -444,7 +444,9 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
     if hasattr(est, "classes_"):  # a classifier: its labels as JSON values
         out.update(task="classification", classes=[c.item() if hasattr(c, "item") else c for c in est.classes_])
         out["loss"] = est.loss
-    if hasattr(inner, "n_iter_"):  # exact: CG figures, df's standard error, the Gram cache
+    if hasattr(est, "dual_gap_"):  # the primal SVM: its passes over the data and its gaps
+        out.update(n_passes=int(est.n_iter_), converged=est.converged_.tolist(), dual_gap=est.dual_gap_.tolist())
+    elif hasattr(inner, "df_stderr_"):  # exact: CG figures, df's standard error, the Gram cache
         out.update(
             n_samples_fit=inner.n_samples_fit_,
             df_stderr=_finite(inner.df_stderr_),

@@ -68,6 +68,7 @@ from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.models.random_features_classifier import RandomFeatureClassifier
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 # --------------------------------------------------------------------------------------------
@@ -114,7 +115,11 @@ def _check_task(top: _Section, job: JobConfig) -> None:
     if job.task != "classification":
         if m.class_weight is not None:
             top.report("task", "model.class_weight is for `task: classification`; remove it or set the task")
+        if m.loss != "squared_error":
+            top.report("task", f"model.loss: {m.loss} is for `task: classification`; remove it or set the task")
         return
+    if m.loss != "squared_error":
+        _check_svm_model(top, m)
     if job.bootstrap is not None:
         top.report(
             "bootstrap",
@@ -237,11 +242,25 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         landmarks=sec.value("landmarks", _param(NystroemRidge, "landmarks"), "rpcholesky"),
         device=sec.value("device", _device, "cpu"),
         class_weight=sec.value("class_weight", _class_weight, None, nullable=True),
+        loss=sec.value("loss", _param(RandomFeatureClassifier, "loss"), "squared_error"),
     )
     if model.random_state is None:
         model = replace(model, random_state=sec.ctx.seed)
     _check_model(sec, model, data)
     return model
+
+
+def _check_svm_model(top: _Section, m: ModelConfig) -> None:
+    """An SVM loss: the feature solvers only, one penalty and one bandwidth (no α path, no
+    accuracy search)."""
+    if m.solver not in ("random_features", "nystroem"):
+        top.report("model", f"loss: {m.loss} (the primal SVM) needs solver random_features or nystroem, got {m.solver}")
+    if not isinstance(m.alpha, (int, float)) or isinstance(m.gamma, tuple) or m.gamma == "cv":
+        top.report(
+            "model",
+            f"loss: {m.loss} needs one number for alpha and one gamma (the SVM has no one-pass path to search); "
+            "search with loss: squared_error, or give alpha: 0.01",
+        )
 
 
 def _class_weight(value: Any) -> str | dict[Any, float]:

@@ -253,6 +253,9 @@ class ModelConfig:
         ``cuda`` is each worker's own GPU.
     class_weight : "balanced", dict or None, default=None
         ``task: classification``: weight per class (``{label: weight}``) or "balanced".
+    loss : {"squared_error", "squared_hinge", "hinge"}, default="squared_error"
+        ``task: classification``: least squares on ±1 targets, or the SVM solved in the primal
+        on the features (solver random_features or nystroem, one number for alpha).
     """
 
     solver: Solver = "random_features"
@@ -281,6 +284,7 @@ class ModelConfig:
     landmarks: Landmarks = "rpcholesky"
     device: str = "cpu"
     class_weight: str | dict[Any, float] | None = None
+    loss: str = "squared_error"
 
 
 @dataclass(frozen=True, kw_only=True)
