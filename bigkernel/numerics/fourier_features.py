@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from array_api_compat import array_namespace, is_numpy_namespace
+from array_api_compat import device as array_device
 
 from bigkernel._checks import check_choice
 from bigkernel.errors import DataError, ParameterError
@@ -84,26 +86,49 @@ class FeatureMap:
     scale: float
     params: dict[str, Any] = field(default_factory=dict)
 
-    def transform_unscaled(self, X: np.ndarray, dtype: np.dtype | str = np.float64) -> np.ndarray:
+    def transform_unscaled(self, X: Any, dtype: np.dtype | str = np.float64, out: np.ndarray | None = None) -> Any:
         """Features of the rows of ``X`` divided by :attr:`scale`, shape (n, n_components).
 
-        The whole computation, argument ``Xω + b`` included, runs in ``dtype``: in float32 the
-        argument carries an absolute error of about 1e-6 (|Xω + b| ~ 10), and float64 arrays
-        of n × D would double the memory traffic that dominates this step.
+        ``X`` may be an array of any array-API namespace (numpy, CuPy, array-api-strict); the
+        features are an array of the same namespace and device. The whole computation, argument
+        ``Xω + b`` included, runs in ``dtype``: in float32 the argument carries an absolute
+        error of about 1e-6 (|Xω + b| ~ 10), and float64 arrays of n × D would double the
+        memory traffic that dominates this step.
+
+        ``out`` (numpy only): an (n, n_components) array or view to write the features into, so
+        the streamed pass fills its product buffer without a copy.
         """
-        dtype = np.dtype(dtype)
+        xp = array_namespace(X)
         if X.ndim != 2 or X.shape[1] != self.n_features_in:
             raise DataError(
                 f"X has {X.shape[1] if X.ndim == 2 else X.shape} features, but the feature map "
                 f"expects {self.n_features_in}; pass data with the same columns as in fit"
             )
-        weights, offsets = self._params_as(dtype)
-        z = np.asarray(X, dtype=dtype) @ weights
+        if is_numpy_namespace(xp):
+            return self._transform_numpy(np.asarray(X), np.dtype(dtype), out)
+        if out is not None:
+            raise ParameterError("out= is for numpy inputs only")
+        dtype = np.dtype(dtype)
+        weights, offsets = self._params_on(xp, dtype, array_device(X))
+        z = xp.matmul(xp.astype(X, getattr(xp, dtype.name), copy=False), weights)
         if offsets is not None:
-            z += offsets
+            z = z + offsets
         if self.form == "cos":
+            return xp.cos(z)
+        return xp.concat([xp.cos(z), xp.sin(z)], axis=1)
+
+    def _transform_numpy(self, X: np.ndarray, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
+        """The numpy fast path of :meth:`transform_unscaled`: every step in place."""
+        weights, offsets = self._params_as(dtype)
+        x = X.astype(dtype, copy=False)
+        if out is None:
+            out = np.empty((X.shape[0], self.n_components), dtype=dtype)
+        if self.form == "cos":
+            z = np.matmul(x, weights, out=out)
+            if offsets is not None:
+                z += offsets
             return np.cos(z, out=z)
-        out = np.empty((z.shape[0], 2 * z.shape[1]), dtype=dtype)
+        z = x @ weights
         np.cos(z, out=out[:, : z.shape[1]])
         np.sin(z, out=out[:, z.shape[1] :])
         return out
@@ -116,11 +141,30 @@ class FeatureMap:
             cache[dtype] = (self.weights.astype(dtype), off)
         return cache[dtype]
 
-    def transform(self, X: np.ndarray, dtype: np.dtype | str = np.float64) -> np.ndarray:
-        """Features φ(x) of the rows of ``X``, shape (n, n_components)."""
+    def _params_on(self, xp: Any, dtype: np.dtype, device: Any) -> tuple[Any, Any]:
+        """``(weights, offsets)`` in ``dtype`` as arrays of namespace ``xp`` on ``device``,
+        cached per (namespace, device, dtype): one host→device copy per map and worker."""
+        cache = self.__dict__.setdefault("_cast_cache", {})
+        key = (xp.__name__, str(device), dtype.name)
+        if key not in cache:
+            # copies: array-api-strict may wrap numpy memory, and the cache must stay private
+            w, off = (None if a is None else xp.asarray(a.copy(), device=device) for a in self._params_as(dtype))
+            cache[key] = (w, off)
+        return cache[key]
+
+    def __getstate__(self) -> dict:
+        # the cast cache may hold device arrays: never ship it to another process
+        state = dict(self.__dict__)
+        state.pop("_cast_cache", None)
+        return state
+
+    def transform(self, X: Any, dtype: np.dtype | str = np.float64) -> Any:
+        """Features φ(x) of the rows of ``X`` (any array namespace), shape (n, n_components)."""
         phi = self.transform_unscaled(X, dtype)
-        phi *= phi.dtype.type(self.scale)
-        return phi
+        if isinstance(phi, np.ndarray):
+            phi *= phi.dtype.type(self.scale)
+            return phi
+        return phi * self.scale  # a Python float keeps the array's dtype
 
     def standardized(self, mean: np.ndarray, scale: np.ndarray) -> FeatureMap:
         """The map of standardized inputs (x - mean) / scale, as a map of raw inputs.

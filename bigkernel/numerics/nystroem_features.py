@@ -100,11 +100,14 @@ class NystroemMap:
             return X
         return (np.asarray(X, dtype=np.float64) - self.mean) / self.std
 
-    def transform_unscaled(self, X: np.ndarray, dtype: DTypeLike = np.float64) -> np.ndarray:
-        """``φ(X)``, shape (n, n_components), in ``dtype`` (the scale is 1)."""
+    def transform_unscaled(
+        self, X: np.ndarray, dtype: DTypeLike = np.float64, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``φ(X)``, shape (n, n_components), in ``dtype`` (the scale is 1); written into ``out``
+        (an (n, n_components) array or view) when given."""
         dtype = np.dtype(dtype)
         C = self._tiler.cross(self._inputs(X), dtype=dtype)
-        return C @ self._projection_as(dtype)
+        return np.matmul(C, self._projection_as(dtype), out=out)
 
     transform = transform_unscaled
 
