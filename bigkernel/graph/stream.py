@@ -71,10 +71,17 @@ def stats_graph(
     weights: Callable[[int, int], np.ndarray] | None = None,
     dtype: str = "float64",
     block_rows: int = 8192,
+    device: Any = "cpu",
 ) -> Delayed:
     """Delayed :class:`SufficientStats` of the whole data set, tree-reduced.
 
     With a list of feature maps, a list of statistics (one per map) from the same pass.
+
+    ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``, or a resolved
+    :class:`~bigkernel.devices.Device`) is where each block's features and sums are computed
+    (:func:`~bigkernel.numerics.sums.block_stats`); it enters the graph as its spec string, so
+    the graph stays picklable and each worker resolves its own GPU. Every task returns host
+    float64 statistics; the tree reduction runs on the host.
 
     ``X`` (n, d) and ``Y`` (n, k) must share their row chunks and have one column chunk.
     NaN/inf raise :class:`~bigkernel.errors.NonFiniteError` from the chunk that holds them.
@@ -82,10 +89,8 @@ def stats_graph(
     fmap_d = dask.delayed(fmap, pure=True)
     if weights is not None and not isinstance(weights, Delayed):
         weights = dask.delayed(weights, pure=True)  # one key, not a copy in every task
-    parts = [
-        dask.delayed(block_stats, pure=True)(fmap_d, xb, yb, start, weights=weights, dtype=dtype, block_rows=block_rows)
-        for start, xb, yb in row_blocks(X, Y)
-    ]
+    kw = dict(weights=weights, dtype=dtype, block_rows=block_rows, device=str(device))
+    parts = [dask.delayed(block_stats, pure=True)(fmap_d, xb, yb, start, **kw) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name="stats-sum")
 
 

@@ -57,9 +57,9 @@ class SufficientStats:
         is given); float64 arrays of namespace ``xp`` (default numpy) on ``device``."""
         D, k = n_components, n_targets
         if xp is None or isinstance(xp.empty(0), np.ndarray):
-            full = lambda shape, value: np.full(shape, value, dtype=np.float64)  # noqa: E731
+            full = lambda shape, value: np.full(shape, value, dtype=np.float64)
         else:
-            full = lambda shape, value: xp.full(shape, value, dtype=xp.float64, device=device)  # noqa: E731
+            full = lambda shape, value: xp.full(shape, value, dtype=xp.float64, device=device)
         lo = hi = None
         if n_features is not None:
             lo, hi = full((m, n_features), np.inf), full((m, n_features), -np.inf)
@@ -70,7 +70,7 @@ class SufficientStats:
 
     def to_host(self) -> SufficientStats:
         """The same statistics as numpy arrays (a device→host copy of each array for a GPU)."""
-        arrays = [None if a is None else to_host(a) for a in (
+        arrays = [None if a is None else host_array(a) for a in (
             self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y, self.x_min, self.x_max)]  # fmt: skip
         return SufficientStats(*arrays)
 
@@ -117,6 +117,16 @@ class SufficientStats:
         )  # fmt: skip
 
 
+def host_array(a: Any) -> np.ndarray:
+    """A numpy array of any namespace's array: numpy passes through, CuPy is copied
+    device→host, another namespace's array is moved to its namespace's default (host) device
+    first (array-api-strict's test devices refuse a direct numpy conversion)."""
+    if isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy"):
+        return to_host(a)
+    xp = array_namespace(a)
+    return np.asarray(a.to_device(xp.__array_namespace_info__().default_device()))
+
+
 def _range_union(a: SufficientStats, b: SufficientStats) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Range of the union of two sets' rows; unknown (None) if either is unknown."""
     if a.x_min is None or b.x_min is None:
@@ -151,7 +161,7 @@ def check_finite(X: Any, y: Any | None, start: int, action: str = "fitting") -> 
             xp = array_namespace(a)
             if bool(xp.all(xp.isfinite(a))):
                 continue
-        a = to_host(a)
+        a = host_array(a)
         bad = ~np.isfinite(a.reshape(a.shape[0], -1)).all(axis=1)
         first = start + int(np.argmax(bad))
         stop = start + a.shape[0]
@@ -214,15 +224,18 @@ def block_stats(
     single = not isinstance(fmap, (list, tuple))  # any map (random features, Nyström) or a list
     maps = [fmap] if single else list(fmap)
     dev = resolve_device(device)
+    # the weights live on the host: rows are picked there, only the kept rows' indices move
+    partition = weights if hasattr(weights, "groups") else None
+    W = None if weights is None or partition else np.asarray(weights(start, start + X.shape[0]), dtype=np.float64)
+    m = len(partition.keep) if partition else (1 if W is None else W.shape[0])
     if dev.is_gpu:
         with dev.activate():
             Xd, Yd = dev.asarray(X), dev.asarray(Y)  # one host→device copy per task
             width = max(f.n_components for f in maps) + Yd.shape[1] + 1
-            rows = device_block_rows(block_rows, width, dtype, len(maps) * _n_sets(weights, start, Xd.shape[0]),
-                                     dev.free_memory())  # fmt: skip
-            accs = [acc.to_host() for acc in _pass(maps, Xd, Yd, start, weights, dtype, rows)]
+            rows = device_block_rows(block_rows, width, dtype, len(maps) * m, dev.free_memory())
+            accs = [acc.to_host() for acc in _pass(maps, Xd, Yd, start, (partition, W, m), dtype, rows)]
     else:
-        accs = [acc.to_host() for acc in _pass(maps, X, Y, start, weights, dtype, block_rows)]
+        accs = [acc.to_host() for acc in _pass(maps, X, Y, start, (partition, W, m), dtype, block_rows)]
     for f, acc in zip(maps, accs):
         # fold the constant feature scale into the small sums rather than the big blocks
         c = f.scale
@@ -273,17 +286,9 @@ def device_block_rows(block_rows: int, width: int, dtype: np.dtype | str, n_sets
     return rows
 
 
-def _n_sets(weights, start: int, rows: int) -> int:
-    """How many weighted sets a block's statistics hold (the leading axis m)."""
-    if weights is None:
-        return 1
-    if hasattr(weights, "groups"):
-        return len(weights.keep)
-    return int(np.shape(weights(start, start + min(rows, 1)))[0])
-
-
-def _pass(maps: list, X: Any, Y: Any, start: int, weights, dtype, block_rows: int) -> list[SufficientStats]:
-    """The sub-block loop of :func:`block_stats`, in the namespace and on the device of ``X``.
+def _pass(maps: list, X: Any, Y: Any, start: int, sets: tuple, dtype, block_rows: int) -> list[SufficientStats]:
+    """The sub-block loop of :func:`block_stats`, in the namespace and on the device of ``X``;
+    ``sets`` = (row partition or None, host weights (m × rows) or None, m).
 
     Notes
     -----
@@ -294,9 +299,7 @@ def _pass(maps: list, X: Any, Y: Any, start: int, weights, dtype, block_rows: in
     xp = array_namespace(X, Y)
     check_finite(X, Y, start)
     stop = start + X.shape[0]
-    partition = weights if hasattr(weights, "groups") else None
-    W = None if weights is None or partition else np.asarray(weights(start, stop), dtype=np.float64)
-    m = len(partition.keep) if partition else (1 if W is None else W.shape[0])
+    partition, W, m = sets
     dev = array_device(X)
     accs = [SufficientStats.zeros(m, f.n_components, Y.shape[1], X.shape[1], xp=xp, device=dev) for f in maps]
     # the range rides along the pass (d columns: no extra read); one array per set, shared by
