@@ -119,16 +119,15 @@ class FeatureMap:
 
     def _transform_numpy(self, X: np.ndarray, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
         """The numpy fast path of :meth:`transform_unscaled`: every step in place."""
-        weights, offsets = self._params_as(dtype)
-        x = X.astype(dtype, copy=False)
         if out is None:
             out = np.empty((X.shape[0], self.n_components), dtype=dtype)
         if self.form == "cos":
-            z = np.matmul(x, weights, out=out)
-            if offsets is not None:
-                z += offsets
+            # [x, 1] @ [ω; b]: the offsets ride in the GEMM instead of one more pass over n × D
+            aug = np.empty((X.shape[0], X.shape[1] + 1), dtype=dtype)
+            aug[:, :-1], aug[:, -1] = X, 1.0
+            z = np.matmul(aug, self._augmented_weights(dtype), out=out)
             return np.cos(z, out=z)
-        z = x @ weights
+        z = X.astype(dtype, copy=False) @ self._params_as(dtype)[0]
         np.cos(z, out=out[:, : z.shape[1]])
         np.sin(z, out=out[:, z.shape[1] :])
         return out
@@ -140,6 +139,15 @@ class FeatureMap:
             off = None if self.offsets is None else self.offsets.astype(dtype)
             cache[dtype] = (self.weights.astype(dtype), off)
         return cache[dtype]
+
+    def _augmented_weights(self, dtype: np.dtype) -> np.ndarray:
+        """``[ω; b]`` (d + 1, D) in ``dtype``, cached (b = 0 for a map without offsets)."""
+        cache = self.__dict__.setdefault("_cast_cache", {})
+        key = ("augmented", dtype)
+        if key not in cache:
+            off = np.zeros(self.weights.shape[1]) if self.offsets is None else self.offsets
+            cache[key] = np.vstack([self.weights, off[np.newaxis, :]]).astype(dtype)
+        return cache[key]
 
     def _params_on(self, xp: Any, dtype: np.dtype, device: Any) -> tuple[Any, Any]:
         """``(weights, offsets)`` in ``dtype`` as arrays of namespace ``xp`` on ``device``,
