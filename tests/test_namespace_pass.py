@@ -179,3 +179,18 @@ def test_cuda_without_a_gpu_is_a_clear_error():
     X, Y = _data(50)
     with pytest.raises(DeviceError, match="bigkernel\\[gpu\\]"):
         block_stats(make_feature_map("rbf", 3, 8, seed=0), X, Y, 0, device="cuda")
+
+
+def test_nystroem_features_refuse_a_device_array():
+    from bigkernel.kernels.factory import kernel_from_dict
+    from bigkernel.numerics.nystroem_features import NystroemMap
+
+    X, _ = _data(40)
+    fmap = NystroemMap.from_landmarks(kernel_from_dict({"name": "rbf", "gamma": 0.5}), X[:10])
+    np.testing.assert_allclose(
+        fmap.transform_unscaled(X[:10]) @ fmap.transform_unscaled(X[:10]).T,
+        np.exp(-0.5 * ((X[:10, None] - X[None, :10]) ** 2).sum(-1)),
+        atol=1e-8,
+    )
+    with pytest.raises(DeviceError, match="host \\(numpy\\) only"):
+        fmap.transform_unscaled(_strict(X))

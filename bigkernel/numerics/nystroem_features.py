@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.numerics.gram_tiles import GramTiler
@@ -104,7 +104,17 @@ class NystroemMap:
         self, X: np.ndarray, dtype: DTypeLike = np.float64, out: np.ndarray | None = None
     ) -> np.ndarray:
         """``φ(X)``, shape (n, n_components), in ``dtype`` (the scale is 1); written into ``out``
-        (an (n, n_components) array or view) when given."""
+        (an (n, n_components) array or view) when given.
+
+        numpy only for now: the kernel's cross block (:class:`GramTiler`) is host code, so an
+        array of another namespace (a GPU's) is refused with :class:`DeviceError` rather than
+        copied to the host behind the caller's back.
+        """
+        if not isinstance(X, np.ndarray) and hasattr(X, "__array_namespace__"):
+            raise DeviceError(
+                f"Nyström features are computed on the host (numpy) only; got a {type(X).__module__} "
+                "array. Use device='cpu' for NystroemRidge, or RandomFeatureRidge on the GPU"
+            )
         dtype = np.dtype(dtype)
         C = self._tiler.cross(self._inputs(X), dtype=dtype)
         return np.matmul(C, self._projection_as(dtype), out=out)
