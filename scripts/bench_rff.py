@@ -365,6 +365,7 @@ def main() -> None:
     p.add_argument("--D", type=int, default=None, help="features (default 2048 for a/chunking, 1024 for b)")
     p.add_argument("--no-sklearn", action="store_true")
     p.add_argument("--repeat", type=int, default=2, help="repetitions of case a (limit grid and fits)")
+    p.add_argument("--no-rss-sweep", action="store_true", help="case b at n only (not also n/10 and 3n/10)")
     p.add_argument("--data-dir", default="bench_results/data")
     p.add_argument("--out", default="bench_results/bench_rff.json")
     args = p.parse_args()
@@ -376,7 +377,7 @@ def main() -> None:
         rows += case_a(int(args.n or 4e5), args.D or 2048, not args.no_sklearn, args.repeat)
     if args.case in ("b", "all"):
         n = int(args.n or 1e7)
-        rows += case_b(n, args.D or 1024, args.data_dir, [n // 10, (3 * n) // 10])
+        rows += case_b(n, args.D or 1024, args.data_dir, [] if args.no_rss_sweep else [n // 10, (3 * n) // 10])
     if args.case in ("chunking", "all"):
         rows += case_chunking(int(args.n or 4e5), args.D or 2048)
     if args.case in ("standardize", "all"):
