@@ -1,7 +1,8 @@
 """bigkernel: kernel ridge regression for large n, out of core on Dask.
 
 Public API: :class:`RandomFeatureRidge`, :class:`ExactKernelRidge`, :class:`ExactKernelRidgeCV`,
-:class:`NystroemRidge`, :class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`.
+:class:`NystroemRidge`, :class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`;
+the feature maps as transformers: :class:`RandomFeatures`, :class:`NystroemFeatures`.
 """
 
 from bigkernel._version import __version__
@@ -26,6 +27,7 @@ from bigkernel.errors import (
 from bigkernel.io.model_store import load
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
+from bigkernel.models.features import NystroemFeatures, RandomFeatures
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
@@ -51,10 +53,12 @@ __all__ = [
     "ModelFormatError",
     "NonFiniteError",
     "NystroemRidge",
+    "NystroemFeatures",
     "OutputExistsError",
     "ParameterError",
     "RandomFeatureRidge",
     "RandomFeatureRidgeCV",
+    "RandomFeatures",
     "StoreMismatchError",
     "SyntheticSpec",
     "load",

@@ -1,5 +1,5 @@
 """Command line: ``bigkernel run JOB.yaml``, ``bigkernel predict MODEL DATA``, ``bigkernel
-make-data``. Thin: parse, configure logging, call the library; bigkernel errors become one clear
+update MODEL DATA``, ``bigkernel make-data``. Thin: parse, configure logging, call the library; bigkernel errors become one clear
 message and exit code 2."""
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
+    _add_update_parser(sub)
+
     rep = sub.add_parser("report", help="(re)make the figures and report.md of a finished job folder")
     rep.add_argument("output", help="the job's output folder")
 
@@ -81,6 +83,44 @@ def _parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():
         _add_verbosity(command, default=argparse.SUPPRESS)
     return p
+
+
+def _add_update_parser(sub) -> None:
+    """``bigkernel update MODEL DATA (-o NEW | --in-place)``."""
+    up = sub.add_parser(
+        "update", help="add new rows to a saved random-feature / Nyström model (no pass over the old rows)"
+    )
+    up.add_argument("model", help="model folder written by a job or by model.save()")
+    up.add_argument(
+        "data",
+        help="the new rows: zarr group (local path or fsspec URL), .npy file of X (then --y names "
+        "the .npy file of y), or a CSV / Parquet table (file, glob or folder of Parquet parts)",
+    )
+    where = up.add_mutually_exclusive_group()
+    where.add_argument("--output", "-o", default=None, help="write the updated model to this new folder")
+    where.add_argument(
+        "--in-place",
+        action="store_true",
+        help="replace MODEL (written beside it and renamed into place when complete)",
+    )
+    up.add_argument(
+        "--x",
+        default=None,
+        help="zarr: name of the X array (default X); table: comma-separated X columns "
+        "(default: the columns the model was fitted on)",
+    )
+    up.add_argument(
+        "--y",
+        default=None,
+        help="zarr: name of the y array (default y); table: y column(s), comma-separated "
+        "(default y); .npy X: the .npy file of y (required)",
+    )
+    up.add_argument("--metrics", default=None, help="also write the row counts and new α as JSON here")
+    up.add_argument("--chunk-rows", type=_count, default=None, help="rows per chunk (default: auto)")
+    up.add_argument(
+        "--address", default=None, help="Dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: this machine)"
+    )
+    up.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
 
 def _add_verbosity(parser: argparse.ArgumentParser, default) -> None:
@@ -129,7 +169,6 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_predict(args) -> int:
-    import contextlib
     import os
 
     from bigkernel.data.sources import open_source
@@ -137,7 +176,7 @@ def _cmd_predict(args) -> int:
     from bigkernel.errors import OutputExistsError
     from bigkernel.io.model_store import load
     from bigkernel.io.predictions import predict_to_path
-    from bigkernel.jobs.config import ClusterConfig, path_relation
+    from bigkernel.jobs.config import path_relation
     from bigkernel.runtime import progress_bars
 
     model = load(args.model)  # first: anything that is not a model store is refused unread
@@ -154,16 +193,52 @@ def _cmd_predict(args) -> int:
     ds = open_source(
         args.data, _x_columns(args.x, model, args.data) if table else (args.x or "X"), None, chunk_rows=args.chunk_rows
     )
-    if args.address:
-        from bigkernel.jobs.cluster import client_from_config
-
-        cluster = client_from_config(ClusterConfig(address=args.address, local=None))
-    else:
-        cluster = contextlib.nullcontext()
-    with cluster, progress_bars(not args.quiet):
+    with _cluster(args.address), progress_bars(not args.quiet):
         path = predict_to_path(model, ds.X, args.output, overwrite=args.overwrite)
     sys.stdout.write(json.dumps({"path": path, "n_samples": int(ds.X.shape[0])}) + "\n")
     return 0
+
+
+def _cmd_update(args) -> int:
+    from bigkernel.data.sources import open_source
+    from bigkernel.data.tables import is_table
+    from bigkernel.errors import DataError
+    from bigkernel.io.model_store import load
+    from bigkernel.jobs.update import check_update_paths, updatable_part, update_model
+    from bigkernel.runtime import progress_bars
+
+    model = load(args.model)  # first: anything that is not a model store is refused unread
+    updatable_part(model)  # and a model that cannot take rows, before any data is read
+    target = check_update_paths(args.model, args.data, args.output, args.in_place, args.overwrite)
+    if is_table(args.data):
+        ys = [c.strip() for c in (args.y or "y").split(",") if c.strip()]
+        ds = open_source(
+            args.data, _x_columns(args.x, model, args.data), ys[0] if len(ys) == 1 else ys, chunk_rows=args.chunk_rows
+        )
+    elif args.data.endswith(".npy"):
+        if not args.y:
+            raise DataError(f"{args.data} is a .npy file of X; name the .npy file of y with --y y.npy")
+        ds = open_source(args.data, "X", None, y_path=args.y, chunk_rows=args.chunk_rows)
+    else:
+        ds = open_source(args.data, args.x or "X", args.y or "y", chunk_rows=args.chunk_rows)
+    if ds.y is None:
+        raise DataError(f"{args.data} has no y: new rows need their targets to update a model")
+    with _cluster(args.address), progress_bars(not args.quiet):
+        metrics = update_model(model, args.model, ds, target, metrics_path=args.metrics)
+    sys.stdout.write(json.dumps(metrics) + "\n")
+    return 0
+
+
+def _cluster(address: str | None):
+    """A client of the scheduler at ``address``, or nothing (this machine)."""
+    import contextlib
+
+    if not address:
+        return contextlib.nullcontext()
+    from bigkernel.jobs.cluster import client_from_config
+    from bigkernel.jobs.config import ClusterConfig
+
+    return client_from_config(ClusterConfig(address=address, local=None))
 
 
 def _x_columns(x: str | None, model, data: str) -> list[str]:
@@ -213,7 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args)
     try:
-        commands = {"run": _cmd_run, "predict": _cmd_predict, "report": _cmd_report, "make-data": _cmd_make_data}
+        commands = {
+            "run": _cmd_run,
+            "predict": _cmd_predict,
+            "update": _cmd_update,
+            "report": _cmd_report,
+            "make-data": _cmd_make_data,
+        }
         return commands[args.command](args)
     except BigkernelError as exc:
         logger.error("%s: %s", type(exc).__name__, exc)

@@ -118,8 +118,9 @@ def stats_graph(
     return tree_reduce(parts, _sum, name="stats-sum")
 
 
-def predict_graph(X: da.Array, model: Any, n_outputs: int) -> da.Array:
-    """Lazy ``model(X_chunk)`` per row chunk of ``X``: float64 ``(n, n_outputs)``, X's chunks.
+def predict_graph(X: da.Array, model: Any, n_outputs: int, dtype: Any = np.float64) -> da.Array:
+    """Lazy ``model(X_chunk)`` per row chunk of ``X``: ``(n, n_outputs)`` of ``dtype`` (float64
+    predictions; the feature dtype for ``transform``), X's chunks.
 
     ``model`` is a callable on numpy blocks — :class:`~bigkernel.numerics.primal.PrimalExpansion`
     or :class:`~bigkernel.numerics.gram_tiles.KernelExpansion` — or a delayed/future of one. It
@@ -131,7 +132,7 @@ def predict_graph(X: da.Array, model: Any, n_outputs: int) -> da.Array:
     blocks = [
         da.from_delayed(
             dask.delayed(_predict_task, pure=True)(model, xb, start),
-            shape=(rows, n_outputs), dtype=np.float64, meta=np.empty((0, n_outputs)),
+            shape=(rows, n_outputs), dtype=dtype, meta=np.empty((0, n_outputs), dtype=dtype),
         )
         for (start, xb, _), rows in zip(row_blocks(X), X.chunks[0])
     ]  # fmt: skip

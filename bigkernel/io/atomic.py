@@ -33,9 +33,20 @@ def atomic_folder(path: str, *, overwrite: bool = False, what: str = "output") -
     except BaseException:
         _remove(tmp, ignore_errors=True)
         raise
-    if os.path.exists(path):
-        _remove(path)
-    os.replace(tmp, path)
+    if not os.path.exists(path):
+        os.replace(tmp, path)
+        return
+    # replacing: move the old output aside first, so that at every instant either the old or
+    # the new complete output is at ``path`` or beside it (never a half-written one at ``path``)
+    old = os.path.join(parent, f".{os.path.basename(path)}.old-{uuid.uuid4().hex[:8]}")
+    os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.replace(old, path)
+        _remove(tmp, ignore_errors=True)
+        raise
+    _remove(old, ignore_errors=True)
 
 
 def _remove(path: str, ignore_errors: bool = False) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import dask.array as da
+import numpy as np
 
 from bigkernel.io.atomic import atomic_folder
 from bigkernel.runtime import compute
@@ -14,8 +15,28 @@ logger = logging.getLogger(__name__)
 
 
 def _lazy_predictions(estimator, X) -> da.Array:
-    Xd = X if isinstance(X, da.Array) else da.from_array(X, chunks=(max(1, min(len(X), 100_000)), -1))
-    return estimator.predict(Xd)
+    return _lazy_output(estimator.predict, X, 100_000)
+
+
+def _lazy_output(method, X, chunk_rows: int) -> da.Array:
+    """``method`` (predict, transform) of ``X`` as a lazy dask array (numpy X: chunks of
+    ``chunk_rows`` rows)."""
+    Xd = X if isinstance(X, da.Array) else da.from_array(X, chunks=(max(1, min(len(X), chunk_rows)), -1))
+    return method(Xd)
+
+
+def _write_zarr(
+    out: da.Array, path: str, name: str, dtype, *, overwrite: bool, fmt: str, what: str, label: str
+) -> None:
+    """Store the lazy ``out`` as array ``name`` (of ``dtype``) of a new zarr group, atomically."""
+    import zarr
+
+    with atomic_folder(str(path), overwrite=overwrite, what=what) as target:
+        group = zarr.open_group(target, mode="w")
+        chunks = (out.chunks[0][0],) + out.shape[1:]
+        arr = group.create_array(name, shape=out.shape, dtype=dtype, chunks=chunks)
+        compute(da.store(out.rechunk(chunks), arr, lock=False, compute=False), label=label)
+        group.attrs.update({"format": fmt, "complete": True})
 
 
 def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
@@ -24,16 +45,31 @@ def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite:
     Local outputs are written to a temporary sibling and renamed when complete, so an
     interrupted prediction leaves no store that looks finished. Returns ``path``.
     """
-    import zarr
-
     pred = _lazy_predictions(estimator, X)
-    with atomic_folder(str(path), overwrite=overwrite, what="prediction output") as target:
-        group = zarr.open_group(target, mode="w")
-        chunks = (pred.chunks[0][0],) + pred.shape[1:]
-        out = group.create_array(name, shape=pred.shape, dtype="float64", chunks=chunks)
-        compute(da.store(pred.rechunk(chunks), out, lock=False, compute=False), label="predict")
-        group.attrs.update({"format": "bigkernel-predictions", "complete": True})
+    _write_zarr(
+        pred, path, name, "float64", overwrite=overwrite, fmt="bigkernel-predictions", what="prediction output",
+        label="predict",
+    )  # fmt: skip
     logger.info("wrote %s predictions to %s/%s", f"{pred.shape[0]:,}", path, name)
+    return path
+
+
+#: bytes of one stored chunk of features (rows × D) for numpy input
+FEATURE_CHUNK_BYTES = 64 * 2**20
+
+
+def transform_to_zarr(estimator, X, path: str, *, name: str = "features", overwrite: bool = False) -> str:
+    """Write ``estimator.transform(X)`` (features, n × D) to array ``name`` of a zarr group at
+    ``path``, chunk by chunk and atomically as :func:`predict_to_zarr`. Numpy X is cut into
+    chunks of about 64 MiB of features; dask X keeps its row chunks. Returns ``path``."""
+    itemsize = np.dtype(estimator.dtype).itemsize
+    rows = max(1, FEATURE_CHUNK_BYTES // (estimator.feature_map_.n_components * itemsize))
+    feats = _lazy_output(estimator.transform, X, rows)
+    _write_zarr(
+        feats, path, name, feats.dtype, overwrite=overwrite, fmt="bigkernel-features", what="feature output",
+        label="transform",
+    )  # fmt: skip
+    logger.info("wrote %s × %d features to %s/%s", f"{feats.shape[0]:,}", feats.shape[1], path, name)
     return path
 
 

@@ -22,6 +22,7 @@ from bigkernel.models._base import (
     RandomStateLike,
     Weights,
 )
+from bigkernel.models._streamed import PartialFitMixin
 from bigkernel.models.exact import build_kernel
 from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
 from bigkernel.numerics.nystroem_features import (
@@ -41,7 +42,7 @@ __all__ = ["NystroemRidge"]
 
 
 @register_model
-class NystroemRidge(_RandomFeatureBase):
+class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     """Kernel ridge regression on Nyström features ``φ(x) = K_mm^(-1/2) k_m(x)``.
 
     ``n_components`` landmarks are sampled from the training rows (seeded), then the data are
@@ -80,6 +81,14 @@ class NystroemRidge(_RandomFeatureBase):
         As in :class:`~bigkernel.RandomFeatureRidge`.
     feature_map_ : NystroemMap
         Landmarks and ``K_mm^(-1/2)`` (saved with the model).
+    stats_ : SufficientStats or None
+        As in :class:`~bigkernel.RandomFeatureRidge`: what :meth:`partial_fit` adds to.
+
+    Notes
+    -----
+    :meth:`transform` gives the Nyström features of the fitted landmarks. With
+    :meth:`partial_fit`, the landmarks are drawn from the **first batch** (later batches only
+    add statistics): the model equals a fit on all rows with those landmarks, to rounding.
     """
 
     def __init__(
@@ -151,6 +160,10 @@ class NystroemRidge(_RandomFeatureBase):
             solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype)), fmap, ds.y.ndim, stats
         )
 
+    def _new_map(self, ds: Dataset, weights: Weights | None = None) -> NystroemMap:
+        """The map a fit on ``ds`` draws (``partial_fit``'s first batch, the transformer)."""
+        return self._make_map(ds, weights)
+
     def _make_map(self, ds: Dataset, weights) -> NystroemMap:
         n, d = ds.X.shape
         kernel = self._make_kernel(d)
@@ -193,6 +206,7 @@ class NystroemRidge(_RandomFeatureBase):
             **self._range_arrays(),
         }  # fmt: skip
         self._add_spectrum_state(attrs, arrays)
+        self._add_stats_state(arrays)
         return attrs, arrays
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
@@ -209,6 +223,7 @@ class NystroemRidge(_RandomFeatureBase):
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
         self._read_range(arrays)
+        self._read_stats_state(arrays)
 
 
 def _sample_rows(rng: np.random.Generator, n: int, size: int, weights) -> np.ndarray:

@@ -33,6 +33,7 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
+from bigkernel.models._streamed import STATS_FIELDS, FeaturesOutMixin, PartialFitMixin
 from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
 from bigkernel.numerics.nystroem_features import NystroemMap
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
@@ -62,8 +63,13 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
 FEATURE_DTYPE = [Options(str, ("float32", "float64")), DTypes(("float32", "float64"))]
 
 
-class _RandomFeatureBase(_EstimatorBase):
-    """Shared machinery of the random-feature estimators: checks, data, pass, predict, state."""
+class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
+    """Shared machinery of the random-feature estimators: checks, data, pass, predict, state,
+    and ``transform`` (the features of the fitted map)."""
+
+    #: whether a fit keeps its sufficient statistics as ``stats_`` (the estimators with
+    #: ``partial_fit``; their ``PartialFitMixin`` sets it)
+    _keeps_stats: ClassVar[bool] = False
 
     #: the table entries of both random-feature estimators
     _common_constraints: ClassVar[dict[str, list]] = {
@@ -131,6 +137,8 @@ class _RandomFeatureBase(_EstimatorBase):
         self.spectrum_ = sol.spectrum
         self.n_samples_fit_ = int(round(float(stats.n[0])))
         self.n_features_in_ = fmap.n_features_in
+        if self._keeps_stats:
+            self.stats_ = stats  # what partial_fit adds new rows to
         # the range came with the pass (rows of weight > 0 only: training rows of a split)
         self._set_range(*((None, None) if stats.x_min is None else (stats.x_min[0], stats.x_max[0])))
         logger.info(
@@ -201,7 +209,30 @@ class _RandomFeatureBase(_EstimatorBase):
         if fm.offsets is not None:
             arrays["fmap_offsets"] = fm.offsets
         self._add_spectrum_state(attrs, arrays)
+        self._add_stats_state(arrays)
         return attrs, arrays
+
+    def _add_stats_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """``stats_`` into the saved arrays (``stats_<field>``; the range is ``data_min``/``max``)."""
+        st = getattr(self, "stats_", None) if self._keeps_stats else None
+        if st is not None:
+            arrays.update({f"stats_{f}": getattr(st, f) for f in STATS_FIELDS})
+
+    def _read_stats_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """``stats_`` from saved arrays; None for a store written without them (loads and
+        predicts, but cannot be updated)."""
+        if not self._keeps_stats:
+            return
+        if "stats_gram" not in arrays:
+            self.stats_ = None
+            return
+        st = SufficientStats(*(np.asarray(arrays[f"stats_{f}"], dtype=np.float64) for f in STATS_FIELDS))
+        D = self.feature_map_.n_components
+        if st.gram.shape != (1, D, D) or st.phi_y.shape[:2] != (1, D):
+            raise DataError(f"saved statistics have ΦᵀΦ of shape {st.gram.shape}, expected (1, {D}, {D})")
+        if self.data_min_ is not None:
+            st.x_min, st.x_max = self.data_min_[np.newaxis].copy(), self.data_max_[np.newaxis].copy()
+        self.stats_ = st
 
     def _add_spectrum_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         """``spectrum_`` into the saved state (optional: older stores load without it)."""
@@ -230,10 +261,11 @@ class _RandomFeatureBase(_EstimatorBase):
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
         self._read_range(arrays)
+        self._read_stats_state(arrays)
 
 
 @register_model
-class RandomFeatureRidge(_RandomFeatureBase):
+class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
     """Kernel ridge regression with random Fourier features, fitted in one streamed pass.
 
     The data are read once, chunk by chunk; each chunk contributes its feature statistics
@@ -295,6 +327,16 @@ class RandomFeatureRidge(_RandomFeatureBase):
     data_min_, data_max_ : ndarray of shape (n_features,) or None
         Per-feature minimum and maximum of the training rows (rows of weight > 0), accumulated
         in the fit's one pass; None for a model saved before they were recorded.
+    stats_ : SufficientStats or None
+        The one-pass sums of the rows seen (n, Σφ, Σy, Σy², ΦᵀΦ, Φᵀy, range), saved with the
+        model: :meth:`partial_fit` (and ``bigkernel update``) add new rows to them. None for a
+        model saved before they were kept (it predicts, but cannot be updated).
+
+    Notes
+    -----
+    :meth:`transform` gives the features of the fitted map (scaled), for any other model;
+    :meth:`partial_fit` adds batches of rows — after any split into batches the model equals
+    one ``fit`` on all rows, to rounding.
     """
 
     def __init__(
@@ -338,6 +380,10 @@ class RandomFeatureRidge(_RandomFeatureBase):
 
     def _make_feature_map(self, n_features: int) -> FeatureMap:
         return self._feature_map(n_features, self._seed(), self.gamma, self.length_scale)
+
+    def _new_map(self, ds: Dataset, weights: Weights | None = None) -> FeatureMap:
+        """The map a fit on ``ds`` draws (``partial_fit``'s first batch, the transformers)."""
+        return self._make_feature_map(ds.X.shape[1])
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).

@@ -284,3 +284,39 @@ class PrimalExpansion:
             # β can be large with cancelling terms: keep the product in float64 even for float32 φ
             out[lo : lo + self.block_rows] = phi @ beta + self.intercept
         return out
+
+
+@dataclass(frozen=True)
+class FeatureBlocks:
+    """The features ``φ(X)`` of a map on numpy blocks, scaled (``φ(x)ᵀφ(x') ≈ k(x, x')``): the
+    callable behind ``transform`` (numpy, and per chunk of a dask array).
+
+    Parameters
+    ----------
+    fmap : FeatureMap or NystroemMap
+        Anything with ``transform_unscaled(X, dtype)``, ``scale`` and ``n_components``.
+    dtype : {"float64", "float32"}
+        Dtype of the features (and of the output).
+    block_bytes : int
+        Bytes of features computed at a time (bounds the temporaries beside the output).
+    """
+
+    fmap: Any
+    dtype: str = "float64"
+    block_bytes: int = 64 * 2**20
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of feature columns D."""
+        return int(self.fmap.n_components)
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        """Features of shape (n_rows, D) in ``dtype``."""
+        dtype = np.dtype(self.dtype)
+        out = np.empty((X.shape[0], self.n_outputs), dtype=dtype)
+        rows = max(1, self.block_bytes // (self.n_outputs * dtype.itemsize))
+        scale = dtype.type(self.fmap.scale)
+        for lo in range(0, X.shape[0], rows):
+            phi = self.fmap.transform_unscaled(X[lo : lo + rows], dtype)
+            np.multiply(phi, scale, out=out[lo : lo + rows])
+        return out

@@ -1,0 +1,272 @@
+"""The feature maps as scikit-learn transformers: :class:`RandomFeatures` (like scikit-learn's
+RBFSampler) and :class:`NystroemFeatures` (like Nystroem), numpy or dask in, numpy or lazy dask
+out, with a zarr writer for outputs larger than memory.
+
+Each draws its map exactly as the matching ridge estimator does (the same parameters, the same
+seed → the same map), so ``Ridge`` on ``RandomFeatures(...).fit_transform(X)`` is
+``RandomFeatureRidge(...)`` with the same α.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar, Self
+
+import dask.array as da
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bigkernel.data.sources import Dataset, as_dataset
+from bigkernel.errors import DataError
+from bigkernel.io.model_store import register_model, save_model
+from bigkernel.models._base import ArrayIn, KernelLike, RandomStateLike, _init_defaults
+from bigkernel.models._streamed import FeaturesOutMixin
+from bigkernel.models.nystroem import NystroemRidge
+from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.numerics.fourier_features import FeatureMap
+from bigkernel.numerics.nystroem_features import NystroemMap
+from bigkernel.validation import validate_params
+
+__all__ = ["NystroemFeatures", "RandomFeatures"]
+
+#: parameters of the ridge estimators that are about the fit, not the map
+_FIT_ONLY = ("alpha", "fit_intercept", "chunk_rows")
+
+
+def _map_constraints(ridge: type, init: Any) -> dict[str, list]:
+    """The ridge estimator's table entries of the parameters ``init`` (a transformer's
+    ``__init__``) takes: one table per parameter, and a parameter the ridge estimator gains
+    reaches the transformer when its ``__init__`` lists it."""
+    names = set(inspect.signature(init).parameters) - {"self"}
+    return {k: v for k, v in ridge._parameter_constraints.items() if k in names and k not in _FIT_ONLY}
+
+
+class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FeaturesOutMixin, BaseEstimator):
+    """Fit draws the map of ``_ridge`` (a ridge estimator class) on X; transform gives φ(X)."""
+
+    _ridge: ClassVar[type]
+    _parameter_constraints: ClassVar[dict[str, list]] = {}
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()  # TransformerMixin's resets the transformer tags
+        tags.transformer_tags.preserves_dtype = [str(np.dtype(self.dtype))]
+        return tags
+
+    def _ridge_for_map(self):
+        """A ridge estimator with this transformer's parameters: it draws the map."""
+        params = self.get_params(deep=False)
+        return self._ridge(**params)
+
+    def fit(self, X: ArrayIn, y: Any = None) -> Self:
+        """Draw the feature map for X's columns (Nyström: sample landmarks from X's rows).
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+            numpy input is checked (finite, numeric); a dask array is read only where the map
+            needs values (the Nyström landmark rows, the column moments for ``standardize``).
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        validate_params(
+            self._parameter_constraints, self.get_params(deep=False), type(self).__name__,
+            defaults=_init_defaults(type(self)),
+        )  # fmt: skip
+        ridge = self._ridge_for_map()
+        ridge._check_rules()
+        ds = self._fit_data(X)
+        ridge._fit_scaler(ds)
+        fmap = ridge._new_map(ds)
+        self.feature_map_ = fmap
+        self._n_features_out = fmap.n_components
+        if self.standardize:
+            self.scaler_mean_, self.scaler_scale_ = ridge.scaler_mean_, ridge.scaler_scale_
+        return self
+
+    def _fit_data(self, X) -> Dataset:
+        if isinstance(X, da.Array):
+            ds = as_dataset(X)
+            if ds.X.shape[0] < 1:
+                raise DataError("X is empty")
+            self.n_features_in_ = int(ds.X.shape[1])
+            self._set_input_facts(ds.X.dtype)
+            return ds
+        X = validate_data(self, X, reset=True, dtype=[np.float64, np.float32])
+        self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
+        return as_dataset(X)
+
+    def _set_input_facts(self, X_dtype, feature_names=None) -> None:
+        """The training X's dtype and column names (saved with the transformer)."""
+        self._X_dtype_in = np.dtype(X_dtype).name
+        if feature_names is None:
+            self.__dict__.pop("feature_names_in_", None)
+        else:
+            self.feature_names_in_ = np.asarray(feature_names, dtype=object)
+
+    def save(self, path: str, *, overwrite: bool = False) -> str:
+        """Save the fitted transformer as a zarr group with JSON metadata (no pickle); read it
+        back with :func:`bigkernel.load`.
+
+        Parameters
+        ----------
+        path : str
+        overwrite : bool, default=False
+
+        Returns
+        -------
+        str
+            ``path``.
+        """
+        return save_model(self, path, overwrite=overwrite)
+
+    def _set_map(self, fmap: Any, attrs: dict) -> None:
+        self.feature_map_ = fmap
+        self._n_features_out = fmap.n_components
+        self.n_features_in_ = int(attrs["n_features_in_"])
+
+
+@register_model
+class RandomFeatures(_FeatureTransformer):
+    """Random Fourier features φ(x) (Rahimi & Recht) as a scikit-learn transformer.
+
+    The map of :class:`~bigkernel.RandomFeatureRidge` with the same parameters: ``fit`` draws
+    it from X's width (γ = 1/n_features by default) and ``random_state``; ``transform`` gives
+    ``φ(X)`` with ``φ(x)ᵀφ(x') ≈ k(x, x')``. numpy in → numpy out; dask in → a lazy dask array
+    (X's row chunks, one column chunk of ``n_components``); :meth:`transform_to_zarr` writes
+    outputs larger than memory.
+
+    Parameters
+    ----------
+    kernel : str, default="rbf"
+        A kernel with a spectral sampler (the registry's ``random_features`` path: rbf,
+        laplacian, matern, fourier and their aliases).
+    gamma, length_scale, nu, n_components, sampler, form, random_state, dtype, standardize
+        As in :class:`~bigkernel.RandomFeatureRidge`; ``dtype`` is the output's dtype.
+
+    Attributes
+    ----------
+    feature_map_ : FeatureMap
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        When fitted on a DataFrame.
+    scaler_mean_, scaler_scale_ : ndarray of shape (n_features,)
+        With ``standardize=True``.
+    """
+
+    _ridge = RandomFeatureRidge
+
+    def __init__(
+        self,
+        kernel: str = "rbf",
+        *,
+        gamma: float | None = None,
+        length_scale: float | ArrayLike | None = None,
+        nu: float | None = 1.5,
+        n_components: int = 100,
+        sampler: str = "iid",
+        form: str = "cos",
+        random_state: RandomStateLike = None,
+        dtype: DTypeLike = "float64",
+        standardize: bool = False,
+    ) -> None:
+        self.kernel = kernel
+        self.gamma = gamma
+        self.length_scale = length_scale
+        self.nu = nu
+        self.n_components = n_components
+        self.sampler = sampler
+        self.form = form
+        self.random_state = random_state
+        self.dtype = dtype
+        self.standardize = standardize
+
+    _parameter_constraints: ClassVar[dict[str, list]] = _map_constraints(RandomFeatureRidge, __init__)
+
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        check_is_fitted(self, "feature_map_")
+        fm = self.feature_map_
+        arrays = {"fmap_weights": fm.weights}
+        if fm.offsets is not None:
+            arrays["fmap_offsets"] = fm.offsets
+        return {"feature_map": fm.to_metadata(), "n_features_in_": self.n_features_in_}, arrays
+
+    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        fm = FeatureMap.from_arrays(attrs["feature_map"], arrays["fmap_weights"], arrays.get("fmap_offsets"))
+        self._set_map(fm, attrs)
+
+
+@register_model
+class NystroemFeatures(_FeatureTransformer):
+    """Nyström features ``φ(x) = K_mm^(-1/2) k_m(x)`` as a scikit-learn transformer.
+
+    The map of :class:`~bigkernel.NystroemRidge` with the same parameters: ``fit`` samples
+    ``n_components`` landmarks from X's rows as that estimator does (``"rpcholesky"``: pivots
+    of a randomly pivoted Cholesky among ``max(4m, 2000)`` uniform candidate rows;
+    ``"uniform"``: uniform rows), reading only those rows of a dask X. ``transform`` gives
+    ``φ(X)`` with ``φ(x)ᵀφ(x')`` the Nyström approximation of ``k(x, x')``; eigen-directions of
+    ``K_mm`` below round-off are dropped, so there may be fewer than ``n_components`` columns
+    (``get_feature_names_out`` says how many).
+
+    Parameters
+    ----------
+    kernel : str, dict or Kernel, default="rbf"
+        Any kernel of the exact path (names from the kernel registry).
+    gamma, degree, coef0, length_scale, nu, kernel_params, n_components, landmarks, random_state, dtype, standardize
+        As in :class:`~bigkernel.NystroemRidge`; ``dtype`` is the output's dtype.
+
+    Attributes
+    ----------
+    feature_map_ : NystroemMap
+        Landmarks and ``K_mm^(-1/2)``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        When fitted on a DataFrame.
+    scaler_mean_, scaler_scale_ : ndarray of shape (n_features,)
+        With ``standardize=True``.
+    """
+
+    _ridge = NystroemRidge
+
+    def __init__(
+        self,
+        kernel: KernelLike = "rbf",
+        *,
+        gamma: float | None = None,
+        degree: float = 3,
+        coef0: float = 1,
+        length_scale: float | ArrayLike | None = None,
+        nu: float | None = 1.5,
+        kernel_params: dict[str, Any] | None = None,
+        n_components: int = 100,
+        landmarks: str = "rpcholesky",
+        random_state: RandomStateLike = None,
+        dtype: DTypeLike = "float64",
+        standardize: bool = False,
+    ) -> None:
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.length_scale = length_scale
+        self.nu = nu
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.landmarks = landmarks
+        self.random_state = random_state
+        self.dtype = dtype
+        self.standardize = standardize
+
+    _parameter_constraints: ClassVar[dict[str, list]] = _map_constraints(NystroemRidge, __init__)
+
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        check_is_fitted(self, "feature_map_")
+        fm = self.feature_map_
+        return {"feature_map": fm.to_metadata(), "n_features_in_": self.n_features_in_}, fm.arrays()
+
+    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        self._set_map(NystroemMap.from_arrays(attrs["feature_map"], arrays), attrs)
