@@ -111,7 +111,7 @@ def test_choose_solver_rules():
     assert solver == "nystroem" and "does not fit" in why
     solver, why = choose_solver(NYSTROEM_MAX_N + 1, 10, "rbf", 2 * GB)
     assert solver == "random_features" and "one streamed pass" in why
-    solver, why = choose_solver(NYSTROEM_MAX_N + 1, 10, "polynomial", 2 * GB)
+    solver, why = choose_solver(NYSTROEM_MAX_N + 1, 10, "sigmoid", 2 * GB)
     assert solver == "nystroem" and "no random-feature sampler" in why
     # float32 tiles when only those fit; below that, the approximate path
     assert choose_solver(20_000, 10, "rbf", 1.5 * GB)[0] == "exact"
@@ -144,7 +144,7 @@ def test_kernel_ridge_forced_solvers_and_round_trip(tmp_path):
     assert _rel(preds["nystroem"], preds["exact"]) < 0.01
     assert _rel(preds["random_features"], preds["exact"]) < 0.05
     with pytest.raises(ParameterError, match="no random-feature sampler"):
-        KernelRidge("polynomial", solver="random_features").fit(X, y)
+        KernelRidge("sigmoid", solver="random_features").fit(X, y)
 
 
 # ------------------------------------------------------------------ jobs
@@ -206,7 +206,7 @@ MINIMAL_JOB = "output: runs/job\ndata:\n  train: {path: data/train.zarr}\nmodel:
 
 @pytest.mark.parametrize(
     "model,key,words",
-    [("{solver: random_features, kernel: polynomial}", "model.kernel", "no random-feature sampler"),
+    [("{solver: random_features, kernel: sigmoid}", "model.kernel", "no random-feature sampler"),
      ("{solver: exact, kernel: fourier}", "model.kernel", "use solver random_features"),
      ("{solver: nystroem, alpha: cv}", "model.solver", "random_features and exact only"),
      ("{solver: exact, memory_budget: lots}", "model.memory_budget", "a size such as '8GB'"),

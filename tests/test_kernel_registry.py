@@ -41,6 +41,7 @@ from bigkernel.kernels.registry import (
     length_scale_from_gamma,
 )
 from bigkernel.numerics.fourier_features import make_feature_map
+from bigkernel.numerics.polynomial_features import make_polynomial_map
 from tests._yaml import error_of, with_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,17 +57,22 @@ def _kernel_params(name: str, gamma: float, nu: float | None = None) -> dict:
 
 def test_registry_holds_the_rules_that_were_spread_over_the_code():
     """The table says what the separate lists said before it (behaviour unchanged)."""
-    assert kernels_serving("random_features") == ("rbf", "laplacian", "matern", "fourier")
+    # issue 13 added polynomial features on the streamed path and scikit-learn's cosine, chi2
+    # and additive_chi2 (every name of sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS)
+    assert kernels_serving("random_features") == ("rbf", "laplacian", "matern", "fourier", "polynomial")
+    pairwise = ("cosine", "chi2", "additive_chi2")
     assert (
         KERNEL_NAMES
         == kernels_serving("exact")
         == kernels_serving("nystroem")
-        == ("rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", "periodic", "constant")
+        == ("rbf", "laplacian", "matern", "polynomial", "linear", "sigmoid", *pairwise, "periodic", "constant")
     )
-    assert JOB_KERNELS == ("rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", "periodic")
-    assert kernels_searching("exact", "gamma") == ("rbf", "laplacian", "matern", "polynomial", "sigmoid")
+    assert JOB_KERNELS == (
+        "rbf", "laplacian", "matern", "fourier", "polynomial", "linear", "sigmoid", *pairwise, "periodic",
+    )  # fmt: skip
+    assert kernels_searching("exact", "gamma") == ("rbf", "laplacian", "matern", "polynomial", "sigmoid", "chi2")
     assert kernels_searching("exact", "length_scale") == ("rbf", "laplacian", "matern")
-    assert kernels_searching("random_features", "gamma") == ("rbf", "laplacian", "matern")
+    assert kernels_searching("random_features", "gamma") == ("rbf", "laplacian", "matern", "polynomial")
     assert kernel_spec("matern").param("nu").choices == (0.5, 1.5, 2.5)
     assert [s.name for s in KERNELS if s.default_gamma] == ["rbf", "laplacian", "matern", "polynomial", "sigmoid"]
     assert {a: s.name for s in KERNELS for a in s.aliases} == {
@@ -82,7 +88,7 @@ def test_registry_holds_the_rules_that_were_spread_over_the_code():
 
 @pytest.mark.parametrize("name", kernels_serving("exact"))
 def test_every_exact_kernel_of_the_registry_constructs_under_each_of_its_names(name):
-    X = np.random.default_rng(0).normal(size=(6, 2))
+    X = np.random.default_rng(0).uniform(size=(6, 2))  # non-negative: chi2 and additive_chi2 need it
     with pytest.warns(UserWarning) if name == "sigmoid" else contextlib.nullcontext():
         k = make_kernel(name, n_features=2)
         aliases = [make_kernel(n, n_features=2) for n in (name.upper(), *kernel_spec(name).aliases)]
@@ -151,6 +157,15 @@ def test_every_random_feature_kernel_has_a_sampler_matching_its_exact_kernel(nam
         assert fmap.kernel == name and fmap.transform(np.zeros((3, 1))).shape == (3, 8)
         return
     X = np.random.default_rng(1).uniform(size=(50, 3))
+    if name == "polynomial":  # no spectral sampler: the monomial map, or TensorSketch when it does not fit
+        K = make_kernel(name, gamma=0.5)(X)
+        assert make_polynomial_map(3, 4096, 0, gamma=0.5).method == "explicit"
+        errors = []
+        for seed in range(3):
+            phi = make_polynomial_map(3, 4096, seed, gamma=0.5, method="tensorsketch").transform(X)
+            errors.append(np.abs(phi @ phi.T - K).mean() / np.abs(K).mean())
+        assert np.mean(errors) < 0.03, errors
+        return
     for nu in kernel_spec(name).param("nu").choices if "nu" in kernel_spec(name).param_names() else (None,):
         params = _kernel_params(name, 0.5, nu)
         K = make_kernel(name, **params)(X)  # the same gamma means the same kernel on both paths
@@ -192,7 +207,7 @@ def test_the_public_entry_points_raise_the_registry_error():
     X, y = np.random.default_rng(3).normal(size=(20, 2)), np.ones(20)
     cases = [
         (lambda: make_kernel("fourier"), "the random_features path"),
-        (lambda: make_feature_map("polynomial", 2, 8, 0), "the nystroem path (NystroemRidge) or the exact path"),
+        (lambda: make_feature_map("cosine", 2, 8, 0), "the nystroem path (NystroemRidge) or the exact path"),
         (lambda: RandomFeatureRidge("sigmoid", n_components=8).fit(X, y), "the nystroem path"),
         (lambda: KernelRidge("periodic", solver="random_features").fit(X, y), "the exact path"),
         (lambda: ExactKernelRidge("fourier").fit(X, y), "the random_features path"),

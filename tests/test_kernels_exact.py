@@ -248,6 +248,9 @@ def test_make_kernel_names_and_defaults():
             "polynomial",
             "linear",
             "sigmoid",
+            "cosine",
+            "chi2",
+            "additive_chi2",
             "periodic",
             "constant",
         )

@@ -182,4 +182,4 @@ def test_bad_inputs_are_refused():
     with pytest.raises(ParameterError, match="n_components"):
         RandomFeatures(n_components=0).fit(X)
     with pytest.raises(ParameterError, match="random_features"):
-        RandomFeatures(kernel="polynomial").fit(X)  # no spectral sampler: says which path serves it
+        RandomFeatures(kernel="sigmoid").fit(X)  # no feature map: says which path serves it

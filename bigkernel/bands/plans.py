@@ -59,6 +59,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.residuals import residual_sample_graph
 from bigkernel.io.band_store import BootstrapStore, array_digest
+from bigkernel.kernels.registry import is_precomputed, kernel_spec
 from bigkernel.models.exact import (
     DEFAULT_PROBES,
     ExactKernelRidge,
@@ -213,6 +214,19 @@ def _params(est: Any, **override: Any) -> dict[str, Any]:
     return jsonable(params)
 
 
+def _feature_params(est: Any, **override: Any) -> dict[str, Any]:
+    """:func:`_params` of a random-feature estimator, without the polynomial kernel's ``degree``
+    and ``coef0`` when its kernel does not take them: they change nothing then, and stores made
+    before the estimators had them keep their fingerprint (so they resume)."""
+    params = _params(est, **override)
+    if isinstance(est, (RandomFeatureRidge, RandomFeatureRidgeCV)):
+        taken = kernel_spec(est.kernel).param_names()
+        for name in ("degree", "coef0"):
+            if name not in taken:
+                params.pop(name, None)
+    return params
+
+
 def _check_n_features(est: Any, d: int) -> None:
     if est.n_features_in_ != d:
         raise DataError(f"the fitted {type(est).__name__} expects {est.n_features_in_} features; X has {d}.")
@@ -327,7 +341,7 @@ def _feature_plan(est: FeatureEstimator, ds: Dataset, X_eval: np.ndarray, seed_e
             )
         _check_n_features(est, d)
         alpha = float(est.alpha_)
-        params = _params(est, gamma_=float(est.gamma_), alpha_=alpha)
+        params = _feature_params(est, gamma_=float(est.gamma_), alpha_=alpha)
         return _FeaturePlan(
             est, est.feature_map_, alpha, X_eval, {"class": _class_name(est), "params": params, "fitted": True}
         )
@@ -338,7 +352,7 @@ def _feature_plan(est: FeatureEstimator, ds: Dataset, X_eval: np.ndarray, seed_e
             est.feature_map_,
             est.alpha,
             X_eval,
-            {"class": _class_name(est), "params": _params(est), "fitted": True},
+            {"class": _class_name(est), "params": _feature_params(est), "fitted": True},
         )
     est = _with_seed(est, seed_entropy)
     est._fit_scaler(ds)  # standardize: the scaling is fixed from all rows, like the map
@@ -347,7 +361,7 @@ def _feature_plan(est: FeatureEstimator, ds: Dataset, X_eval: np.ndarray, seed_e
     else:
         fmap = est._make_feature_map(d)
     return _FeaturePlan(
-        est, fmap, est.alpha, X_eval, {"class": _class_name(est), "params": _params(est), "fitted": False}
+        est, fmap, est.alpha, X_eval, {"class": _class_name(est), "params": _feature_params(est), "fitted": False}
     )
 
 
@@ -541,6 +555,13 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
             solver, _ = estimator._pick(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))
             inner = estimator._build(solver)
         return make_plan(inner, ds, X_eval, seed_entropy, workers)
+    if is_precomputed(getattr(estimator, "kernel", None)):
+        # a replicate is a fit on resampled rows: K's rows and columns both, and K(X_eval, rows)
+        # for its predictions; the plans resample points, not a given matrix
+        raise ParameterError(
+            "bootstrap() does not support kernel='precomputed': resampling rows needs the points to rebuild "
+            "K; bootstrap the estimator with the kernel that built K (e.g. kernel='rbf') on X"
+        )
     if isinstance(estimator, ExactKernelRidge):
         return _ExactPlan(estimator, ds, X_eval, seed_entropy, workers)
     if isinstance(estimator, ExactKernelRidgeCV):

@@ -50,8 +50,8 @@ def build_estimator(cfg: JobConfig):
     if isinstance(m.gamma, tuple) or m.gamma == "cv" or m.alpha == "cv":
         return _build_search(m, alpha, ls)
     return RandomFeatureRidge(
-        kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, n_components=m.n_components,
-        sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
+        kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, degree=m.degree, coef0=m.coef0,
+        n_components=m.n_components, sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
         random_state=m.random_state, dtype=m.dtype, standardize=m.standardize,
     )  # fmt: skip
 
@@ -109,7 +109,8 @@ def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
         alphas = None
     return RandomFeatureRidgeCV(
         kernel=m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, n_components=m.n_components,
+        cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, degree=m.degree, coef0=m.coef0,
+        n_components=m.n_components,
         sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state,
         dtype=m.dtype, standardize=m.standardize,
     )  # fmt: skip

@@ -4,13 +4,15 @@
   estimators, the feature maps, error messages and the README's kernel table);
 - :mod:`~bigkernel.kernels.factory`: :func:`make_kernel`, a kernel from its name;
 - :mod:`~bigkernel.kernels.base`: the :class:`Kernel` base class, sums, products, scalings;
-- :mod:`~bigkernel.kernels.stationary` (rbf, laplacian, matern, periodic, constant) and
-  :mod:`~bigkernel.kernels.dot_product` (linear, polynomial, sigmoid): the exact kernels;
+- :mod:`~bigkernel.kernels.stationary` (rbf, laplacian, matern, periodic, constant),
+  :mod:`~bigkernel.kernels.dot_product` (linear, polynomial, sigmoid, cosine) and
+  :mod:`~bigkernel.kernels.chi2` (chi2, additive_chi2): the exact kernels;
 - :mod:`~bigkernel.kernels.psd`: :func:`check_psd`.
 """
 
 from bigkernel.kernels.base import Kernel, Product, Scaled, Sum
-from bigkernel.kernels.dot_product import Linear, Polynomial, Sigmoid
+from bigkernel.kernels.chi2 import AdditiveChi2, Chi2
+from bigkernel.kernels.dot_product import Cosine, Linear, Polynomial, Sigmoid
 from bigkernel.kernels.factory import KERNEL_NAMES, kernel_from_dict, make_kernel
 from bigkernel.kernels.psd import PSDCheck, check_psd
 from bigkernel.kernels.registry import (
@@ -29,6 +31,9 @@ __all__ = [
     "Polynomial",
     "Linear",
     "Sigmoid",
+    "Cosine",
+    "Chi2",
+    "AdditiveChi2",
     "Periodic",
     "Constant",
     "Sum",

@@ -1,5 +1,5 @@
-"""Dot-product exact kernels, functions of ``xᵀy`` (layer 1: pure numpy): linear, polynomial
-and sigmoid.
+"""Dot-product exact kernels, functions of ``xᵀy`` (layer 1: pure numpy): linear, polynomial,
+sigmoid and cosine.
 
 Their names, parameters and defaults are declared in :mod:`bigkernel.kernels.registry`.
 """
@@ -15,7 +15,7 @@ import numpy as np
 from bigkernel.kernels._blocks import _as_2d, _finish, _finite, _inner, _positive, _positive_int
 from bigkernel.kernels.base import Kernel
 
-__all__ = ["Linear", "Polynomial", "Sigmoid"]
+__all__ = ["Cosine", "Linear", "Polynomial", "Sigmoid"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,3 +127,27 @@ class Sigmoid(Kernel):
 
     def _params(self):
         return {"gamma": self.gamma, "coef0": self.coef0}
+
+
+def _unit_rows(X: np.ndarray) -> np.ndarray:
+    """Rows divided by their Euclidean norm; zero rows stay zero (scikit-learn's ``normalize``)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    norms[norms == 0.0] = 1.0
+    return X / norms[:, None]
+
+
+@dataclass(frozen=True, eq=False)
+class Cosine(Kernel):
+    """Cosine similarity ``xᵀy / (‖x‖‖y‖)`` (scikit-learn's ``cosine_similarity``): the linear
+    kernel of the rows scaled to unit length. A zero row has similarity 0 with everything,
+    itself included, as in scikit-learn."""
+
+    name: ClassVar[str] = "cosine"
+
+    def _block(self, X, Z, dtype):
+        out = _inner(_unit_rows(X), None if Z is None else _unit_rows(Z))
+        return out if dtype == out.dtype else out.astype(dtype)
+
+    def diag(self, X):
+        X = _as_2d(X, "X")
+        return (np.einsum("ij,ij->i", X, X) > 0).astype(np.float64)

@@ -14,7 +14,8 @@ from bigkernel._checks import did_you_mean
 from bigkernel.errors import ParameterError
 from bigkernel.kernels._blocks import _positive, _positive_int
 from bigkernel.kernels.base import Kernel, Product, Scaled, Sum
-from bigkernel.kernels.dot_product import Linear, Polynomial, Sigmoid
+from bigkernel.kernels.chi2 import AdditiveChi2, Chi2
+from bigkernel.kernels.dot_product import Cosine, Linear, Polynomial, Sigmoid
 from bigkernel.kernels.registry import (
     check_kernel_name,
     gamma_from_length_scale,
@@ -30,7 +31,8 @@ __all__ = ["KERNEL_NAMES", "kernel_class", "make_kernel"]
 KERNEL_NAMES: tuple[str, ...] = kernels_serving("exact")
 # the classes by their saved name; tests check they are exactly the registry's exact kernels
 _CLASSES: dict[str, type[Kernel]] = {
-    cls.name: cls for cls in (RBF, Laplacian, Matern, Polynomial, Linear, Sigmoid, Periodic, Constant)
+    cls.name: cls
+    for cls in (RBF, Laplacian, Matern, Polynomial, Linear, Sigmoid, Cosine, Chi2, AdditiveChi2, Periodic, Constant)
 }
 
 

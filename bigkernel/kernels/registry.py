@@ -28,11 +28,13 @@ __all__ = [
     "PATHS",
     "PATH_ESTIMATORS",
     "PATH_NEEDS",
+    "PRECOMPUTED",
     "KernelSpec",
     "Param",
     "bandwidth_names",
     "check_kernel_name",
     "gamma_from_length_scale",
+    "is_precomputed",
     "kernel_names",
     "kernel_serves",
     "kernel_spec",
@@ -61,6 +63,11 @@ PATH_NEEDS = {
 BY_N_FEATURES = "1/n_features"
 #: the random-feature sampler every kernel accepts (ignored where nothing is drawn)
 DEFAULT_SAMPLER = "iid"
+#: ``kernel="precomputed"`` (scikit-learn's name): X *is* the Gram matrix; no kernel function,
+#: so not a row of :data:`KERNELS`; only the exact path takes it (it reads K's entries)
+PRECOMPUTED = "precomputed"
+#: the paths that take a precomputed Gram matrix
+PRECOMPUTED_PATHS = ("exact",)
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,8 @@ class KernelSpec:
         ``"inverse"`` γ = 1/ℓ; None: no conversion.
     standalone : bool
         A model's kernel on its own, offered to jobs; False for building blocks of sums.
+    feature_map : str
+        The random-feature map when it is not a spectral sampler (for the table).
     """
 
     name: str
@@ -127,6 +136,7 @@ class KernelSpec:
     samplers: tuple[str, ...] = ()
     bandwidth_rule: str | None = None
     standalone: bool = True
+    feature_map: str = ""
 
     def param(self, name: str) -> Param:
         """The parameter called ``name`` (ParameterError if the kernel has none)."""
@@ -212,13 +222,14 @@ KERNELS: tuple[KernelSpec, ...] = (
     ),
     KernelSpec("fourier", "fixed 1-D basis cos/sin 2πjx", ("random_features",)),
     KernelSpec(
-        "polynomial", "(γ xᵀy + coef0)^degree", _EXACT_AND_NYSTROEM, aliases=("poly",),
+        "polynomial", "(γ xᵀy + coef0)^degree", _EVERY_PATH, aliases=("poly",),
         params=(
             Param("degree", 3, "a positive integer"),
             _gamma(),
             Param("coef0", 1.0, "coef0 < 0 is not PSD"),
         ),
-        search={"exact": ("gamma",)},
+        search={"exact": ("gamma",), "random_features": ("gamma",)},
+        feature_map="explicit monomials, else TensorSketch",
     ),
     KernelSpec("linear", "xᵀy", _EXACT_AND_NYSTROEM),
     KernelSpec(
@@ -226,6 +237,13 @@ KERNELS: tuple[KernelSpec, ...] = (
         params=(_gamma(), Param("coef0", 1.0, "offset")),
         search={"exact": ("gamma",)},
     ),
+    KernelSpec("cosine", "xᵀy / (‖x‖‖y‖) (0 for a zero row)", _EXACT_AND_NYSTROEM),
+    KernelSpec(
+        "chi2", "exp(−γ Σᵢ (xᵢ−yᵢ)²/(xᵢ+yᵢ)), x, y ≥ 0", _EXACT_AND_NYSTROEM,
+        params=(Param("gamma", 1.0, "γ > 0; scikit-learn's default 1, not 1/n_features", bandwidth=True),),
+        search={"exact": ("gamma",)},
+    ),
+    KernelSpec("additive_chi2", "−Σᵢ (xᵢ−yᵢ)²/(xᵢ+yᵢ), x, y ≥ 0; not PSD (Nyström: its PSD part)", _EXACT_AND_NYSTROEM),
     KernelSpec(
         "periodic", "exp(−2 sin²(π‖x−y‖/p) / ℓ²)", _EXACT_AND_NYSTROEM, aliases=("exp_sine_squared",),
         params=(
@@ -273,6 +291,24 @@ def bandwidth_names() -> tuple[str, ...]:
     return tuple(names)
 
 
+def is_precomputed(kernel: object) -> bool:
+    """Whether ``kernel`` is scikit-learn's ``"precomputed"`` (case-insensitive)."""
+    return isinstance(kernel, str) and kernel.lower() == PRECOMPUTED
+
+
+def _precomputed_problem(path: str) -> str:
+    """Why ``kernel="precomputed"`` cannot go where a kernel function is needed."""
+    if path in PRECOMPUTED_PATHS:
+        return (
+            f"kernel={PRECOMPUTED!r} means X is the Gram matrix K: it has no kernel function k(x, y) to "
+            f"build; pass K to {PATH_ESTIMATORS[path]} or KernelRidge as X"
+        )
+    return (
+        f"kernel={PRECOMPUTED!r} (X is the Gram matrix K) has no kernel function k(x, y), so the {path} path "
+        f"({PATH_ESTIMATORS[path]}) cannot serve it: use {_paths_words(PRECOMPUTED_PATHS)} or KernelRidge"
+    )
+
+
 def _lookup(name: object) -> KernelSpec | None:
     if not isinstance(name, str):
         return None
@@ -292,6 +328,8 @@ def kernel_spec(name: str) -> KernelSpec:
     if spec is None:
         if not isinstance(name, str):
             raise ParameterError(f"kernel must be a name, found {type(name).__name__}")
+        if is_precomputed(name):
+            raise ParameterError(_precomputed_problem("exact"))
         raise ParameterError(
             f"unknown kernel {name!r}; valid kernels are {', '.join(kernel_names())}"
             + did_you_mean(name.lower(), list(_BY_NAME) + list(_ALIASES))
@@ -337,6 +375,8 @@ def check_kernel_name(name: object, path: str) -> KernelSpec:
             + ("; Kernel objects are served by the nystroem and exact paths" if path == "random_features" else "")
         )
     spec = _lookup(name)
+    if spec is None and is_precomputed(name):
+        raise ParameterError(_precomputed_problem(path))
     if spec is None:
         raise ParameterError(
             f"unknown kernel {name!r}; valid kernels are {', '.join(serving)}"
@@ -424,9 +464,16 @@ def kernel_table_markdown() -> str:
         rff = mark[s.serves("random_features")]
         if "orthogonal" in s.samplers:
             rff += " (iid, orthogonal)"
+        if s.feature_map:
+            rff += f" ({s.feature_map})"
         search = [", ".join(f"`{b}`" for b in s.searchable(p)) or "—" for p in ("exact", "random_features")]
         lines.append(
             f"| {name} | {s.formula} | {params} | {rff} | {mark[s.serves('nystroem')]} | "
             f"{mark[s.serves('exact')]} | {search[0]} | {search[1]} |"
         )
+    lines.append(
+        f"| `{PRECOMPUTED}` | K given as X: fit takes K(X, X) (n × n), predict K(X*, X_fit) (m × n) | — | "
+        + " | ".join(mark[p in PRECOMPUTED_PATHS] for p in PATHS)
+        + " | — | — |"
+    )
     return "\n".join(lines) + "\n"

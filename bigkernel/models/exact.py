@@ -18,15 +18,17 @@ from typing import Any, ClassVar, Self
 import dask.array as da
 import numpy as np
 import psutil
+import zarr
 from dask.utils import parse_bytes
 from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel.data.sources import Dataset
+from bigkernel.data.sources import Dataset, from_zarr
 from bigkernel.errors import DataError, NotPSDError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict, make_kernel
+from bigkernel.kernels.registry import PRECOMPUTED, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
@@ -44,6 +46,7 @@ from bigkernel.models._base import (
 )
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
+from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
 from bigkernel.numerics.scaling import column_moments, safe_scale
@@ -149,15 +152,21 @@ class _DualPredictor:
         """
         check_is_fitted(self, "dual_coef_")
         model = self._model()
+        if is_precomputed(self.kernel):
+            X = _gram_input(X, "predict", self.n_features_in_)
         return self._predict_with(X, model, single=self.dual_coef_.ndim == 1)
 
     # ----------------------------------------------------------------- persistence
     def _dual_arrays(self) -> dict[str, np.ndarray]:
         """The arrays every dual model saves: points, dual coefficients, intercept, scaling."""
         arrays = {
-            "X_fit": self.X_fit_, "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
+            "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
             "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
         }  # fmt: skip
+        if self.X_fit_ is not None:
+            arrays["X_fit"] = self.X_fit_
+        elif self._expansion.tiler.keep is not None:  # precomputed: the training columns fitted
+            arrays["precomputed_keep"] = self._expansion.tiler.keep
         if getattr(self, "scaler_mean_", None) is not None and self.standardize:
             arrays["scaler_mean"], arrays["scaler_scale"] = self.scaler_mean_, self.scaler_scale_
         arrays.update(self._range_arrays())
@@ -324,13 +333,42 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
 
     def _check_rules(self) -> None:
         self._check_memory_budget()
+        self._check_precomputed()
+
+    def _check_precomputed(self) -> None:
+        """``kernel="precomputed"``: X is the Gram matrix, so nothing may transform it."""
+        if is_precomputed(self.kernel) and self.standardize:
+            raise ParameterError(
+                "standardize=True scales the columns of X, but with kernel='precomputed' X is the Gram matrix "
+                "K: standardize the data before computing K, and set standardize=False"
+            )
 
     def _check_memory_budget(self) -> None:
         """A size given as text must parse (``"4GB"``)."""
         resolve_memory_budget(self.memory_budget)
 
-    def _make_kernel(self, n_features: int) -> Kernel:
-        return build_kernel(self, n_features)
+    def _make_kernel(self, n_features: int) -> Kernel | None:
+        """The kernel (None for ``kernel="precomputed"``: K is given)."""
+        return None if is_precomputed(self.kernel) else build_kernel(self, n_features)
+
+    def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:
+        """Fit (see the class docstring); with ``kernel="precomputed"``, X is the Gram matrix
+        ``K(X, X)`` of shape (n, n) — numpy, dask or zarr, never modified.
+
+        Parameters
+        ----------
+        X : array-like, dask or zarr array of shape (n_samples, n_features) or (n, n)
+        y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like or dask array of shape (n_samples,), optional
+            Row weights (see :meth:`bigkernel.models._base._EstimatorBase.fit`).
+
+        Returns
+        -------
+        self
+        """
+        if is_precomputed(self.kernel):
+            X = _gram_input(X, "fit")
+        return super().fit(X, y, sample_weight)
 
     # ----------------------------------------------------------------- data
     def _training_arrays(self, ds: Dataset, weights=None):
@@ -344,10 +382,17 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             X, Y = compute(X, Y, label="load training data")
         X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
         check_finite(X, Y, 0)
+        pre = is_precomputed(self.kernel)
+        if pre:
+            _gram_input(X, "fit")
+            check_symmetric(X)
+        self._precomputed_keep, self._precomputed_n = None, X.shape[0]
         sw = None if weights is None else _row_weights(weights, X.shape[0])
         if sw is not None:
             keep = sw > 0
             X, Y, sw = X[keep], Y[keep], sw[keep]
+            if pre and not keep.all():  # K of the kept rows: their columns too
+                X, self._precomputed_keep = X[:, keep], np.flatnonzero(keep)
             if X.shape[0] == 0:
                 raise DataError("no rows to fit: the training set is empty (or all weights are zero)")
             if np.all(sw == 1.0):
@@ -371,8 +416,10 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, sample_weight: np.ndarray | None = None
     ) -> None:
         d = X.shape[1]
-        self.n_features_in_ = d
-        self._set_range(X.min(axis=0), X.max(axis=0))  # the training rows, in memory, unscaled
+        pre = is_precomputed(self.kernel)
+        self.n_features_in_ = self._precomputed_n if pre else d  # K's columns, before rows of weight 0 went
+        # the training rows, in memory, unscaled (a Gram matrix has no input range)
+        self._set_range(*((None, None) if pre else (X.min(axis=0), X.max(axis=0))))
         if self.standardize:
             mean, std = column_moments(X, sample_weight)
             self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
@@ -383,8 +430,9 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
 
         def operator(n_rhs: int, reserve: int) -> GramOperator:
             ops.append(
-                GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve)
-            )
+                GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve,
+                             tiler=PrecomputedGram(X) if pre else None)
+            )  # fmt: skip
             return ops[0]
 
         try:
@@ -415,6 +463,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         closes it. ``sample_weight`` (all > 0) weights the rows (see :func:`solve_dual`).
         """
         n, d = X.shape
+        d = 0 if kernel is None else d  # precomputed: the operator counts K itself
         seed = int_seed(self.random_state)
         rank = min(n, self.rank or default_exact_rank(n, budget)) if self.preconditioner else 0
         alphas_fixed = None if isinstance(self.alpha, str) else resolve_alphas(self.alpha)[0]
@@ -433,16 +482,20 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         m = n_alphas * (Y.shape[1] + probes)
         s = None if sample_weight is None else np.sqrt(sample_weight)
         # before the Gram cache exists, so the two never share the budget
-        eig = _centred_eigenvalues(GramTiler(kernel, X), self.fit_intercept, s) if exact_df else None
+        source = PrecomputedGram(X) if kernel is None else GramTiler(kernel, X)
+        eig = _centred_eigenvalues(source, self.fit_intercept, s) if exact_df else None
         op = operator(m, _reserve_bytes(n, d, m, rank))
         t = time.perf_counter()
         factor = None
         if rank and np.any(op.diag() < 0):
             raise NotPSDError(
-                f"kernel {kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
+                f"kernel {PRECOMPUTED if kernel is None else kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
                 "semi-definite and no low-rank preconditioner exists; use a PSD kernel (or "
                 "preconditioner=None, at the risk of a CG breakdown)"
             )
+        if rank and not np.any(op.diag() > 0):  # additive_chi2: nothing to pivot on
+            logger.info("the Gram matrix has no positive diagonal entry: CG without a preconditioner")
+            rank = 0
         if rank:
             # the preconditioner approximates the weighted Gram matrix diag(s) K diag(s)
             columns, diag = op.columns, op.diag()
@@ -463,7 +516,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
 
     def _set_fitted(self, sol, op: GramOperator, kernel: Kernel, single: bool, extra: dict) -> None:
         self.kernel_ = kernel
-        self.X_fit_ = op.tiler.X
+        self.X_fit_ = op.tiler.X if kernel is not None else None  # precomputed: K is not kept
         self.n_samples_fit_ = op.n
         self.dual_coef_ = single_target(sol.coef, single)
         self.intercept_ = float(sol.intercept[0]) if single else sol.intercept
@@ -478,7 +531,12 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             **extra, "df_method": sol.df_method, "converged": sol.converged,
             "n_matvec": sol.n_matvec, **sol.info, "gram": op.info(),
         }  # fmt: skip
-        self._expansion = KernelExpansion(op.tiler, sol.coef, sol.intercept)
+        source = (
+            op.tiler
+            if kernel is not None
+            else PrecomputedGram.columns_only(self.n_features_in_, self._precomputed_keep)
+        )
+        self._expansion = KernelExpansion(source, sol.coef, sol.intercept)
         logger.info(
             "fitted ExactKernelRidge: n=%s alpha=%.3g %s, %d CG iterations, residual %.2g, %.2fs",
             f"{op.n:,}", self.alpha_, describe_df(self.df_, self.df_stderr_), int(np.max(sol.n_iter)),
@@ -489,7 +547,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         check_is_fitted(self, "dual_coef_")
         attrs = {
-            "kernel_": self.kernel_.to_dict(), "alpha_": self.alpha_, "df_": self.df_,
+            "kernel_": {"name": PRECOMPUTED} if self.kernel_ is None else self.kernel_.to_dict(),
+            "alpha_": self.alpha_, "df_": self.df_,
             "df_stderr_": self.df_stderr_, "n_iter_": np.asarray(self.n_iter_).tolist(),
             "residual_": np.asarray(self.residual_).tolist(), "solver_info_": self.solver_info_,
             "n_features_in_": self.n_features_in_, "n_samples_fit_": self.n_samples_fit_,
@@ -502,11 +561,18 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         return attrs, arrays
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        X, coef, intercept = self._read_dual_arrays(arrays)
-        self.kernel_ = kernel_from_dict(attrs["kernel_"])
-        tiler = GramTiler(self.kernel_, X)
+        if is_precomputed(attrs["kernel_"].get("name")):
+            coef, intercept = arrays["dual_coef"], arrays["intercept"]
+            self.kernel_, self.X_fit_ = None, None
+            tiler = PrecomputedGram.columns_only(int(attrs["n_features_in_"]), arrays.get("precomputed_keep"))
+            if coef.shape != (tiler.n, intercept.shape[0]):
+                raise DataError(f"dual_coef {coef.shape} does not fit the {tiler.n} training rows of the saved model")
+        else:
+            X, coef, intercept = self._read_dual_arrays(arrays)
+            self.kernel_ = kernel_from_dict(attrs["kernel_"])
+            tiler = GramTiler(self.kernel_, X)
+            self.X_fit_ = tiler.X
         single = bool(attrs["single_output"])
-        self.X_fit_ = tiler.X
         self.dual_coef_ = single_target(coef, single)
         self.intercept_ = float(intercept[0]) if single else intercept
         self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
@@ -534,6 +600,27 @@ class _Standardized:
 
     def __call__(self, Z: np.ndarray) -> np.ndarray:
         return self.model((np.asarray(Z, dtype=np.float64) - self.mean) / self.scale)
+
+
+def _gram_input(K, action: str, n_columns: int | None = None):
+    """``K`` checked as the Gram matrix of ``kernel="precomputed"``: 2-D, square at fit, one
+    column per training row at predict; a zarr array becomes a dask array (read by chunks)."""
+    if isinstance(K, zarr.Array):
+        K = from_zarr(K)
+    if isinstance(K, da.Array) and K.ndim == 2 and K.numblocks[1] > 1:
+        K = K.rechunk({1: -1})  # a square matrix is often stored in square chunks: read whole rows
+    shape = getattr(K, "shape", None) or np.shape(K)
+    if action == "fit" and (len(shape) != 2 or shape[0] != shape[1]):
+        raise DataError(
+            f"kernel='precomputed': fit takes the square Gram matrix K(X, X) of shape (n_samples, n_samples), "
+            f"found shape {tuple(shape)}"
+        )
+    if action == "predict" and (len(shape) != 2 or shape[1] != n_columns):
+        raise DataError(
+            f"kernel='precomputed': predict takes K(X*, X_fit) of shape (n_samples, {n_columns}) — one column "
+            f"per training row — found shape {tuple(shape)}"
+        )
+    return K
 
 
 def _row_weights(weights, n: int) -> np.ndarray:

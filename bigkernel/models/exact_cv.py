@@ -24,7 +24,14 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict
-from bigkernel.kernels.registry import bandwidth_names, gamma_from_length_scale, kernel_spec, kernels_searching
+from bigkernel.kernels.registry import (
+    PRECOMPUTED,
+    bandwidth_names,
+    gamma_from_length_scale,
+    is_precomputed,
+    kernel_spec,
+    kernels_searching,
+)
 from bigkernel.models._base import (
     COEF0,
     DEGREE,
@@ -42,9 +49,10 @@ from bigkernel.models._base import (
     single_target,
 )
 from bigkernel.models._search import best_index, cv_results, search_params
-from bigkernel.models.exact import _DualPredictor, build_kernel, resolve_memory_budget
+from bigkernel.models.exact import _DualPredictor, _gram_input, build_kernel, resolve_memory_budget
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
+from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import check_finite
 from bigkernel.runtime import compute
@@ -231,7 +239,9 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
 
     def _kernel_name(self) -> str | None:
         """The registry name of a kernel given by name (aliases resolved), else None."""
-        return kernel_spec(self.kernel).name if isinstance(self.kernel, str) else None
+        if not isinstance(self.kernel, str) or is_precomputed(self.kernel):
+            return None
+        return kernel_spec(self.kernel).name
 
     def _searchable(self, bandwidth: str) -> bool:
         """Whether the kernel's ``bandwidth`` (gamma, length_scale) can be searched here."""
@@ -244,6 +254,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     def _check_rules(self) -> None:
         self._check_search()
         resolve_memory_budget(self.memory_budget)  # a size given as text must parse
+        if is_precomputed(self.kernel) and self.standardize:
+            raise ParameterError("standardize=True does not apply to kernel='precomputed' (X is the Gram matrix K)")
 
     def _check_search(self) -> None:
         """A bandwidth to search, given one way, for a kernel that has it."""
@@ -271,7 +283,9 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
         return [None]
 
-    def _kernel_at(self, gamma: float | None, n_features: int) -> Kernel:
+    def _kernel_at(self, gamma: float | None, n_features: int) -> Kernel | None:
+        if is_precomputed(self.kernel):
+            return None  # K is given: α alone is searched
         spec = SimpleNamespace(
             kernel=self.kernel,
             gamma=gamma,
@@ -305,9 +319,16 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             X, Y = compute(X, Y, label="load training data")
         X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
         check_finite(X, Y, 0)
+        pre = is_precomputed(self.kernel)
+        if pre:
+            _gram_input(X, "fit")
+            check_symmetric(X)
+        self._precomputed_keep = None
         if weights is not None:
             keep = _kept(weights, 0, X.shape[0])
             X, Y = X[keep], Y[keep]
+            if pre and not keep.all():  # K of the kept rows: their columns too
+                X, self._precomputed_keep = X[:, keep], np.flatnonzero(keep)
         return X, Y
 
     def fit(self, X: ArrayIn, y: ArrayIn) -> Self:
@@ -327,6 +348,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self
         """
         self._check_params()
+        if is_precomputed(self.kernel):
+            X = _gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
         return self.fit_dataset(self._fit_input(X, y))
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
@@ -348,7 +371,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             raise DataError(f"leave-one-out and GCV need at least 2 samples, found n_samples={n}")
         self._check_size(n, d, budget)
         self.n_features_in_ = d
-        self._set_range(X.min(axis=0), X.max(axis=0))
+        self._set_range(*((None, None) if is_precomputed(self.kernel) else (X.min(axis=0), X.max(axis=0))))
         if self.standardize:
             mean, std = column_moments(X)
             self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
@@ -370,7 +393,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         best_key, best = None, None
         for g in gammas:
             kernel = self._kernel_at(g, d)
-            tiler = GramTiler(kernel, X)
+            tiler = PrecomputedGram(X) if kernel is None else GramTiler(kernel, X)
             t = time.perf_counter()
             K = tiler.dense()
             t_gram = time.perf_counter() - t
@@ -462,6 +485,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.best_score_ = float(mean[best])
 
     def _set_model(self, tiler: GramTiler, coef: np.ndarray, intercept: np.ndarray, single: bool) -> None:
+        if isinstance(tiler, PrecomputedGram) and tiler.K is not None:  # predictions take K(X*, X_fit)
+            tiler = PrecomputedGram.columns_only(self.n_features_in_, getattr(self, "_precomputed_keep", None))
         self.kernel_ = tiler.kernel
         self.X_fit_ = tiler.X
         self.n_samples_fit_ = tiler.n
@@ -484,7 +509,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         check_is_fitted(self, "dual_coef_")
         attrs = {
-            "kernel_": self.kernel_.to_dict(), "alpha_": self.alpha_, "gamma_": self.gamma_, "df_": self.df_,
+            "kernel_": {"name": PRECOMPUTED} if self.kernel_ is None else self.kernel_.to_dict(), "alpha_": self.alpha_, "gamma_": self.gamma_, "df_": self.df_,
             "best_params_": self.best_params_, "best_score_": _finite_or_none(self.best_score_),
             "best_index_": self.best_index_, "gamma_searched": "gamma" in self.best_params_,
             "solver_info_": self.solver_info_, "n_features_in_": self.n_features_in_,
@@ -498,9 +523,17 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         return attrs, arrays
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        X, coef, intercept = self._read_dual_arrays(arrays)
         single = bool(attrs["single_output"])
-        self._set_model(GramTiler(kernel_from_dict(attrs["kernel_"]), X), coef, intercept, single)
+        self.n_features_in_ = int(attrs["n_features_in_"])
+        if is_precomputed(attrs["kernel_"].get("name")):
+            coef, intercept = arrays["dual_coef"], arrays["intercept"]
+            tiler = PrecomputedGram.columns_only(self.n_features_in_, arrays.get("precomputed_keep"))
+            if coef.shape != (tiler.n, intercept.shape[0]):
+                raise DataError(f"dual_coef {coef.shape} does not fit the {tiler.n} training rows of the saved model")
+        else:
+            X, coef, intercept = self._read_dual_arrays(arrays)
+            tiler = GramTiler(kernel_from_dict(attrs["kernel_"]), X)
+        self._set_model(tiler, coef, intercept, single)
         self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
         self.gamma_ = None if attrs["gamma_"] is None else float(attrs["gamma_"])
         self.df_, self.df_path_ = float(attrs["df_"]), arrays["df_path"]

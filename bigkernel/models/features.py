@@ -24,8 +24,7 @@ from bigkernel.io.model_store import register_model, save_model
 from bigkernel.models._base import ArrayIn, KernelLike, RandomStateLike, _init_defaults
 from bigkernel.models._streamed import FeaturesOutMixin
 from bigkernel.models.nystroem import NystroemRidge
-from bigkernel.models.random_features import RandomFeatureRidge
-from bigkernel.numerics.fourier_features import FeatureMap
+from bigkernel.models.random_features import RandomFeatureRidge, feature_map_arrays, feature_map_from_state
 from bigkernel.numerics.nystroem_features import NystroemMap
 from bigkernel.validation import validate_params
 
@@ -143,14 +142,15 @@ class RandomFeatures(_FeatureTransformer):
     Parameters
     ----------
     kernel : str, default="rbf"
-        A kernel with a spectral sampler (the registry's ``random_features`` path: rbf,
-        laplacian, matern, fourier and their aliases).
-    gamma, length_scale, nu, n_components, sampler, form, random_state, dtype, standardize
+        A kernel of the registry's ``random_features`` path: rbf, laplacian, matern, fourier,
+        polynomial (explicit monomials or TensorSketch, like scikit-learn's
+        PolynomialCountSketch) and their aliases.
+    gamma, length_scale, nu, degree, coef0, n_components, sampler, form, random_state, dtype, standardize
         As in :class:`~bigkernel.RandomFeatureRidge`; ``dtype`` is the output's dtype.
 
     Attributes
     ----------
-    feature_map_ : FeatureMap
+    feature_map_ : FeatureMap or PolynomialFeatureMap
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         When fitted on a DataFrame.
@@ -167,6 +167,8 @@ class RandomFeatures(_FeatureTransformer):
         gamma: float | None = None,
         length_scale: float | ArrayLike | None = None,
         nu: float | None = 1.5,
+        degree: int = 3,
+        coef0: float = 1,
         n_components: int = 100,
         sampler: str = "iid",
         form: str = "cos",
@@ -178,6 +180,8 @@ class RandomFeatures(_FeatureTransformer):
         self.gamma = gamma
         self.length_scale = length_scale
         self.nu = nu
+        self.degree = degree
+        self.coef0 = coef0
         self.n_components = n_components
         self.sampler = sampler
         self.form = form
@@ -190,14 +194,10 @@ class RandomFeatures(_FeatureTransformer):
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         check_is_fitted(self, "feature_map_")
         fm = self.feature_map_
-        arrays = {"fmap_weights": fm.weights}
-        if fm.offsets is not None:
-            arrays["fmap_offsets"] = fm.offsets
-        return {"feature_map": fm.to_metadata(), "n_features_in_": self.n_features_in_}, arrays
+        return {"feature_map": fm.to_metadata(), "n_features_in_": self.n_features_in_}, feature_map_arrays(fm)
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        fm = FeatureMap.from_arrays(attrs["feature_map"], arrays["fmap_weights"], arrays.get("fmap_offsets"))
-        self._set_map(fm, attrs)
+        self._set_map(feature_map_from_state(attrs["feature_map"], arrays), attrs)
 
 
 @register_model

@@ -6,10 +6,16 @@ The rule (:func:`choose_solver`), from n, the kernel and the memory budget:
    float32 when only those fit) next to the solver's working memory: then every CG matvec is
    a read of memory and the exact solution costs seconds to minutes.
 2. **nystroem** otherwise, when n <= :data:`NYSTROEM_MAX_N` or the kernel has no random-feature
-   sampler (polynomial, sigmoid, periodic, sums and products, …): the streamed primal path
+   sampler (sigmoid, cosine, chi2, periodic, sums and products, …): the streamed primal path
    with Nyström features, more accurate than random features at the same number of features,
    at the price of one extra read of the sampled landmark rows.
 3. **random_features** for larger n: one streamed pass, nothing else read.
+
+Two kernels settle the choice before that rule: ``kernel="precomputed"`` (X is the Gram
+matrix) goes to the exact solver, the only one that takes K; a polynomial kernel whose
+explicit monomial map (``C(d + degree, degree)`` features) fits ``n_components`` goes to
+random features, where that map is the kernel exactly, in one pass, at O(n·D²) instead of
+the exact solver's O(n²).
 
 ``solver="exact" | "nystroem" | "random_features"`` forces a solver.
 """
@@ -28,7 +34,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.registry import check_kernel_name, kernel_serves
+from bigkernel.kernels.registry import check_kernel_name, is_precomputed, kernel_serves, kernel_spec
 from bigkernel.models._base import (
     ArrayIn,
     ArrayOut,
@@ -40,10 +46,11 @@ from bigkernel.models._base import (
     _EstimatorBase,
     check_sample_weight,
 )
-from bigkernel.models.exact import ExactKernelRidge, resolve_memory_budget
+from bigkernel.models.exact import ExactKernelRidge, _gram_input, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.gram_tiles import plan_gram
+from bigkernel.numerics.polynomial_features import n_monomials
 from bigkernel.runtime import local_threads
 from bigkernel.validation import Options
 
@@ -253,13 +260,36 @@ class KernelRidge(_EstimatorBase):
         check_kernel_name(self.kernel, "random_features")
         if self.kernel_params:
             raise ParameterError("kernel_params do not apply to solver='random_features'")
-        return RandomFeatureRidge(self.kernel, n_components=self.n_components, dtype=feature_dtype, **common)
+        return RandomFeatureRidge(
+            self.kernel, degree=self.degree, coef0=self.coef0, n_components=self.n_components, dtype=feature_dtype,
+            **common,
+        )  # fmt: skip
 
     def _pick(self, n: int, d: int, n_targets: int) -> tuple[str, str]:
         if self.solver != "auto":
+            if is_precomputed(self.kernel):
+                check_kernel_name(self.kernel, self.solver)  # the exact path or a clear error
             return self.solver, f"solver={self.solver!r} was asked for"
+        if is_precomputed(self.kernel):
+            return "exact", "kernel='precomputed': the exact solver is the one that takes a Gram matrix"
+        monomials = self._explicit_polynomial_features(d)
+        if monomials is not None:
+            return "random_features", (
+                f"the explicit monomial map of the polynomial kernel has {monomials:,} features <= n_components="
+                f"{self.n_components}: the kernel exactly, in one streamed pass"
+            )
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
         return choose_solver(n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets)
+
+    def _explicit_polynomial_features(self, d: int) -> int | None:
+        """The explicit map's feature count when the kernel is polynomial (by name, with no
+        ``kernel_params``, ``coef0 >= 0``) and that count fits ``n_components``; else None."""
+        if not isinstance(self.kernel, str) or self.kernel_params or is_precomputed(self.kernel):
+            return None
+        if kernel_spec(self.kernel).name != "polynomial" or self.coef0 < 0:
+            return None
+        m = n_monomials(d, int(self.degree), float(self.coef0))
+        return m if m <= self.n_components else None
 
     def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:
         """Choose the solver from the data's shape and the budget, then fit with it.
@@ -278,6 +308,8 @@ class KernelRidge(_EstimatorBase):
         self._check_params()
         if y is None:
             raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        if is_precomputed(self.kernel):
+            X = _gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
         ds, _ = self._as_dataset(X, y, reset=True)
         if sample_weight is None:
             return self.fit_dataset(ds)
@@ -314,6 +346,8 @@ class KernelRidge(_EstimatorBase):
         ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
         """
         check_is_fitted(self, "estimator_")
+        if is_precomputed(self.kernel):
+            X = _gram_input(X, "predict", self.n_features_in_)
         if not isinstance(X, da.Array):
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return self.estimator_.predict(X)

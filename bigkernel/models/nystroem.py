@@ -13,6 +13,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
+from bigkernel.kernels.registry import check_kernel_name, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
@@ -140,7 +141,10 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     }
 
     def _check_rules(self) -> None:
-        """Any kernel: no rule beyond the table (the kernel checks its own parameters)."""
+        """Any kernel (the kernel checks its own parameters), but a kernel function: not
+        ``"precomputed"``, whose error names the path that takes a Gram matrix."""
+        if is_precomputed(self.kernel):
+            check_kernel_name(self.kernel, "nystroem")
 
     def _make_kernel(self, n_features: int) -> Kernel:
         # the same kernel construction as the exact solver, so solvers are comparable

@@ -13,13 +13,15 @@ from numpy.typing import ArrayLike, DTypeLike
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError
+from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import stats_graph
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.registry import check_kernel_name
+from bigkernel.kernels.registry import check_kernel_name, sampler_problem
 from bigkernel.models._base import (
     ALPHA,
+    COEF0,
     COUNT,
+    DEGREE,
     GAMMA,
     LENGTH_SCALE,
     NU,
@@ -36,6 +38,7 @@ from bigkernel.models._base import (
 from bigkernel.models._streamed import STATS_FIELDS, FeaturesOutMixin, PartialFitMixin
 from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
 from bigkernel.numerics.nystroem_features import NystroemMap
+from bigkernel.numerics.polynomial_features import PolynomialFeatureMap, make_polynomial_map
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
@@ -63,6 +66,23 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
 FEATURE_DTYPE = [Options(str, ("float32", "float64")), DTypes(("float32", "float64"))]
 
 
+def feature_map_arrays(fm: FeatureMap | PolynomialFeatureMap) -> dict[str, np.ndarray]:
+    """The saved arrays of a random-feature map (frequencies, or the polynomial map's own)."""
+    if isinstance(fm, PolynomialFeatureMap):
+        return fm.arrays()
+    arrays = {"fmap_weights": fm.weights}
+    if fm.offsets is not None:
+        arrays["fmap_offsets"] = fm.offsets
+    return arrays
+
+
+def feature_map_from_state(meta: dict, arrays: dict[str, np.ndarray]) -> FeatureMap | PolynomialFeatureMap:
+    """Inverse of ``to_metadata()`` + :func:`feature_map_arrays`."""
+    if meta.get("kind") == "polynomial":
+        return PolynomialFeatureMap.from_arrays(meta, arrays)
+    return FeatureMap.from_arrays(meta, arrays["fmap_weights"], arrays.get("fmap_offsets"))
+
+
 class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
     """Shared machinery of the random-feature estimators: checks, data, pass, predict, state,
     and ``transform`` (the features of the fitted map)."""
@@ -75,6 +95,8 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
     _common_constraints: ClassVar[dict[str, list]] = {
         "kernel": [str],  # a name the registry knows for this path: _check_rules
         "nu": NU,
+        "degree": DEGREE,
+        "coef0": COEF0,
         "n_components": [COUNT],
         "sampler": [Options(str, SAMPLERS)],
         "form": [Options(str, FORMS)],
@@ -99,12 +121,32 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         return int_seed(self.random_state)
 
     def _feature_map(self, n_features: int, seed: int, gamma=None, length_scale=None) -> FeatureMap:
-        fmap = make_feature_map(
-            self.kernel, n_features, self.n_components, seed, gamma=gamma,
-            length_scale=length_scale, nu=self.nu, sampler=self.sampler, form=self.form,
-        )  # fmt: skip
+        if check_kernel_name(self.kernel, "random_features").name == "polynomial":
+            fmap = self._polynomial_map(n_features, seed, gamma, length_scale)
+        else:
+            fmap = make_feature_map(
+                self.kernel, n_features, self.n_components, seed, gamma=gamma,
+                length_scale=length_scale, nu=self.nu, sampler=self.sampler, form=self.form,
+            )  # fmt: skip
         scaler = getattr(self, "_scaler", None)
         return fmap if scaler is None else fmap.standardized(*scaler)
+
+    def _polynomial_map(self, n_features: int, seed: int, gamma, length_scale) -> PolynomialFeatureMap:
+        """The explicit monomial map when its ``C(d + degree, degree)`` features fit
+        ``n_components`` (the kernel exactly), else a TensorSketch; ``feature_map_.method``
+        says which (and it is logged). ``sampler`` and ``form`` do not apply."""
+        if length_scale is not None:
+            raise ParameterError("the polynomial kernel has no length_scale; give gamma (default 1/n_features)")
+        problem = sampler_problem("polynomial", self.sampler)
+        if problem:
+            raise ParameterError(problem)
+        fmap = make_polynomial_map(
+            n_features, self.n_components, seed, degree=self.degree, gamma=gamma,
+            coef0=self.coef0,
+        )  # fmt: skip
+        logger.info("%s: polynomial feature map %s with %d components", type(self).__name__, fmap.method,
+                    fmap.n_components)  # fmt: skip
+        return fmap
 
     def _fit_scaler(self, ds: Dataset, weights=None) -> None:
         """With ``standardize=True``, the column means and standard deviations of X.
@@ -204,10 +246,9 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         arrays = {
             "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
             "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_),
-            "fmap_weights": fm.weights, **self._range_arrays(),
+            **self._range_arrays(),
         }  # fmt: skip
-        if fm.offsets is not None:
-            arrays["fmap_offsets"] = fm.offsets
+        arrays.update(feature_map_arrays(fm))
         self._add_spectrum_state(attrs, arrays)
         self._add_stats_state(arrays)
         return attrs, arrays
@@ -248,7 +289,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
             bool(meta["fit_intercept"]), float(meta["eps"]))  # fmt: skip
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        fm = FeatureMap.from_arrays(attrs["feature_map"], arrays["fmap_weights"], arrays.get("fmap_offsets"))
+        fm = feature_map_from_state(attrs["feature_map"], arrays)
         coef, intercept = arrays["coef"], arrays["intercept"]
         if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
             raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
@@ -274,17 +315,25 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "matern", "fourier"}, default="rbf"
-        Kernel approximated by the features; ``"fourier"`` is the fixed 1-D Fourier basis.
+    kernel : {"rbf", "laplacian", "matern", "polynomial", "fourier"}, default="rbf"
+        Kernel approximated by the features (``"poly"`` is ``"polynomial"``); ``"fourier"`` is
+        the fixed 1-D Fourier basis.
     gamma : float, default=None
-        Bandwidth: rbf exp(-γ‖x-x'‖²), laplacian exp(-γ‖x-x'‖₁), matern ℓ = 1/√(2γ).
+        Bandwidth: rbf exp(-γ‖x-x'‖²), laplacian exp(-γ‖x-x'‖₁), matern ℓ = 1/√(2γ),
+        polynomial (γ xᵀx' + coef0)^degree.
         Default 1/n_features when ``length_scale`` is not given either.
     length_scale : float or array-like of shape (n_features,), default=None
         Alternative to ``gamma`` (rbf: γ = 1/(2ℓ²)); an array gives per-feature scales (ARD).
     nu : {0.5, 1.5, 2.5}, default=1.5
         Matérn smoothness.
+    degree : int, default=3
+        Polynomial degree k of ``(γ xᵀx' + coef0)^k`` (scikit-learn's names and defaults).
+    coef0 : float, default=1
+        Polynomial offset (>= 0 on this path).
     n_components : int, default=100
-        Number of features D.
+        Number of features D. For ``kernel="polynomial"``: the explicit monomial map (the
+        kernel exactly, ``C(d + degree, degree)`` features) when that many fit in D, else a
+        TensorSketch of D features; ``feature_map_.method`` says which.
     sampler : {"iid", "orthogonal"}, default="iid"
         Orthogonal random features (rbf only) have lower variance.
     form : {"cos", "cossin"}, default="cos"
@@ -321,7 +370,7 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         eigenvectors: ``spectrum_.gcv(alphas)`` and ``spectrum_.df(alphas)`` for any α, with no
         pass over the data (the job report draws them around a fixed α). None for models saved
         before it was kept.
-    feature_map_ : FeatureMap
+    feature_map_ : FeatureMap or PolynomialFeatureMap
     n_features_in_ : int
     n_samples_fit_ : int
     data_min_, data_max_ : ndarray of shape (n_features,) or None
@@ -346,6 +395,8 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         gamma: float | None = None,
         length_scale: float | ArrayLike | None = None,
         nu: float | None = 1.5,
+        degree: int = 3,
+        coef0: float = 1,
         n_components: int = 100,
         sampler: str = "iid",
         form: str = "cos",
@@ -360,6 +411,8 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         self.gamma = gamma
         self.length_scale = length_scale
         self.nu = nu
+        self.degree = degree
+        self.coef0 = coef0
         self.n_components = n_components
         self.sampler = sampler
         self.form = form

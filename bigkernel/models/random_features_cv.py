@@ -42,7 +42,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "matern"}, default="rbf"
+    kernel : {"rbf", "laplacian", "matern", "polynomial"}, default="rbf"
     gammas : sequence of float, default=None
         Bandwidths to search (exclusive with ``length_scales``); default 7 values log-spaced
         from 0.01/n_features to 10/n_features.
@@ -55,7 +55,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     cv : int or "gcv", default=5
         Number of folds (rows assigned by a seeded hash of the row index), or generalized
         cross-validation on the whole data.
-    nu, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
+    nu, degree, coef0, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`RandomFeatureRidge`.
 
     Attributes
@@ -81,6 +81,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         alphas: Grid = None,
         cv: int | str = 5,
         nu: float | None = 1.5,
+        degree: int = 3,
+        coef0: float = 1,
         n_components: int = 100,
         sampler: str = "iid",
         form: str = "cos",
@@ -96,6 +98,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.alphas = alphas
         self.cv = cv
         self.nu = nu
+        self.degree = degree
+        self.coef0 = coef0
         self.n_components = n_components
         self.sampler = sampler
         self.form = form

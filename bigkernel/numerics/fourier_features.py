@@ -263,6 +263,11 @@ def make_feature_map(
         raise ParameterError(f"n_components must be a positive integer, got {n_components!r}")
     if kernel == "fourier":
         return _fourier_basis(d, m)
+    if kernel not in ("rbf", "laplacian", "matern"):  # polynomial: no spectral sampler
+        raise ParameterError(
+            f"kernel {kernel!r} has no spectral sampler; its random-feature map is "
+            "bigkernel.numerics.polynomial_features.make_polynomial_map (what RandomFeatureRidge uses)"
+        )
     if kernel == "matern":
         kernel_spec("matern").check_choice("nu", nu)
     problem = sampler_problem(kernel, sampler)

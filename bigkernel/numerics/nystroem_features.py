@@ -183,7 +183,8 @@ def select_landmarks(kernel: Kernel, pool: np.ndarray, m: int, method: str, *, r
     """Rows of ``pool`` (a uniform sample of the data) used as landmarks, shape (≤ m, d).
 
     ``"uniform"`` keeps the first ``m`` pool rows; ``"rpcholesky"`` keeps the RPCholesky pivots
-    of the pool's Gram matrix (columns computed on demand; memory ``O(pool · m)``).
+    of the pool's Gram matrix (columns computed on demand; memory ``O(pool · m)``), or the
+    uniform rows when the kernel's diagonal is 0 (additive_chi2: no pivot has any weight).
     """
     if method not in LANDMARK_METHODS:
         raise ParameterError(f"landmarks must be one of {list(LANDMARK_METHODS)}, found {method!r}")
@@ -191,5 +192,8 @@ def select_landmarks(kernel: Kernel, pool: np.ndarray, m: int, method: str, *, r
     if method == "uniform" or pool.shape[0] <= m:
         return pool[:m]
     tiler = GramTiler(kernel, pool)
-    factor = rpcholesky_factor(tiler.columns, tiler.diag(), m, random_state=random_state)
+    diag = tiler.diag()
+    if not np.any(diag > 0):  # k(x, x) = 0 everywhere (additive_chi2): nothing to pivot on
+        return pool[:m]
+    factor = rpcholesky_factor(tiler.columns, diag, m, random_state=random_state)
     return pool[np.sort(factor.pivots)]

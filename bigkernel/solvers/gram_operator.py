@@ -9,6 +9,7 @@ Kernel columns for the preconditioner and the diagonal come straight from the po
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -51,6 +52,10 @@ class GramOperator:
     tile_size : int, optional
     client : distributed.Client, optional
         Default: the active client, else the local threaded scheduler.
+    tiler : GramTiler or PrecomputedGram, optional
+        The tiles' source, instead of ``GramTiler(kernel, X)``: a precomputed Gram matrix
+        (``kernel`` and ``X`` are then ignored). A source with ``cacheable = False`` has its
+        tiles in memory already, so none is cached.
 
     Attributes
     ----------
@@ -73,9 +78,10 @@ class GramOperator:
         reserve_bytes: int = 0,
         tile_size: int | None = None,
         client=None,
+        tiler=None,
     ) -> None:
         self.client = client or active_client()
-        self.tiler = GramTiler(kernel, X)
+        self.tiler = GramTiler(kernel, X) if tiler is None else tiler
         n, d = self.tiler.n, self.tiler.d
         self._threads = _threads(self.client)
         self.plan: GramPlan = plan_gram(
@@ -83,6 +89,8 @@ class GramOperator:
             n_rhs=n_rhs, threads=self._threads, reserve_bytes=reserve_bytes + self.tiler.nbytes,
             tile_size=tile_size,
         )  # fmt: skip
+        if not getattr(self.tiler, "cacheable", True):
+            self.plan = dataclasses.replace(self.plan, n_cached=0, cache_bytes=0, cache_dtype="float64")
         self.n_matvec, self.matvec_seconds = 0, 0.0
         if self.client is not None:
             # the points travel to every worker once, not with each matvec's graph

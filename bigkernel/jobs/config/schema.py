@@ -168,8 +168,9 @@ class ModelConfig:
         says which and why).
     kernel : str, default="rbf"
         A kernel of the README's kernel table (:data:`JOB_KERNELS`); its columns say which
-        solvers serve it: polynomial, linear, sigmoid and periodic need solver exact, nystroem
-        or auto; fourier (the fixed 1-D basis) needs random_features.
+        solvers serve it: linear, sigmoid, cosine, chi2, additive_chi2 and periodic need solver
+        exact, nystroem or auto; fourier (the fixed 1-D basis) needs random_features; polynomial
+        is served by every solver.
     gamma : float, tuple of float, "cv" or None, default=None
         Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
         is searched together with alpha (by K-fold CV when alpha or gamma is "cv", else by GCV);
