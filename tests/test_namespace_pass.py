@@ -194,3 +194,12 @@ def test_nystroem_features_refuse_a_device_array():
     )
     with pytest.raises(DeviceError, match="host \\(numpy\\) only"):
         fmap.transform_unscaled(_strict(X))
+
+
+def test_a_map_without_out_goes_through_the_buffer_by_copy():
+    from bigkernel.numerics.polynomial_features import make_polynomial_map
+
+    X, Y = _data(500)
+    fmap = make_polynomial_map(3, 10, seed=0, degree=2)
+    stats = block_stats(fmap, X, Y, 0, block_rows=128)
+    _close(stats, 0, _reference(fmap, X, Y), "float64")

@@ -11,6 +11,8 @@ all float64, and the per-feature range (min and max of X over the rows with w > 
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -355,7 +357,10 @@ class _ProductBuffers:
             if width not in self._buffers:
                 self._buffers[width] = np.empty((self.rows, width), dtype=self.dtype)
             P = self._buffers[width][:r]
-            fmap.transform_unscaled(x, self.dtype, out=P[:, :D])
+            if _writes_into(fmap):
+                fmap.transform_unscaled(x, self.dtype, out=P[:, :D])
+            else:  # a map without ``out=`` (e.g. polynomial features): one copy
+                P[:, :D] = fmap.transform_unscaled(x, self.dtype)
             P[:, D : D + k] = y
             P[:, D + k] = 1.0
             return P
@@ -364,6 +369,16 @@ class _ProductBuffers:
         dt = phi.dtype
         ones = xp.ones((r, 1), dtype=dt, device=array_device(x))
         return xp.concat([phi, xp.astype(y, dt), ones], axis=1)
+
+
+@functools.cache
+def _writes_into_type(cls: type) -> bool:
+    return "out" in inspect.signature(cls.transform_unscaled).parameters
+
+
+def _writes_into(fmap) -> bool:
+    """Whether the map's ``transform_unscaled`` takes ``out=`` (fills a buffer in place)."""
+    return _writes_into_type(type(fmap))
 
 
 def _gram(xp, P: Any) -> Any:
