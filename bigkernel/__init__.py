@@ -26,11 +26,14 @@ from bigkernel.errors import (
 )
 from bigkernel.io.model_store import load
 from bigkernel.models.exact import ExactKernelRidge
+from bigkernel.models.exact_classifier import ExactKernelClassifier, KernelClassifier
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.features import NystroemFeatures, RandomFeatures
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
+from bigkernel.models.random_features_classifier import NystroemClassifier, RandomFeatureClassifier
+from bigkernel.models.random_features_classifier_cv import RandomFeatureClassifierCV
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 __all__ = [
@@ -64,4 +67,9 @@ __all__ = [
     "load",
     "make_data",
     "open_source",
+    "ExactKernelClassifier",
+    "KernelClassifier",
+    "NystroemClassifier",
+    "RandomFeatureClassifier",
+    "RandomFeatureClassifierCV",
 ]

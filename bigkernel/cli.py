@@ -61,14 +61,14 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("output", help="the job's output folder")
 
     mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, CSV or Parquet, chunk by chunk")
-    mk.add_argument("kind", choices=["friedman1", "sine"])
+    mk.add_argument("kind", choices=list(DEFAULT_NOISE))
     mk.add_argument(
         "output",
         help="zarr group to write (arrays X and y), or by its suffix a .csv file "
         "or .parquet folder (columns x0, x1, ..., y)",
     )
     mk.add_argument("--n-samples", type=_count, default=100_000, help="rows (accepts 1e8)")
-    mk.add_argument("--n-features", type=int, default=None, help="friedman1: >= 5 (default 10); sine: 1")
+    mk.add_argument("--n-features", type=int, default=None, help="friedman1, classes: >= 5 (default 10); sine: 1")
     mk.add_argument(
         "--noise",
         type=float,
@@ -276,7 +276,7 @@ def _cmd_report(args) -> int:
 def _cmd_make_data(args) -> int:
     from bigkernel.data.synthetic import SyntheticSpec, make_data
 
-    d = args.n_features or (10 if args.kind == "friedman1" else 1)
+    d = args.n_features or (1 if args.kind == "sine" else 10)
     spec = SyntheticSpec(args.kind, args.n_samples, d, args.noise, args.seed)  # None: the kind's default
     path = make_data(spec, args.output, chunk_rows=args.chunk_rows, overwrite=args.overwrite)
     sys.stdout.write(json.dumps({"path": path, "n_samples": spec.n_samples, "n_features": d}) + "\n")

@@ -477,6 +477,19 @@ def _result(store: BootstrapStore, confidence_level: float, n_computed: int, int
 # --------------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------------
+def _refuse_classifier(estimator: Any) -> None:
+    """Classifiers have no band here: their labels have no percentiles."""
+    from sklearn.base import is_classifier
+
+    if is_classifier(estimator):
+        raise ParameterError(
+            f"bootstrap() bands a regressor's predictions; {type(estimator).__name__} is a classifier, "
+            "whose predicted labels have no percentile band. For a band on its decision function, "
+            "bootstrap the matching regressor on the ±1 targets of one class, e.g. "
+            "RandomFeatureRidge(...) with y = np.where(labels == cls, 1.0, -1.0)"
+        )
+
+
 def bootstrap(
     estimator: Any,
     X: Any,
@@ -559,6 +572,9 @@ def bootstrap(
 
     Raises
     ------
+    ParameterError
+        ``estimator`` is a classifier (no band on labels; see the message for the band of a
+        decision function).
     StoreMismatchError
         ``store`` holds a run of a different job (data, seed, model, resampling, B, X_eval).
     NotImplementedError
@@ -571,6 +587,7 @@ def bootstrap(
     one compute, result), each step a call; splitting it would pass the same dozen values
     between pieces that only ever run in this order.
     """
+    _refuse_classifier(estimator)
     B = check_int("n_bootstraps", n_bootstraps, 1, caller="bootstrap", default=200)
     level = _check_confidence(confidence_level, "bootstrap")
     interval = _check_interval(interval)

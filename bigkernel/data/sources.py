@@ -111,6 +111,7 @@ def open_source(
     y_path: str | None = None,
     chunk_rows: int | None = None,
     storage_options: dict | None = None,
+    labels: bool = False,
 ) -> Dataset:
     """Open a data source and validate its metadata.
 
@@ -129,6 +130,8 @@ def open_source(
         Rows per dask chunk (default: about 64 MiB of X).
     storage_options : dict, optional
         fsspec options for a zarr URL.
+    labels : bool, default=False
+        y holds class labels, of any dtype (strings included), for a classifier.
 
     Returns
     -------
@@ -141,7 +144,7 @@ def open_source(
 
     columns = None
     if is_table(path):
-        X, Y = open_table(path, x, y)
+        X, Y = open_table(path, x, y, labels=labels)
         rows = chunk_rows or default_chunk_rows(X.shape[1], X.dtype.itemsize)
         X = X.rechunk({0: rows})
         columns = (x,) if isinstance(x, str) else tuple(x)
@@ -151,7 +154,7 @@ def open_source(
     else:
         X = from_zarr(open_zarr_array(path, x, storage_options), chunk_rows)
         Y = from_zarr(open_zarr_array(path, y, storage_options), X.chunks[0][0]) if y else None
-    return as_dataset(X, Y, source=path, columns=columns)
+    return as_dataset(X, Y, source=path, columns=columns, labels=labels)
 
 
 def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
@@ -167,15 +170,20 @@ def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
 
 
 def as_dataset(
-    X, y=None, source: str = "<array>", chunk_rows: int | None = None, columns: tuple[str, ...] | None = None
+    X,
+    y=None,
+    source: str = "<array>",
+    chunk_rows: int | None = None,
+    columns: tuple[str, ...] | None = None,
+    labels: bool = False,
 ) -> Dataset:
     """Validate ``X`` (and ``y``) from metadata and align y's chunks to X's rows; ``columns``
-    names X's columns (a table's selection)."""
+    names X's columns (a table's selection); ``labels``: y holds class labels of any dtype."""
     X = as_dask(X, chunk_rows, "X")
     check_X_metadata(X)
     Y = None
     if y is not None:
         Y = as_dask(y, X.chunks[0][0], "y")
-        check_y_metadata(Y, X.shape[0])
+        check_y_metadata(Y, X.shape[0], labels=labels)
         Y = Y.rechunk((X.chunks[0],) + ((Y.shape[1],) if Y.ndim == 2 else ()))
     return Dataset(X, Y, source, columns)

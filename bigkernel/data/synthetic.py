@@ -24,9 +24,12 @@ logger = logging.getLogger(__name__)
 
 GEN_ROWS = 2**16
 DATA_FORMAT = "bigkernel-data"
-KINDS = ("friedman1", "sine")
+KINDS = ("friedman1", "sine", "classes")
 #: default noise standard deviation of each kind (the CLI's make-data and job configs read it)
-DEFAULT_NOISE = {"friedman1": 1.0, "sine": 0.3}
+DEFAULT_NOISE = {"friedman1": 1.0, "sine": 0.3, "classes": 1.0}
+#: ``"classes"``: the class of a row is the bin of its noisy Friedman #1 value between these
+#: edges (about a third of the rows each)
+CLASS_EDGES = (12.0, 17.0)
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,11 @@ class SyntheticSpec:
 
     Parameters
     ----------
-    kind : {"friedman1", "sine"}, default="friedman1"
-        Friedman #1 (``10 sin(π x₁x₂) + 20 (x₃ − ½)² + 10 x₄ + 5 x₅``, needs n_features >= 5)
-        or the 1-D sine ``sin(2π x)``; X is uniform on [0, 1].
+    kind : {"friedman1", "sine", "classes"}, default="friedman1"
+        Friedman #1 (``10 sin(π x₁x₂) + 20 (x₃ − ½)² + 10 x₄ + 5 x₅``, needs n_features >= 5),
+        the 1-D sine ``sin(2π x)``, or ``"classes"``: three classes 0, 1, 2, the bin of the
+        noisy Friedman #1 value between :data:`CLASS_EDGES` (a classification problem);
+        X is uniform on [0, 1].
     n_samples : int, default=100000
     n_features : int, default=10
         1 for ``"sine"``.
@@ -59,8 +64,8 @@ class SyntheticSpec:
             object.__setattr__(self, "noise", DEFAULT_NOISE[self.kind])
         if int(self.n_samples) <= 0:
             raise ParameterError(f"n_samples must be positive, got {self.n_samples}")
-        if self.kind == "friedman1" and self.n_features < 5:
-            raise ParameterError(f"friedman1 needs n_features >= 5, got {self.n_features}")
+        if self.kind in ("friedman1", "classes") and self.n_features < 5:
+            raise ParameterError(f"{self.kind} needs n_features >= 5, got {self.n_features}")
         if self.kind == "sine" and self.n_features != 1:
             raise ParameterError(f"sine is 1-D: n_features must be 1, got {self.n_features}")
         if not (np.isfinite(self.noise) and self.noise >= 0):
@@ -73,12 +78,10 @@ def _gen_block(spec: SyntheticSpec, j: int) -> np.ndarray:
     rows = min(GEN_ROWS, spec.n_samples - lo)
     rng = np.random.default_rng(np.random.SeedSequence(spec.seed, spawn_key=(j,)))
     X = rng.uniform(0.0, 1.0, size=(rows, spec.n_features))
-    if spec.kind == "friedman1":
-        f = (10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2
-             + 10 * X[:, 3] + 5 * X[:, 4])  # fmt: skip
-    else:
-        f = np.sin(2 * np.pi * X[:, 0])
+    f = true_function("friedman1" if spec.kind == "classes" else spec.kind, X)
     y = f + spec.noise * rng.standard_normal(rows)
+    if spec.kind == "classes":
+        y = np.digitize(y, CLASS_EDGES).astype(np.float64)
     return np.column_stack([X, y])
 
 
@@ -97,6 +100,8 @@ def true_function(kind: str, X: np.ndarray) -> np.ndarray:
         return 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] + 5 * X[:, 4]
     if kind == "sine":
         return np.sin(2 * np.pi * X[:, 0])
+    if kind == "classes":  # the class without noise
+        return np.digitize(true_function("friedman1", X), CLASS_EDGES).astype(np.float64)
     raise ParameterError(f"unknown synthetic data kind {kind!r}")
 
 

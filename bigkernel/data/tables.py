@@ -37,8 +37,11 @@ def _columns(path: str) -> list[str]:
     return list(_read(path, None).columns)
 
 
-def open_table(path: str, x: str | list[str], y: str | list[str] | None) -> tuple[da.Array, da.Array | None]:
-    """X (n, d) and y (n,) or (n, k) as dask arrays from the named columns.
+def open_table(
+    path: str, x: str | list[str], y: str | list[str] | None, *, labels: bool = False
+) -> tuple[da.Array, da.Array | None]:
+    """X (n, d) and y (n,) or (n, k) as dask arrays from the named columns; with ``labels``,
+    y may be a column of class labels of any type (strings included).
 
     Partition lengths are computed once (``to_dask_array(lengths=True)``): for Parquet from the
     footer metadata, for CSV by reading the file — row offsets are needed for error messages and
@@ -63,7 +66,7 @@ def open_table(path: str, x: str | list[str], y: str | list[str] | None) -> tupl
     # (the array is rechunked to chunk_rows), so the conversion runs without it.
     with dask.config.set({"optimization.tune.active": False}):
         df = _read(path, xs + ys)
-        bad = {c: str(t) for c, t in df.dtypes.items() if not _numeric(t)}
+        bad = {c: str(t) for c, t in df.dtypes.items() if not _numeric(t) and not (labels and c in ys)}
         if bad:
             raise DataError(
                 f"{path!r}: columns must be numeric; non-numeric columns {bad}. Select numeric "
@@ -73,6 +76,8 @@ def open_table(path: str, x: str | list[str], y: str | list[str] | None) -> tupl
         # separately lets dask-expr plan their partitions differently from the computed lengths
         arr = df.to_dask_array(lengths=True)
     X = arr[:, : len(xs)]
+    if X.dtype == object:  # string labels beside numeric features: one object array, X cast back
+        X = X.astype(np.float64)
     Y = None
     if ys:
         Y = arr[:, len(xs) :]

@@ -46,11 +46,12 @@ def check_X_metadata(X: da.Array, name: str = "X") -> None:
         )
 
 
-def check_y_metadata(y: da.Array, n_samples: int) -> None:
-    """1-D or 2-D, numeric, same length as X, one column chunk."""
+def check_y_metadata(y: da.Array, n_samples: int, labels: bool = False) -> None:
+    """1-D or 2-D, numeric (any dtype for class ``labels``), same length as X, one column chunk."""
     if y.ndim not in (1, 2):
         raise DataError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets); got shape {y.shape}")
-    _check_numeric(y, "y")
+    if not labels:
+        _check_numeric(y, "y")
     if y.shape[0] != n_samples:
         raise DataError(
             f"X and y have different numbers of rows: X has {n_samples}, y has {y.shape[0]}; "

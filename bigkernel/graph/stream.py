@@ -118,6 +118,15 @@ def stats_graph(
     return tree_reduce(parts, _sum, name="stats-sum")
 
 
+def block_sums_graph(X: da.Array, Y: da.Array | None, func: Callable, *args: Any, **kwargs: Any) -> Delayed:
+    """Delayed sum over the row chunks of ``func(*args, X_chunk, Y_chunk, start, **kwargs)``
+    (numpy arrays of one shape), tree-reduced; ``args`` enter the graph once, under one key
+    each (e.g. the fold models of a scoring pass), not once per chunk."""
+    args_d = [a if isinstance(a, Delayed) else dask.delayed(a, pure=True) for a in args]
+    parts = [dask.delayed(func, pure=True)(*args_d, xb, yb, start, **kwargs) for start, xb, yb in row_blocks(X, Y)]
+    return tree_reduce(parts, _sum, name=f"{getattr(func, '__name__', 'block')}-sum")
+
+
 def predict_graph(X: da.Array, model: Any, n_outputs: int, dtype: Any = np.float64) -> da.Array:
     """Lazy ``model(X_chunk)`` per row chunk of ``X``: ``(n, n_outputs)`` of ``dtype`` (float64
     predictions; the feature dtype for ``transform``), X's chunks.

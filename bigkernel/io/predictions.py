@@ -40,18 +40,28 @@ def _write_zarr(
 
 
 def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
-    """Write ``estimator.predict(X)`` to array ``name`` of a zarr group at ``path``.
+    """Write ``estimator.predict(X)`` to array ``name`` of a zarr group at ``path`` (float64, or
+    a classifier's labels in their dtype).
 
     Local outputs are written to a temporary sibling and renamed when complete, so an
     interrupted prediction leaves no store that looks finished. Returns ``path``.
     """
     pred = _lazy_predictions(estimator, X)
     _write_zarr(
-        pred, path, name, "float64", overwrite=overwrite, fmt="bigkernel-predictions", what="prediction output",
+        pred, path, name, _stored_dtype(pred.dtype), overwrite=overwrite, fmt="bigkernel-predictions", what="prediction output",
         label="predict",
     )  # fmt: skip
     logger.info("wrote %s predictions to %s/%s", f"{pred.shape[0]:,}", path, name)
     return path
+
+
+def _stored_dtype(dtype):
+    """float64 for a regressor's predictions; a classifier's labels keep their dtype (strings
+    as zarr strings)."""
+    kind = dtype.kind
+    if kind == "f":
+        return "float64"
+    return str if kind in "OUT" else dtype
 
 
 #: bytes of one stored chunk of features (rows × D) for numpy input

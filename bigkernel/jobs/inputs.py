@@ -21,14 +21,16 @@ def open_training_data(cfg: JobConfig) -> Dataset:
         mk = cfg.data.make
         spec = SyntheticSpec(mk.kind, mk.n_samples, mk.n_features, mk.noise, mk.seed)
         make_data(spec, mk.path, chunk_rows=mk.chunk_rows)
-    return open_dataset(cfg.data.train_source, _chunk_rows(cfg))
+    return open_dataset(cfg.data.train_source, _chunk_rows(cfg), labels=cfg.task == "classification")
 
 
-def open_dataset(src: SourceConfig, chunk_rows: int | None, with_y: bool = True) -> Dataset:
-    """Open a ``SourceConfig`` (train, predict or eval data)."""
+def open_dataset(src: SourceConfig, chunk_rows: int | None, with_y: bool = True, labels: bool = False) -> Dataset:
+    """Open a ``SourceConfig`` (train, predict or eval data); ``labels``: y holds class labels."""
     x = list(src.x) if isinstance(src.x, tuple) else src.x
     y = (list(src.y) if isinstance(src.y, tuple) else src.y) if with_y else None
-    return open_source(src.path, x, y, y_path=src.y_path if with_y else None, chunk_rows=chunk_rows)
+    if labels and isinstance(y, list) and len(y) == 1:
+        y = y[0]  # one label column: 1-D labels
+    return open_source(src.path, x, y, y_path=src.y_path if with_y else None, chunk_rows=chunk_rows, labels=labels)
 
 
 def check_inputs(cfg: JobConfig) -> None:

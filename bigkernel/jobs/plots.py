@@ -16,7 +16,7 @@ import numpy as np
 
 from bigkernel.errors import DataError, ParameterError
 
-__all__ = ["band_figure", "band_title", "plot_band"]
+__all__ = ["band_figure", "band_title", "plot_band", "plot_confusion", "plot_roc"]
 
 logger = logging.getLogger(__name__)
 
@@ -402,3 +402,50 @@ def plot_band(
     fig.savefig(path, format="png")
     logger.info("saved bootstrap band plot %s", path)
     return path
+
+
+def plot_confusion(conf: Any, classes: Any, path: str | os.PathLike[str], title: str = "holdout") -> str:
+    """Save a confusion matrix (rows: true class, columns: predicted), counts written in the
+    cells and the colour the share of the true class (row-normalised)."""
+    conf = np.asarray(conf, dtype=np.float64)
+    labels = [str(c) for c in classes]
+    k = len(labels)
+    share = conf / np.maximum(conf.sum(axis=1, keepdims=True), 1.0)
+    size = 3.0 + 0.45 * k
+    fig = _figure_factory()(figsize=(size + 1.0, size), dpi=100)
+    ax = fig.add_subplot()
+    im = ax.imshow(share, cmap="Blues", vmin=0.0, vmax=1.0)
+    fig.colorbar(im, ax=ax, label="share of the true class")
+    if k <= 20:  # numbers stay legible up to ~20 classes
+        for i in range(k):
+            for j in range(k):
+                ax.text(j, i, f"{int(conf[i, j]):,}", ha="center", va="center",
+                        color="white" if share[i, j] > 0.5 else "black", fontsize=8)  # fmt: skip
+    ax.set_xticks(range(k), labels, rotation=45 if k > 6 else 0)
+    ax.set_yticks(range(k), labels)
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
+    acc = np.trace(conf) / max(conf.sum(), 1.0)
+    ax.set_title(f"Confusion matrix ({title}, {int(conf.sum()):,} rows, accuracy {acc:.3f})")
+    fig.tight_layout()
+    fig.savefig(os.fspath(path), format="png")
+    return os.fspath(path)
+
+
+def plot_roc(positive: Any, decision: Any, path: str | os.PathLike[str]) -> str:
+    """Save the ROC curve of a binary classifier's decision values (``positive``: whether each
+    row is of the second class), with its area in the title."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    positive, decision = np.asarray(positive, dtype=bool), np.asarray(decision, dtype=np.float64)
+    fpr, tpr, _ = roc_curve(positive, decision)
+    fig = _figure_factory()(figsize=(5.5, 5.0), dpi=100)
+    ax = fig.add_subplot()
+    ax.plot(fpr, tpr, color=IN_RANGE, lw=1.5)
+    ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls="--")
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.set_title(f"ROC (holdout sample, {positive.size:,} rows), AUC {roc_auc_score(positive, decision):.3f}")
+    fig.tight_layout()
+    fig.savefig(os.fspath(path), format="png")
+    return os.fspath(path)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bigkernel.errors import BigkernelError
+from bigkernel.jobs import classify
 from bigkernel.jobs import holdout as holdout_module
 from bigkernel.numerics.dual import describe_df
 
@@ -170,10 +171,15 @@ def plot_predicted_vs_observed(y: np.ndarray, pred: np.ndarray, path: str, title
 
 
 def write_report(
-    output: str, metrics: dict[str, Any], figures: dict[str, str], notes: dict[str, str] | None = None
+    output: str,
+    metrics: dict[str, Any],
+    figures: dict[str, str],
+    notes: dict[str, str] | None = None,
+    score_lines=None,
 ) -> str:
     """``report.md`` in ``output``: the job's figures (relative links), key numbers and
-    ``notes`` ({section title: paragraph}, e.g. why a figure is missing, what a file holds)."""
+    ``notes`` ({section title: paragraph}, e.g. why a figure is missing, what a file holds);
+    ``score_lines(scores, classes)`` writes the scores of a classification job."""
     m = metrics
     lines = [f"# bigkernel job `{m['job']}`", "",
              f"- data: {m['data']['n_samples']:,} rows × {m['data']['n_features']} features from `{m['data']['source']}`",
@@ -183,9 +189,12 @@ def write_report(
              + f"α={m['model']['alpha']:.3g}, {describe_df(m['model']['df'], m['model'].get('df_stderr'))}"]  # fmt: skip
     if m.get("search"):
         lines.append(f"- search: best {m['search']['best_params']} of {m['search']['n_candidates']} candidates")
-    lines += ["", "| set | n | RMSE | R² |", "|---|---|---|---|"]
-    for name, s in m["scores"].items():
-        lines.append(f"| {name} | {s['n_samples']:,} | {s['rmse']:.4f} | {s['r2']:.4f} |")
+    if score_lines is not None:
+        lines += [""] + score_lines(m["scores"], m["model"]["classes"])
+    else:
+        lines += ["", "| set | n | RMSE | R² |", "|---|---|---|---|"]
+        for name, s in m["scores"].items():
+            lines.append(f"| {name} | {s['n_samples']:,} | {s['rmse']:.4f} | {s['r2']:.4f} |")
     lines += ["", "| stage | seconds |", "|---|---|"] + [f"| {k} | {v:.2f} |" for k, v in m["timings_s"].items()]
     lines += _bootstrap_band_section(m, output)
     for title, fig in figures.items():
@@ -276,7 +285,47 @@ def report_from_folder(output: str) -> dict[str, str]:
             est.cv_results_ = {k: np.asarray(v) if k != "params" else v for k, v in json.load(f).items()}
     sample = os.path.join(output, "holdout_sample.npz")
     holdout = None
+    classification = metrics["model"].get("task") == "classification"
     if os.path.exists(sample):
         with np.load(sample, allow_pickle=False) as z:
-            holdout = (z["y"], z["pred"])
+            holdout = (z["y"], z["decision"], z["row"]) if classification else (z["y"], z["pred"])
+    if classification:
+        return make_classification_report(output, metrics, holdout)
     return make_report(output, est, holdout, metrics)
+
+
+# --------------------------------------------------------------------------------------------
+# Classification jobs
+# --------------------------------------------------------------------------------------------
+def score_table(scores: dict[str, dict[str, Any]], classes: list) -> list[str]:
+    """report.md's tables: the scores, then the confusion matrix of each set."""
+    lines = ["| set | n | accuracy | balanced accuracy | log-loss |", "|---|---|---|---|---|"]
+    for name, s in scores.items():
+        lines.append(f"| {name} | {s['n_samples']:,} | {s['accuracy']:.4f} | {s['balanced_accuracy']:.4f} | — |")
+    lines += ["", f"Log-loss: {classify.LOG_LOSS_NOTE}."]
+    for name, s in scores.items():
+        lines += ["", f"Confusion matrix ({name}; rows: true class, columns: predicted):", ""]
+        lines += ["| true \\ predicted | " + " | ".join(map(str, classes)) + " |", "|---" * (len(classes) + 1) + "|"]
+        lines += [
+            f"| {c} | " + " | ".join(str(v) for v in row) + " |" for c, row in zip(classes, s["confusion_matrix"])
+        ]
+    return lines
+
+
+def make_classification_report(output: str, metrics: dict[str, Any], sample: tuple | None) -> dict[str, str]:
+    """Figures (confusion matrix; ROC for two classes, from the holdout sample) and report.md."""
+    from bigkernel.jobs.plots import plot_confusion, plot_roc
+
+    classes = metrics["model"]["classes"]
+    figures: dict[str, str] = {}
+    name = "holdout" if "holdout" in metrics["scores"] else "train"
+    conf = np.asarray(metrics["scores"][name]["confusion_matrix"])
+    figures["Confusion matrix"] = plot_confusion(conf, classes, os.path.join(output, "confusion_matrix.png"), name)
+    notes = {}
+    if len(classes) == 2 and sample is not None and sample[0].size and len(set(sample[0].tolist())) == 2:
+        positive = np.asarray(sample[0]).astype(str) == str(classes[1])
+        figures["ROC (holdout sample)"] = plot_roc(positive, sample[1], os.path.join(output, "roc.png"))
+    elif len(classes) == 2:
+        notes["ROC"] = "no ROC curve: it needs holdout rows of both classes (set data.holdout_fraction > 0)"
+    figures["report"] = write_report(output, metrics, dict(figures), notes, score_lines=score_table)
+    return figures

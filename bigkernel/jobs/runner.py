@@ -24,6 +24,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import OutputExistsError
 from bigkernel.graph.residuals import residual_graph
 from bigkernel.io.predictions import predict_to_path
+from bigkernel.jobs import classify
 from bigkernel.jobs.config import JobConfig
 from bigkernel.jobs.holdout import holdout_rows, holdout_sample
 from bigkernel.jobs.inputs import _chunk_rows, check_inputs, open_dataset, open_training_data
@@ -255,6 +256,8 @@ def _prepare_output(cfg: JobConfig) -> None:
             "alpha_path.png",
             "predicted_vs_observed.png",
             "holdout_sample.npz",
+            "confusion_matrix.png",
+            "roc.png",
             "search_results.json",
             "bootstrap_band.zarr",
             "bootstrap_band.png",
@@ -331,6 +334,8 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
 
                 check_existing_store(cfg, ds, client)  # a foreign store fails before the fit
             est = build_estimator(cfg)
+            if cfg.task == "classification":
+                est = classify.build_classifier(cfg, est)
             split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
             t = time.perf_counter()
             est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
@@ -338,20 +343,12 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             timings["fit"] = time.perf_counter() - t
 
             t = time.perf_counter()
-            Y = ds.y if ds.y.ndim == 2 else ds.y[:, None]
-            # any estimator: its own numpy predict per chunk, train/holdout sums in one pass; the
-            # first rows for the figure and holdout_sample.npz ride along in the same graph
-            head = holdout_rows(ds, split)
-            res, *head = compute(
-                residual_graph(ds.X, Y, block_predictor(est), groups=split.groups, n_groups=2),
-                *head,
-                client=client,
-                label="evaluate",
-            )
-            scores = _metrics_from_residuals(res)
-            holdout = holdout_sample(*head, est, split) if head else None
-            if holdout is not None:
-                np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1], row=holdout[2])
+            if cfg.task == "classification":
+                scores, holdout = classify.evaluate_classifier(ds, est, split, client)
+                if holdout is not None:
+                    classify.save_sample(cfg.output, holdout, est.classes_)
+            else:
+                scores, holdout = _evaluate_regressor(cfg, ds, est, split, client)
             timings["evaluate"] = time.perf_counter() - t
 
             t = time.perf_counter()
@@ -386,10 +383,13 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             with open(os.path.join(cfg.output, "search_results.json"), "w") as f:
                 json.dump(_jsonable_results(est.cv_results_), f)
         if _want_plots(cfg):
-            from bigkernel.jobs.report import make_report
+            from bigkernel.jobs.report import make_classification_report, make_report
 
             t = time.perf_counter()
-            figures = make_report(cfg.output, getattr(est, "estimator_", est), holdout, metrics)
+            if cfg.task == "classification":
+                figures = make_classification_report(cfg.output, metrics, holdout)
+            else:
+                figures = make_report(cfg.output, getattr(est, "estimator_", est), holdout, metrics)
             metrics["outputs"].update({k: v for k, v in figures.items()})
             metrics["timings_s"]["report"] = round(time.perf_counter() - t, 3)
         with open(os.path.join(cfg.output, "summary.txt"), "w") as f:
@@ -399,9 +399,29 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
     return metrics
 
 
+def _evaluate_regressor(cfg: JobConfig, ds: Dataset, est, split: HoldoutSplit, client) -> tuple:
+    """RMSE and R² of the training and holdout rows in one pass, and the holdout sample."""
+    Y = ds.y if ds.y.ndim == 2 else ds.y[:, None]
+    # any estimator: its own numpy predict per chunk, train/holdout sums in one pass; the
+    # first rows for the figure and holdout_sample.npz ride along in the same graph
+    head = holdout_rows(ds, split)
+    res, *head = compute(
+        residual_graph(ds.X, Y, block_predictor(est), groups=split.groups, n_groups=2),
+        *head,
+        client=client,
+        label="evaluate",
+    )
+    holdout = holdout_sample(*head, est, split) if head else None
+    if holdout is not None:
+        np.savez(os.path.join(cfg.output, "holdout_sample.npz"), y=holdout[0], pred=holdout[1], row=holdout[2])
+    return _metrics_from_residuals(res), holdout
+
+
 def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
     """The fitted model's figures for metrics.json (every solver)."""
-    inner = getattr(est, "estimator_", est)  # KernelRidge (solver auto) wraps the solver it chose
+    inner = est
+    while hasattr(inner, "estimator_"):  # a classifier wraps its regressor; KernelRidge its solver
+        inner = inner.estimator_
     kernel = est.kernel if isinstance(est.kernel, str) else getattr(est.kernel, "name", str(est.kernel))
     gcv = np.asarray(est.gcv_, dtype=np.float64)
     out = {
@@ -415,6 +435,9 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
     }
     if hasattr(est, "solver_reason_"):
         out["solver_reason"] = est.solver_reason_
+    if hasattr(est, "classes_"):  # a classifier: its labels as JSON values
+        out.update(task="classification", classes=[c.item() if hasattr(c, "item") else c for c in est.classes_])
+        out["loss"] = est.loss
     if hasattr(inner, "n_iter_"):  # exact: CG figures, df's standard error, the Gram cache
         out.update(
             n_samples_fit=inner.n_samples_fit_,
@@ -490,7 +513,9 @@ def summary_text(m: dict[str, Any]) -> str:
             f"search: best {m['search']['best_params']} of {m['search']['n_candidates']} "
             f"candidates ({_search_kind(m['search']['cv'])})"
         )
-    for name, s in m["scores"].items():
+    if mo.get("task") == "classification":
+        lines += classify.score_lines(m["scores"])
+    for name, s in m["scores"].items() if mo.get("task") != "classification" else ():
         lines.append(f"{name:8s} n={s['n_samples']:,}  RMSE={s['rmse']:.4f}  R²={s['r2']:.4f}")
     lines += _bootstrap_band_lines(m)
     lines.append("time:  " + ", ".join(f"{k} {v:.2f}s" for k, v in m["timings_s"].items()))

@@ -174,9 +174,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
             folds = st if split is not None else None
             total = st.total() if split is not None else st
             path = eigen_path(total, self.fit_intercept, eps)
-            alphas, _ = resolve_alphas(np.atleast_1d(self.alphas).tolist() if self.alphas is not None else "gcv", path)
-            if self.alphas is None:
-                alphas = DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
+            alphas = self._alpha_grid(path)
             alphas_per_gamma.append(alphas)
             dfs.append(path.df(alphas))
             if folds is None:
@@ -192,8 +190,21 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
                 r2.append(cvp.r2().mean(axis=0))
         self._set_cv_results(gammas, alphas_per_gamma, scores, per_split, r2)
         self.cv_results_["df"] = np.concatenate(dfs)  # df(α) of the whole-data system, per grid point
+        gi, _ = self._best_index
+        return self._refit_best(
+            stats[gi].total() if split is not None else stats[gi], fmaps, gammas, alphas_per_gamma, ds.y.ndim, eps
+        )
+
+    def _alpha_grid(self, path) -> np.ndarray:
+        """The α searched for one map: ``alphas``, or the default grid relative to the mean
+        eigenvalue of its whole-data system."""
+        if self.alphas is None:
+            return DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
+        return resolve_alphas(np.atleast_1d(self.alphas).tolist(), path)[0]
+
+    def _refit_best(self, best_total, fmaps, gammas, alphas_per_gamma, y_ndim: int, eps: float) -> Self:
+        """Fitted attributes at the best (γ, α) (``_best_index``) from that map's total statistics."""
         gi, ai = self._best_index
-        best_total = stats[gi].total() if split is not None else stats[gi]
         path = eigen_path(best_total, self.fit_intercept, eps)
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
@@ -201,7 +212,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
             coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas), path.spectrum()
         )
         self.gamma_ = gammas[gi]
-        return self._set_fitted(sol, fmaps[gi], ds.y.ndim, best_total)
+        return self._set_fitted(sol, fmaps[gi], y_ndim, best_total)
 
     def _set_cv_results(self, gammas, alphas_per_gamma, scores, per_split, r2) -> None:
         pg = np.concatenate([np.full(a.size, g, dtype=np.float64) for g, a in zip(gammas, alphas_per_gamma)])

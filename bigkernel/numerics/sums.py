@@ -174,6 +174,14 @@ def check_finite(X: Any, y: Any | None, start: int, action: str = "fitting") -> 
         )
 
 
+def sub_block_edges(start: int, stop: int, block_rows: int) -> list[tuple[int, int]]:
+    """``(lo, hi)`` row ranges covering ``[start, stop)``, cut at global multiples of
+    ``block_rows`` so that a sub-block does not depend on the chunk that holds it."""
+    first = -(-start // block_rows) * block_rows
+    edges = sorted({start, stop, *range(first, stop, block_rows)})
+    return list(zip(edges[:-1], edges[1:]))
+
+
 def block_stats(
     fmap: FeatureMap | Sequence[FeatureMap],
     X: Any,
@@ -310,10 +318,7 @@ def _pass(maps: list, X: Any, Y: Any, start: int, sets: tuple, dtype, block_rows
     for acc in accs[1:]:
         acc.x_min, acc.x_max = x_lo, x_hi
     buffers = _ProductBuffers(dtype, min(block_rows, X.shape[0]))
-    # sub-block edges at global multiples of block_rows, so a sub-block does not depend on the chunk
-    first = -(-start // block_rows) * block_rows
-    edges = sorted({start, stop, *range(first, stop, block_rows)})
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in sub_block_edges(start, stop, block_rows):
         rows = slice(lo - start, hi - start)
         x, y = X[rows, ...], xp.astype(Y[rows, ...], xp.float64)
         if partition is not None:

@@ -53,6 +53,7 @@ from bigkernel.jobs.config.schema import (
     PredictConfig,
     SecurityConfig,
     SourceConfig,
+    Task,
 )
 from bigkernel.kernels.registry import (
     PATH_NEEDS,
@@ -91,13 +92,42 @@ def _parse_job(ctx: _Context) -> JobConfig:
         progress=top.value("progress", _boolean, True),
         plots=top.value("plots", _bool_or_auto, "auto"),
         log_level=top.value("log_level", _choice(get_args(LogLevel), upper=True), "INFO"),
+        task=top.value("task", _choice(get_args(Task)), "regression"),
         source=ctx.source,
         base_dir=ctx.base_dir,
     )
     if not ctx.problems:
+        _check_task(top, job)
+    if not ctx.problems:
         _check_overlaps(job, ctx)
     ctx.raise_if_any()
     return job
+
+
+def _check_task(top: _Section, job: JobConfig) -> None:
+    """What a classification job cannot do, and a class weight without one."""
+    m = job.model
+    if job.task != "classification":
+        if m.class_weight is not None:
+            top.report("task", "model.class_weight is for `task: classification`; remove it or set the task")
+        return
+    if job.bootstrap is not None:
+        top.report(
+            "bootstrap",
+            "the bootstrap band is for regression: a classifier's labels have no band (remove the "
+            "bootstrap section, or fit the ±1 targets as a regression)",
+        )
+    if m.solver == "exact" and (isinstance(m.gamma, tuple) or "cv" in (m.gamma, m.alpha) or m.alpha == "loo"):
+        top.report(
+            "task",
+            "a classification job searches (gamma, alpha) by K-fold accuracy with solver random_features "
+            "only; with solver exact give one gamma and alpha: gcv or a list (chosen by GCV)",
+        )
+    if m.solver != "random_features" and m.alpha == "cv":
+        top.report("task", "alpha: cv (K-fold accuracy) needs solver random_features; use alpha: gcv")
+    y = job.data.train.y if job.data.train is not None else "y"
+    if isinstance(y, tuple) and len(y) != 1:
+        top.report("task", f"a classification job needs one label column as data.train.y, found {list(y)}")
 
 
 def _parse_source(sec: _Section, *, y_default: str | None, needs_y: bool) -> dict[str, Any]:
@@ -198,11 +228,23 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         gram_dtype=sec.value("gram_dtype", _param(ExactKernelRidge, "dtype"), "auto"),
         n_probes=sec.value("n_probes", _param(ExactKernelRidge, "n_probes"), 8),
         landmarks=sec.value("landmarks", _param(NystroemRidge, "landmarks"), "rpcholesky"),
+        class_weight=sec.value("class_weight", _class_weight, None, nullable=True),
     )
     if model.random_state is None:
         model = replace(model, random_state=sec.ctx.seed)
     _check_model(sec, model, data)
     return model
+
+
+def _class_weight(value: Any) -> str | dict[Any, float]:
+    """'balanced', or a mapping of class label to a weight >= 0."""
+    expected = "'balanced' or a mapping {label: weight >= 0}, e.g. {0: 1.0, 1: 5.0}"
+    if isinstance(value, str) and value.strip().lower() == "balanced":
+        return "balanced"
+    check = _number(ge=0, expected=expected)
+    if isinstance(value, dict) and value:
+        return {label: check(weight) for label, weight in value.items()}
+    return _fail(expected, value, "")
 
 
 def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:

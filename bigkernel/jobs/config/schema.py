@@ -33,7 +33,9 @@ Landmarks = Literal["rpcholesky", "uniform"]
 Sampler = Literal["iid", "orthogonal"]
 Form = Literal["cos", "cossin"]
 DType = Literal["float32", "float64"]
-MakeKind = Literal["friedman1", "sine"]
+MakeKind = Literal["friedman1", "sine", "classes"]
+#: what a job fits: a regressor (numeric targets) or a classifier (class labels)
+Task = Literal["regression", "classification"]
 BootstrapMethod = Literal["multinomial", "poisson"]
 BandInterval = Literal["confidence", "prediction"]
 #: Inline evaluation points (``bootstrap.eval: [[0.1, 2.0], [0.5, 1.0]]``): one tuple per point.
@@ -42,7 +44,7 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
 #: Features a synthetic generator needs (minimum, maximum or None) and uses by default.
-MAKE_FEATURES = {"friedman1": (5, None, 10), "sine": (1, 1, 1)}
+MAKE_FEATURES = {"friedman1": (5, None, 10), "sine": (1, 1, 1), "classes": (5, None, 10)}
 EXAMPLE_CONFIG = "configs/quickstart.yaml"
 
 
@@ -87,8 +89,10 @@ class MakeDataConfig:
 
     Parameters
     ----------
-    kind : {"friedman1", "sine"}, default="friedman1"
-        Friedman #1 (needs ``n_features >= 5``) or the 1-D noisy sine (``n_features == 1``).
+    kind : {"friedman1", "sine", "classes"}, default="friedman1"
+        Friedman #1 (needs ``n_features >= 5``), the 1-D noisy sine (``n_features == 1``), or
+        three classes cut from the noisy Friedman #1 value (``n_features >= 5``; for
+        ``task: classification``).
     n_samples : int, default=200_000
         Number of rows, > 0.
     n_features : int, default=10 for friedman1, 1 for sine
@@ -236,6 +240,8 @@ class ModelConfig:
         Exact solver: Hutchinson probes for df(alpha) when n > 3000 (>= 0).
     landmarks : {"rpcholesky", "uniform"}, default="rpcholesky"
         Nyström landmark choice (n_components landmarks).
+    class_weight : "balanced", dict or None, default=None
+        ``task: classification``: weight per class (``{label: weight}``) or "balanced".
     """
 
     solver: Solver = "random_features"
@@ -262,6 +268,7 @@ class ModelConfig:
     gram_dtype: GramDType = "auto"
     n_probes: int = 8
     landmarks: Landmarks = "rpcholesky"
+    class_weight: str | dict[Any, float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -421,6 +428,10 @@ class JobConfig:
         true makes a missing matplotlib an error.
     log_level : {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, default="INFO"
         Level of ``job.log``; the terminal's is the CLI's (``-q``: WARNING, ``-v``: DEBUG).
+    task : {"regression", "classification"}, default="regression"
+        ``classification``: y holds class labels (ints or strings), the model is the matching
+        classifier (least squares on ±1 targets, one-vs-rest) and the job reports accuracy,
+        balanced accuracy and the confusion matrix.
     source : str, default="<dict>"
         Absolute path of the config file, or "<dict>"; not part of equality or ``to_dict``.
     base_dir : str, default=""
@@ -439,6 +450,7 @@ class JobConfig:
     progress: bool = True
     plots: bool | Literal["auto"] = "auto"
     log_level: LogLevel = "INFO"
+    task: Task = "regression"
     source: str = field(default="<dict>", compare=False)
     base_dir: str = field(default="", compare=False, repr=False)
 

@@ -1,0 +1,71 @@
+"""The graph of one pass of the primal SVM: per row chunk, the sums of
+:func:`bigkernel.numerics.svm.accumulate_block` at the current state, tree-reduced (never
+computed here; :mod:`bigkernel.solvers.primal_svm` computes it through ``runtime.compute``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed
+
+from bigkernel.graph.stream import block_sums_graph
+from bigkernel.numerics.sums import check_finite, sub_block_edges
+from bigkernel.numerics.svm import SVMPassState, SVMPassSums, accumulate_block, fold_scale
+
+
+def svm_block_sums(
+    fmap: Any,
+    state: SVMPassState,
+    weights: Callable[[int, int], np.ndarray] | None,
+    X: np.ndarray,
+    Y: np.ndarray,
+    start: int,
+    *,
+    dtype: str = "float64",
+    block_rows: int = 8192,
+) -> SVMPassSums:
+    """Sums of rows ``[start, start + len(X))`` at ``state``, in feature sub-blocks.
+
+    Sub-blocks sit at global multiples of ``block_rows`` (as in
+    :func:`bigkernel.numerics.sums.block_stats`), so the sums do not depend on the chunking
+    beyond rounding; rows of weight 0 are never featurised. ``weights(start, stop)`` gives
+    ``(1, rows)`` row weights (default: 1).
+    """
+    check_finite(X, Y, start)
+    stop = start + X.shape[0]
+    c_all = None if weights is None else np.asarray(weights(start, stop), dtype=np.float64)[0]
+    acc = SVMPassSums.zeros(fmap.n_components, Y.shape[1], state.steps.shape[1], state.hess_classes.size)
+    for lo, hi in sub_block_edges(start, stop, block_rows):
+        rows = slice(lo - start, hi - start)
+        x, y = X[rows], np.asarray(Y[rows], dtype=np.float64)
+        c = np.ones(hi - lo) if c_all is None else c_all[rows]
+        keep = np.flatnonzero(c > 0)
+        if keep.size < c.size:
+            x, y, c = x[keep], y[keep], c[keep]
+        if keep.size:
+            accumulate_block(acc, fmap.transform_unscaled(x, dtype), y, c, state, fmap.scale)
+    return fold_scale(acc, fmap.scale)
+
+
+def svm_pass_graph(
+    X: da.Array,
+    Y: da.Array,
+    fmap: Any,
+    state: SVMPassState,
+    *,
+    weights: Callable[[int, int], np.ndarray] | None = None,
+    dtype: str = "float64",
+    block_rows: int = 8192,
+    fmap_key: Delayed | None = None,
+) -> Delayed:
+    """Delayed :class:`~bigkernel.numerics.svm.SVMPassSums` of the whole data set at ``state``.
+
+    ``X`` (n, d) and the ±1 targets ``Y`` (n, k) share their row chunks. ``fmap_key``: the
+    feature map already wrapped in ``dask.delayed`` (one key shared by every pass).
+    """
+    fmap_d = fmap_key if fmap_key is not None else dask.delayed(fmap, pure=True)
+    return block_sums_graph(X, Y, svm_block_sums, fmap_d, state, weights, dtype=dtype, block_rows=block_rows)
