@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("model", help="model folder written by a job or by model.save()")
     pr.add_argument(
         "data",
-        help="zarr group (local path or fsspec URL), .npy file of X, or a CSV / "
+        help="zarr group (local path or fsspec URL), .npy file of X, sparse .npz of X, or a CSV / "
         "Parquet table (file, glob or folder of Parquet parts)",
     )
     pr.add_argument(

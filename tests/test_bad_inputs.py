@@ -184,13 +184,13 @@ SHAPE_CASES = {
     "empty": (np.ones((0, 10)), np.ones(0), None, "empty: shape \\(0, 10\\)", "0 sample"),
     "1-D X": (X0[:, 0].copy(), Y0, None, "must be 2-D .* got 1-D shape \\(1000,\\).*reshape", "Expected 2D array"),
     "mismatched n": (X0, Y0[:999], None, "X has 1000, y has 999", "inconsistent numbers of samples"),
-    # text that is not numbers (numpy text of numbers is converted, as scikit-learn does)
+    # text is refused, even text of numbers (tests/test_sparse.py: strings, objects, complex)
     "non-numeric dtype": (
         np.full((1000, 10), "a"),
         Y0,
         None,
-        r"must have a numeric dtype \(float or int\); got",
-        "could not convert",
+        r"X must hold real numbers \(float or int\); found strings",
+        r"X must hold real numbers \(float or int\); found strings",
     ),
     "X chunked along columns": (X0, Y0, (100, 5), "chunked along columns .*rechunk\\(\\{1: 10\\}\\)", None),
 }

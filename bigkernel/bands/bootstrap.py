@@ -78,6 +78,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
+from bigkernel._sparse import refuse_sparse
 from bigkernel.bands.plans import ReplicatePlan, make_plan
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import (
@@ -600,6 +601,7 @@ def bootstrap(
 
     in_memory = not isinstance(X, da.Array) and not isinstance(y, da.Array)
     ds = as_dataset(X, y, chunk_rows=getattr(estimator, "chunk_rows", None) if in_memory else None)
+    refuse_sparse(ds.X, "bootstrap() does not take sparse X yet (fit and predict do); pass X.toarray() for the bands")
     n, d = ds.X.shape
     E = _check_X_eval(X_eval, d)
     k = 1 if ds.y.ndim == 1 else int(ds.y.shape[1])

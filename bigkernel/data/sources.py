@@ -4,13 +4,16 @@ numpy and dask arrays. Only metadata is read here; values are read by the tasks 
 from __future__ import annotations
 
 import os
+import zipfile
 from dataclasses import dataclass
 
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 import zarr
 
+from bigkernel._sparse import as_csr, check_real, is_sparse
 from bigkernel.data.validate import check_X_metadata, check_y_metadata, default_chunk_rows
 from bigkernel.errors import DataError, DataNotFoundError
 
@@ -89,6 +92,88 @@ def open_npy(path: str, chunk_rows: int | None = None) -> da.Array:
     return da.concatenate(blocks, axis=0)
 
 
+def _npz_member(zf, name: str):
+    """(open member file positioned at the data, dtype, shape) of ``name.npy`` in an open zip."""
+    f = zf.open(f"{name}.npy")
+    version = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read(f)
+    return f, np.dtype(dtype), shape
+
+
+def _npz_slice(zf, name: str, lo: int, hi: int) -> np.ndarray:
+    """Entries ``[lo, hi)`` of the 1-D array ``name`` in an .npz, without reading the rest
+    (a seek: direct for stored members, a forward decompression for compressed ones)."""
+    f, dtype, _ = _npz_member(zf, name)
+    with f:
+        f.seek(lo * dtype.itemsize, 1)
+        buf = f.read((hi - lo) * dtype.itemsize)
+    return np.frombuffer(buf, dtype=dtype).copy()
+
+
+def _load_npz_rows(path: str, start: int, stop: int, n_cols: int):
+    """Rows ``[start, stop)`` of a CSR .npz (scipy.sparse.save_npz) as a CSR matrix: reads the
+    rows' slice of indptr, indices and data only (memory O(nnz of the rows))."""
+    with zipfile.ZipFile(path) as zf:
+        indptr = _npz_slice(zf, "indptr", start, stop + 1).astype(np.int64)
+        lo, hi = int(indptr[0]), int(indptr[-1])
+        indices = _npz_slice(zf, "indices", lo, hi)
+        data = _npz_slice(zf, "data", lo, hi)
+    return sp.csr_matrix((data, indices, indptr - lo), shape=(stop - start, n_cols))
+
+
+def open_npz(path: str, chunk_rows: int | None = None) -> da.Array:
+    """A CSR matrix saved with ``scipy.sparse.save_npz`` as a dask array of CSR row blocks.
+
+    Only the metadata (format, shape, dtype) is read here; each task reads its rows' part of
+    the file, so X is never densified nor loaded whole.
+    """
+    path = str(path)
+    if not os.path.exists(path):
+        raise DataNotFoundError(f"data file {path!r} does not exist")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            if not {"format.npy", "shape.npy", "data.npy", "indices.npy", "indptr.npy"} <= names:
+                raise DataError(
+                    f"{path!r} is not a scipy.sparse .npz file (members found: {sorted(names)}); save X with "
+                    "scipy.sparse.save_npz(path, X.tocsr()), or use a .npy file for dense X"
+                )
+            with zf.open("format.npy") as f:
+                fmt = np.lib.format.read_array(f, allow_pickle=False).item()
+            with zf.open("shape.npy") as f:
+                shape = tuple(int(v) for v in np.lib.format.read_array(f, allow_pickle=False))
+            f, dtype, _ = _npz_member(zf, "data")
+            f.close()
+    except DataError:
+        raise
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise DataError(f"{path!r} is not a readable .npz file: {exc}") from None
+    fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+    if fmt != "csr":
+        raise DataError(
+            f"{path!r} holds a {fmt.upper()} matrix; row blocks are read from CSR only. Save it as "
+            "scipy.sparse.save_npz(path, X.tocsr())"
+        )
+    if len(shape) != 2:
+        raise DataError(f"{path!r} holds a sparse array of shape {shape}; X must be 2-D")
+    n, d = shape
+    rows = chunk_rows or default_chunk_rows(d, dtype.itemsize)
+    meta = sp.csr_matrix((0, d), dtype=dtype)
+    blocks = [
+        da.from_delayed(
+            dask.delayed(_load_npz_rows, pure=True)(path, lo, min(lo + rows, n), d),
+            shape=(min(lo + rows, n) - lo, d),
+            dtype=dtype,
+            meta=meta,
+        )
+        for lo in range(0, n, rows)
+    ]
+    if not blocks:
+        raise DataError(f"{path!r} holds no rows: shape {shape}")
+    return da.concatenate(blocks, axis=0)
+
+
 def from_zarr(array: zarr.Array, chunk_rows: int | None = None) -> da.Array:
     """A zarr array as dask, row chunks a multiple of the storage chunks near ``chunk_rows``."""
     x = da.from_zarr(array)
@@ -119,7 +204,8 @@ def open_source(
     ----------
     path : str
         A zarr group (local path or fsspec URL) holding arrays ``x`` and ``y``; a ``.npy`` file
-        with X (then ``y_path`` names y's ``.npy`` file, if any); or a Parquet / CSV file, glob or
+        with X, or a ``.npz`` file of sparse CSR X (``scipy.sparse.save_npz``; read in row
+        blocks, never densified) — then ``y_path`` names y's ``.npy`` file, if any; or a Parquet / CSV file, glob or
         folder of Parquet parts (then ``x`` is a list of columns and ``y`` a column name or list).
     x, y : str or list of str
         Array names inside the zarr group, or column names of a table; ``y=None`` for
@@ -151,6 +237,9 @@ def open_source(
     elif path.endswith(".npy"):
         X = open_npy(path, chunk_rows)
         Y = open_npy(y_path, X.chunks[0][0]) if y_path else None
+    elif path.endswith(".npz"):
+        X = open_npz(path, chunk_rows)
+        Y = open_npy(y_path, X.chunks[0][0]) if y_path else None
     else:
         X = from_zarr(open_zarr_array(path, x, storage_options), chunk_rows)
         Y = from_zarr(open_zarr_array(path, y, storage_options), X.chunks[0][0]) if y else None
@@ -158,9 +247,21 @@ def open_source(
 
 
 def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
-    """numpy / array-like / dask input as a dask array chunked along rows only."""
+    """numpy / array-like / scipy.sparse / dask input as a dask array chunked along rows only.
+
+    scipy.sparse input (CSR, CSC, … ; sparray or spmatrix) becomes a dask array of CSR chunks
+    (row slices of one CSR copy, so memory stays O(nnz)); strings, objects and complex numbers
+    are refused (:func:`~bigkernel._sparse.check_real`).
+    """
     if isinstance(a, da.Array):
         return a
+    check_real(a, name)
+    if is_sparse(a):
+        if a.ndim != 2:
+            raise DataError(f"{name} must be 2-D (n_samples, n_features); got a sparse array of shape {a.shape}")
+        csr = as_csr(a, a.dtype)
+        rows = chunk_rows or default_chunk_rows(csr.shape[1], max(csr.dtype.itemsize, 1))
+        return da.from_array(csr, chunks=(max(1, min(rows, csr.shape[0] or 1)), csr.shape[1]), asarray=False)
     arr = np.asarray(a)
     if arr.ndim == 0:
         raise DataError(f"{name} must be an array, got a scalar {a!r}")

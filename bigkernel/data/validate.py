@@ -8,6 +8,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
+from bigkernel._sparse import check_real
 from bigkernel.errors import DataError
 
 #: rows per chunk aimed at when we choose the chunking (numpy input, .npy files)
@@ -62,6 +63,7 @@ def check_y_metadata(y: da.Array, n_samples: int, labels: bool = False) -> None:
 
 
 def _check_numeric(a: da.Array, name: str) -> None:
+    check_real(a, name)  # strings, objects, complex: what was found and how to fix it
     kind = np.dtype(a.dtype).kind
     if kind not in "fiub":
         raise DataError(

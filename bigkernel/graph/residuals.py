@@ -11,6 +11,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
+from bigkernel._sparse import as_array
 from bigkernel.graph.stream import _sum, row_blocks, tree_reduce
 from bigkernel.numerics.residuals import residual_summary
 from bigkernel.numerics.sums import check_finite
@@ -29,7 +30,7 @@ def _residuals_task(
     """Per-group [count, SSE, Σy, Σy²] for each target, shape (n_groups, 4, k)."""
     check_finite(X, Y, start)
     Y = np.asarray(Y, dtype=np.float64)
-    pred = np.asarray(predict(np.asarray(X)), dtype=np.float64).reshape(Y.shape)
+    pred = np.asarray(predict(as_array(X)), dtype=np.float64).reshape(Y.shape)
     g = np.zeros(X.shape[0], dtype=np.int64) if groups is None else np.asarray(groups(start, start + X.shape[0]))
     out = np.zeros((n_groups, 4, Y.shape[1]))
     for j in range(n_groups):
@@ -65,7 +66,7 @@ def residual_graph(
 
 def _sample_task(predict, X: np.ndarray, Y: np.ndarray, start: int, seed: int, capacity: int):
     check_finite(X, Y, start)
-    return residual_summary(predict(np.asarray(X)), Y, start, seed, capacity)
+    return residual_summary(predict(as_array(X)), Y, start, seed, capacity)
 
 
 def residual_sample_graph(X: da.Array, Y: da.Array, predict: Delayed, seed: int, capacity: int) -> Delayed:

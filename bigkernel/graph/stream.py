@@ -15,6 +15,7 @@ import numpy as np
 from dask.delayed import Delayed
 from distributed import Future
 
+from bigkernel._sparse import column_sums
 from bigkernel.numerics.fourier_features import FeatureMap
 from bigkernel.numerics.sums import block_stats, check_finite
 
@@ -125,6 +126,16 @@ def block_sums_graph(X: da.Array, Y: da.Array | None, func: Callable, *args: Any
     args_d = [a if isinstance(a, Delayed) else dask.delayed(a, pure=True) for a in args]
     parts = [dask.delayed(func, pure=True)(*args_d, xb, yb, start, **kwargs) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name=f"{getattr(func, '__name__', 'block')}-sum")
+
+
+def column_sums_graph(X: da.Array, weights: np.ndarray | None = None) -> Delayed:
+    """Delayed ``[Σw, Σwx, Σwx²]`` per column of ``X`` (float64 (3, d)), tree-reduced: the
+    moments of ``standardize`` for X of sparse chunks, read without densifying a chunk."""
+    return block_sums_graph(X, None, _column_sums_block, weights)
+
+
+def _column_sums_block(weights: np.ndarray | None, X: Any, Y: Any, start: int) -> np.ndarray:
+    return column_sums(X, None if weights is None else weights[start : start + X.shape[0]])
 
 
 def predict_graph(X: da.Array, model: Any, n_outputs: int, dtype: Any = np.float64) -> da.Array:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bigkernel._sparse import as_array
 from bigkernel.data.sources import Dataset
 from bigkernel.models._base import block_predictor
 from bigkernel.numerics.splits import HoldoutSplit
@@ -33,5 +34,5 @@ def holdout_sample(X: np.ndarray, y: np.ndarray, est, split: HoldoutSplit):
     hold = split.groups(0, X.shape[0]) == 1
     row = np.flatnonzero(hold).astype(np.int64)  # the rows start at row 0: global indices
     y = np.asarray(y)[hold]
-    pred = np.asarray(block_predictor(est)(np.asarray(X)[hold]))
+    pred = np.asarray(block_predictor(est)(as_array(X)[hold]))
     return (y.ravel(), pred.ravel(), row) if y.ndim == 1 else (y[:, 0], pred[:, 0], row)

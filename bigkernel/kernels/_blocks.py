@@ -10,6 +10,10 @@ clipped to 0 and, for ``k(X)`` with ``Z`` omitted, the diagonal is set to exactl
 L1 distances use :func:`scipy.spatial.distance.cdist` (C loop, no ``(n, m, d)`` temporary).
 Arithmetic is float64; ``dtype=np.float32`` casts before the final elementwise function so the
 output block is float32 (the float32 ``exp`` is ~2× faster) while distances stay float64.
+
+scipy.sparse blocks (CSR) are kept sparse: inner products are sparse products (their dense
+result is the block itself), norms come from the stored entries, and distances are not
+centred (centring would densify; sparse data sit near the origin anyway).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from bigkernel._sparse import as_csr, is_sparse, row_sq_norms, scale_columns, to_dense
 from bigkernel.errors import DataError, ParameterError
 
 _OUTPUT_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
@@ -63,7 +68,12 @@ def _length_scale(kernel: str, value: Any) -> float | tuple[float, ...]:
 
 
 def _as_2d(X: ArrayLike, name: str) -> np.ndarray:
-    """Return ``X`` as a 2-D float64 array (no copy when it already is one)."""
+    """Return ``X`` as a 2-D float64 array (no copy when it already is one); scipy.sparse
+    input as float64 CSR."""
+    if is_sparse(X):
+        if X.ndim != 2 or X.dtype.kind not in "fiub":
+            raise DataError(f"{name}: expected a 2-D sparse matrix of real numbers, found {X.shape} {X.dtype}")
+        return as_csr(X)
     arr = np.asarray(X)
     if arr.ndim != 2:
         raise DataError(
@@ -108,20 +118,26 @@ def _sq_dists(
     exactly symmetric with a zero diagonal.
     """
     ref = X if Z is None else Z
-    centre = ref.mean(axis=0) if len(ref) else np.zeros(ref.shape[1])
-    Xc = X - centre
+    sparse = is_sparse(X) or is_sparse(Z)
+    if sparse:  # no centring: it would make the blocks dense
+        centre = 0.0
+        X = as_csr(X) if is_sparse(X) else X
+        Z = as_csr(Z) if is_sparse(Z) else Z
+    else:
+        centre = ref.mean(axis=0) if len(ref) else np.zeros(ref.shape[1])
+    Xc = X if is_sparse(X) else X - centre  # a dense block is copied: the transform is in place
     if transform is not None:
-        Xc = transform(Xc)
-    xx = np.einsum("ij,ij->i", Xc, Xc)
+        Xc = transform(Xc)  # a sparse transform returns a new matrix, a dense one works on the copy
+    xx = row_sq_norms(Xc)
     if Z is None:
         out = _gram_self(Xc, symmetrize=False)  # symmetrized below, after the adds
         zz = xx
     else:
-        Zc = Z - centre
+        Zc = Z if is_sparse(Z) else Z - centre
         if transform is not None:
             Zc = transform(Zc)
-        zz = np.einsum("ij,ij->i", Zc, Zc)
-        out = Xc @ Zc.T
+        zz = row_sq_norms(Zc)
+        out = to_dense(Xc @ Zc.T)
         del Zc
     del Xc
     out *= -2.0
@@ -158,7 +174,7 @@ def _dists(
 
 
 def _inner(X: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
-    return _gram_self(X) if Z is None else X @ Z.T
+    return _gram_self(X) if Z is None else to_dense(X @ Z.T)
 
 
 def _gram_self(X: np.ndarray, *, symmetrize: bool = True) -> np.ndarray:
@@ -167,7 +183,7 @@ def _gram_self(X: np.ndarray, *, symmetrize: bool = True) -> np.ndarray:
     Through GEMM on a copy: numpy's syrk path for ``X @ X.T`` measured ~7× slower here for
     thin ``X`` (4000×10), and the triangle copy afterwards is cheap.
     """
-    out = X @ X.copy().T
+    out = to_dense(X @ X.T) if is_sparse(X) else X @ X.copy().T
     if symmetrize:
         symmetrize_upper(out)
     return out
@@ -183,6 +199,8 @@ def _feature_scaler(length_scale: float | tuple[float, ...], kernel: str) -> Cal
                 f"{kernel} kernel: length_scale has {inv.size} entries (ARD, one per feature) "
                 f"but the data has {Xc.shape[1]} features"
             )
+        if is_sparse(Xc):
+            return scale_columns(Xc, np.broadcast_to(inv, (Xc.shape[1],)))
         Xc *= inv
         return Xc
 
@@ -194,6 +212,29 @@ def _finish(arg: np.ndarray, func, dtype: np.dtype) -> np.ndarray:
     out = arg if dtype == arg.dtype else arg.astype(dtype)
     func(out, out=out)
     return out
+
+
+def manhattan(X: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
+    """L1 distances ``‖x − z‖₁`` (float64 (len(X), len(Z))), dense or sparse blocks."""
+    Z = X if Z is None else Z
+    if is_sparse(X) or is_sparse(Z):
+        from sklearn.metrics.pairwise import manhattan_distances  # sparse-aware, no densifying
+
+        return manhattan_distances(_int32_csr(X), _int32_csr(Z))
+    from scipy.spatial.distance import cdist  # C loop: no (n, m, d) temporary
+
+    return cdist(X, Z, metric="cityblock")
+
+
+def _int32_csr(X):
+    """CSR with int32 indices (scikit-learn's sparse L1 loop takes no others); dense unchanged."""
+    if not is_sparse(X):
+        return X
+    X = as_csr(X)
+    if X.indices.dtype != np.int32 and X.nnz < 2**31 - 1:
+        X = X.copy()
+        X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    return X
 
 
 def _ones_diag(X: ArrayLike) -> np.ndarray:

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from bigkernel._sparse import is_sparse
 from bigkernel.errors import DataError
 from bigkernel.kernels._blocks import _as_2d, _finish, _positive, symmetrize_upper
 from bigkernel.kernels.base import Kernel
@@ -40,6 +41,8 @@ def _chi2_distance(kernel: str, X: np.ndarray, Z: np.ndarray | None) -> np.ndarr
     """``D(x, z) = Σᵢ (xᵢ − zᵢ)² / (xᵢ + zᵢ)``, float64 ``(len(X), len(Z))``: one feature at
     a time, so the workspace is two blocks of the output's size (no ``(n, m, d)`` temporary).
     With ``Z`` omitted the result is exactly symmetric with a zero diagonal."""
+    if is_sparse(X) or is_sparse(Z):  # as scikit-learn's chi2 kernels
+        raise DataError(f"{kernel} kernel: sparse X is not supported (nor by scikit-learn); pass X.toarray()")
     _non_negative(kernel, "X", X)
     ref = X
     if Z is not None:

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
+from bigkernel._sparse import as_csr, is_sparse, row_sq_norms
 from bigkernel.kernels._blocks import _as_2d, _finish, _finite, _inner, _positive, _positive_int
 from bigkernel.kernels.base import Kernel
 
@@ -30,7 +32,7 @@ class Linear(Kernel):
 
     def diag(self, X):
         X = _as_2d(X, "X")
-        return np.einsum("ij,ij->i", X, X)
+        return row_sq_norms(X)
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,7 +81,7 @@ class Polynomial(Kernel):
 
     def diag(self, X):
         X = _as_2d(X, "X")
-        return (self.gamma * np.einsum("ij,ij->i", X, X) + self.coef0) ** self.degree
+        return (self.gamma * row_sq_norms(X) + self.coef0) ** self.degree
 
     def _params(self):
         return {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
@@ -123,16 +125,19 @@ class Sigmoid(Kernel):
 
     def diag(self, X):
         X = _as_2d(X, "X")
-        return np.tanh(self.gamma * np.einsum("ij,ij->i", X, X) + self.coef0)
+        return np.tanh(self.gamma * row_sq_norms(X) + self.coef0)
 
     def _params(self):
         return {"gamma": self.gamma, "coef0": self.coef0}
 
 
 def _unit_rows(X: np.ndarray) -> np.ndarray:
-    """Rows divided by their Euclidean norm; zero rows stay zero (scikit-learn's ``normalize``)."""
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    """Rows divided by their Euclidean norm; zero rows stay zero (scikit-learn's ``normalize``);
+    sparse rows stay sparse."""
+    norms = np.sqrt(row_sq_norms(X))
     norms[norms == 0.0] = 1.0
+    if is_sparse(X):
+        return as_csr(sp.diags_array(1.0 / norms) @ X)
     return X / norms[:, None]
 
 
@@ -150,4 +155,4 @@ class Cosine(Kernel):
 
     def diag(self, X):
         X = _as_2d(X, "X")
-        return (np.einsum("ij,ij->i", X, X) > 0).astype(np.float64)
+        return (row_sq_norms(X) > 0).astype(np.float64)

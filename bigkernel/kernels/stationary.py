@@ -13,8 +13,8 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.spatial.distance import cdist
 
+from bigkernel._sparse import is_sparse
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.kernels._blocks import (
     _as_2d,
@@ -25,6 +25,7 @@ from bigkernel.kernels._blocks import (
     _ones_diag,
     _positive,
     _sq_dists,
+    manhattan,
 )
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
@@ -83,6 +84,11 @@ class RBF(Kernel):
         T = self._transform
 
         def apply(Xc: np.ndarray) -> np.ndarray:
+            if is_sparse(Xc):
+                raise DataError(
+                    "rbf kernel with a precision matrix cannot serve sparse X (x ↦ Tx makes it dense); "
+                    "use gamma or length_scale, or pass dense X"
+                )
             if T.shape[0] != Xc.shape[1]:
                 raise DataError(
                     f"rbf kernel: precision matrix is {T.shape[0]}×{T.shape[0]} but the data has {Xc.shape[1]} features"
@@ -143,8 +149,8 @@ class Laplacian(Kernel):
         object.__setattr__(self, "gamma", _positive("laplacian", "gamma", self.gamma))
 
     def _block(self, X, Z, dtype):
-        # cdist loops in C: memory is the (n, m) output only, no (n, m, d) temporary
-        out = cdist(X, X if Z is None else Z, metric="cityblock")
+        # a C loop: memory is the (n, m) output only, no (n, m, d) temporary
+        out = manhattan(X, Z)
         out *= -self.gamma
         return _finish(out, np.exp, dtype)
 
@@ -278,7 +284,7 @@ class Constant(Kernel):
         object.__setattr__(self, "value", _positive("constant", "value", self.value))
 
     def _block(self, X, Z, dtype):
-        return np.full((len(X), len(X if Z is None else Z)), self.value, dtype=dtype)
+        return np.full((X.shape[0], (X if Z is None else Z).shape[0]), self.value, dtype=dtype)
 
     def diag(self, X):
         return np.full(_as_2d(X, "X").shape[0], self.value)

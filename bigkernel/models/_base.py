@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_consistent_length, validate_data
 
+from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
@@ -28,7 +29,8 @@ from bigkernel.validation import Interval, ListOf, Options, is_integer, validate
 # --------------------------------------------------------------------------------------------
 # Types of the public API (one definition each, so the estimators' signatures agree)
 # --------------------------------------------------------------------------------------------
-#: input data (X, y, sample_weight): anything numpy reads, or a dask array (read chunk by chunk)
+#: input data (X, y, sample_weight): anything numpy reads, or a dask array (read chunk by chunk);
+#: X may also be scipy.sparse (or a dask array of sparse chunks)
 ArrayIn = ArrayLike | da.Array
 #: predictions: numpy for numpy input, a lazy dask array for dask input
 ArrayOut = np.ndarray | da.Array
@@ -94,6 +96,10 @@ KERNEL_CONSTRAINTS = {
     "nu": NU,
     "kernel_params": KERNEL_PARAMS,
 }
+
+
+#: scipy.sparse X accepted by ``validate_data`` (CSR/CSC kept, other formats become CSR)
+SPARSE_OK: dict[str, Any] = {"accept_sparse": ("csr", "csc")}
 
 
 class RowWeights:
@@ -182,6 +188,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = True
+        tags.input_tags.sparse = True  # scipy.sparse X: multiplied as stored, never densified
         return tags
 
     # ----------------------------------------------------------------- parameters
@@ -209,7 +216,8 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or dask array of shape (n_samples, n_features)
+        X : array-like, scipy.sparse matrix or dask array of shape (n_samples, n_features)
+            Sparse X (CSR/CSC, or dask chunks of them) is multiplied as stored, never densified.
         y : array-like or dask array of shape (n_samples,) or (n_samples, n_targets)
         sample_weight : array-like or dask array of shape (n_samples,), optional
             Row weights ``c >= 0``: the objective becomes ``Σ cᵢ (yᵢ − f(xᵢ))² + α‖f‖²``, so
@@ -244,7 +252,9 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             else:
                 self._set_input_facts(ds.X.dtype)  # a dask array has no column names
             return ds, True
-        X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32])
+        check_real(X, "X")
+        check_real(y, "y")
+        X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32], **SPARSE_OK)
         if y is not None:
             # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
             y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
@@ -273,7 +283,8 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             ds, _ = self._as_dataset(X, reset=False)
             out = predict_graph(ds.X, model, model.n_outputs)
         else:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            check_real(X, "X")
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
             out = model(X)
         return out[:, 0] if single else out
 

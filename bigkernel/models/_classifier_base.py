@@ -26,6 +26,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dask, as_dataset
 from bigkernel.data.validate import check_X_metadata
 from bigkernel.errors import DataError
@@ -253,6 +254,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
             check_X_metadata(X)
             self._set_input_facts(X.dtype)
         else:
+            check_real(X, "X")  # text of numbers is not converted silently (labels y may be text)
             X = validate_data(self, X, reset=True, ensure_all_finite=False, dtype=[np.float64, np.float32])
             self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
         y = labels_in_memory(y)
@@ -321,6 +323,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self, "estimator_")
         if not isinstance(X, da.Array):
+            check_real(X, "X")
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return self.estimator_.predict(X)
 

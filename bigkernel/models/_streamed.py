@@ -17,10 +17,12 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.predictions import transform_to_zarr
+from bigkernel.models._base import SPARSE_OK
 from bigkernel.numerics.primal import FeatureBlocks, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.runtime import compute
@@ -47,7 +49,8 @@ def transform_features(est: Any, fmap: Any, X: Any, dtype: str) -> np.ndarray | 
                 f"{est.n_features_in_} features as input"
             )
         return predict_graph(Xd, blocks, blocks.n_outputs, dtype=blocks.dtype)
-    X = validate_data(est, X, reset=False, dtype=[np.float64, np.float32])
+    check_real(X, "X")
+    X = validate_data(est, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
     return blocks(X)
 
 

@@ -23,6 +23,7 @@ from dask.utils import parse_bytes
 from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
+from bigkernel._sparse import array_or_sparse, as_block, column_min_max, model_arrays, refuse_sparse
 from bigkernel.data.sources import Dataset, from_zarr
 from bigkernel.errors import DataError, NotPSDError, ParameterError
 from bigkernel.io.model_store import register_model
@@ -49,7 +50,7 @@ from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
 from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
-from bigkernel.numerics.scaling import column_moments, safe_scale
+from bigkernel.numerics.scaling import standardize_moments, standardize_rows
 from bigkernel.numerics.sums import check_finite
 from bigkernel.runtime import active_client, compute
 from bigkernel.solvers.gram_operator import GramOperator
@@ -164,7 +165,7 @@ class _DualPredictor:
             "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
         }  # fmt: skip
         if self.X_fit_ is not None:
-            arrays["X_fit"] = self.X_fit_
+            arrays.update(model_arrays("X_fit", self.X_fit_))  # sparse points: their CSR parts
         elif self._expansion.tiler.keep is not None:  # precomputed: the training columns fitted
             arrays["precomputed_keep"] = self._expansion.tiler.keep
         if getattr(self, "scaler_mean_", None) is not None and self.standardize:
@@ -175,7 +176,7 @@ class _DualPredictor:
     @staticmethod
     def _read_dual_arrays(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(X_fit, dual_coef, intercept)`` of saved arrays, their shapes checked."""
-        X, coef, intercept = arrays["X_fit"], arrays["dual_coef"], arrays["intercept"]
+        X, coef, intercept = array_or_sparse("X_fit", arrays), arrays["dual_coef"], arrays["intercept"]
         if X.ndim != 2 or coef.shape != (X.shape[0], intercept.shape[0]):
             raise DataError(
                 f"X_fit {X.shape}, dual_coef {coef.shape} and intercept {intercept.shape} do not "
@@ -242,7 +243,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         probe column makes the first CG iterations dearer: ~+40 % fit time for 8 probes at
         n = 20,000); 0: never, unless several α need it.
     standardize : bool, default=False
-        Standardize each feature to mean 0, standard deviation 1 first.
+        Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
+        standard deviation 1 without centring, so it stays sparse).
     random_state : int, RandomState instance or None, default=None
         Seeds the preconditioner's pivots and the probes.
 
@@ -380,7 +382,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
         if isinstance(X, da.Array) or isinstance(Y, da.Array):
             X, Y = compute(X, Y, label="load training data")
-        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        X, Y = as_block(X), np.asarray(Y, dtype=np.float64)  # sparse X stays sparse (CSR)
         check_finite(X, Y, 0)
         pre = is_precomputed(self.kernel)
         if pre:
@@ -419,11 +421,10 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         pre = is_precomputed(self.kernel)
         self.n_features_in_ = self._precomputed_n if pre else d  # K's columns, before rows of weight 0 went
         # the training rows, in memory, unscaled (a Gram matrix has no input range)
-        self._set_range(*((None, None) if pre else (X.min(axis=0), X.max(axis=0))))
+        self._set_range(*((None, None) if pre else column_min_max(X)))
         if self.standardize:
-            mean, std = column_moments(X, sample_weight)
-            self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
-            X = (X - self.scaler_mean_) / self.scaler_scale_
+            self.scaler_mean_, self.scaler_scale_ = standardize_moments(X, sample_weight)
+            X = standardize_rows(X, self.scaler_mean_, self.scaler_scale_)
         kernel = self._make_kernel(d)
         budget = resolve_memory_budget(self.memory_budget)
         ops: list[GramOperator] = []
@@ -599,7 +600,7 @@ class _Standardized:
         return self.model.n_outputs
 
     def __call__(self, Z: np.ndarray) -> np.ndarray:
-        return self.model((np.asarray(Z, dtype=np.float64) - self.mean) / self.scale)
+        return self.model(standardize_rows(Z, self.mean, self.scale))
 
 
 def _gram_input(K, action: str, n_columns: int | None = None):
@@ -607,6 +608,7 @@ def _gram_input(K, action: str, n_columns: int | None = None):
     column per training row at predict; a zarr array becomes a dask array (read by chunks)."""
     if isinstance(K, zarr.Array):
         K = from_zarr(K)
+    refuse_sparse(K, "kernel='precomputed' takes a dense Gram matrix; found a sparse one: pass K.toarray()")
     if isinstance(K, da.Array) and K.ndim == 2 and K.numblocks[1] > 1:
         K = K.rechunk({1: -1})  # a square matrix is often stored in square chunks: read whole rows
     shape = getattr(K, "shape", None) or np.shape(K)

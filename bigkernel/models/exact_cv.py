@@ -19,6 +19,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from bigkernel._sparse import as_block, column_min_max
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
@@ -53,7 +54,7 @@ from bigkernel.models.exact import _DualPredictor, _gram_input, build_kernel, re
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
-from bigkernel.numerics.scaling import column_moments, safe_scale
+from bigkernel.numerics.scaling import standardize_moments, standardize_rows
 from bigkernel.numerics.sums import check_finite
 from bigkernel.runtime import compute
 from bigkernel.validation import Interval, Options
@@ -142,7 +143,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     fit_intercept : bool, default=True
         Unpenalized intercept by centring the kernel (``HKH``).
     standardize : bool, default=False
-        Standardize each feature to mean 0, standard deviation 1 first.
+        Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
+        standard deviation 1 without centring, so it stays sparse).
     max_n : int or None, default=6000
         Refuse more training points than this (None: only the memory budget limits n).
     memory_budget : int, str or None, default=None
@@ -317,7 +319,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
         if isinstance(X, da.Array) or isinstance(Y, da.Array):
             X, Y = compute(X, Y, label="load training data")
-        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        X, Y = as_block(X), np.asarray(Y, dtype=np.float64)  # sparse X stays sparse (CSR)
         check_finite(X, Y, 0)
         pre = is_precomputed(self.kernel)
         if pre:
@@ -371,11 +373,10 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             raise DataError(f"leave-one-out and GCV need at least 2 samples, found n_samples={n}")
         self._check_size(n, d, budget)
         self.n_features_in_ = d
-        self._set_range(*((None, None) if is_precomputed(self.kernel) else (X.min(axis=0), X.max(axis=0))))
+        self._set_range(*((None, None) if is_precomputed(self.kernel) else column_min_max(X)))
         if self.standardize:
-            mean, std = column_moments(X)
-            self.scaler_mean_, self.scaler_scale_ = mean, safe_scale(std)
-            X = (X - self.scaler_mean_) / self.scaler_scale_
+            self.scaler_mean_, self.scaler_scale_ = standardize_moments(X)
+            X = standardize_rows(X, self.scaler_mean_, self.scaler_scale_)
         self._search(X, Y, single=ds.y.ndim == 1, t0=t0, budget=budget)
         return self
 

@@ -18,10 +18,11 @@ from numpy.typing import ArrayLike, DTypeLike
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import register_model, save_model
-from bigkernel.models._base import ArrayIn, KernelLike, RandomStateLike, _init_defaults
+from bigkernel.models._base import SPARSE_OK, ArrayIn, KernelLike, RandomStateLike, _init_defaults
 from bigkernel.models._streamed import FeaturesOutMixin
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge, feature_map_arrays, feature_map_from_state
@@ -51,6 +52,7 @@ class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Fea
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()  # TransformerMixin's resets the transformer tags
         tags.transformer_tags.preserves_dtype = [str(np.dtype(self.dtype))]
+        tags.input_tags.sparse = True  # scipy.sparse X, as the ridge estimators (dense features out)
         return tags
 
     def _ridge_for_map(self):
@@ -95,7 +97,8 @@ class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Fea
             self.n_features_in_ = int(ds.X.shape[1])
             self._set_input_facts(ds.X.dtype)
             return ds
-        X = validate_data(self, X, reset=True, dtype=[np.float64, np.float32])
+        check_real(X, "X")
+        X = validate_data(self, X, reset=True, dtype=[np.float64, np.float32], **SPARSE_OK)
         self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
         return as_dataset(X)
 

@@ -30,12 +30,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import check_kernel_name, is_precomputed, kernel_serves, kernel_spec
 from bigkernel.models._base import (
+    SPARSE_OK,
     ArrayIn,
     ArrayOut,
     Floats,
@@ -144,7 +146,8 @@ class KernelRidge(_EstimatorBase):
         Exact solver: Gram tile dtype. Approximate solvers: feature dtype (``"auto"`` is
         float64).
     standardize : bool, default=False
-        Standardize each feature to mean 0, standard deviation 1 first.
+        Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
+        standard deviation 1 without centring, so it stays sparse).
     random_state : int, RandomState instance or None, default=None
         Seeds the chosen solver (feature map, landmarks or preconditioner).
 
@@ -349,7 +352,8 @@ class KernelRidge(_EstimatorBase):
         if is_precomputed(self.kernel):
             X = _gram_input(X, "predict", self.n_features_in_)
         if not isinstance(X, da.Array):
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            check_real(X, "X")
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
         return self.estimator_.predict(X)
 
     # ----------------------------------------------------------------- persistence

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 from sklearn.utils.validation import check_is_fitted
 
+from bigkernel._sparse import as_block, is_sparse, nonfinite_rows, scale_columns
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import register_model
@@ -74,7 +75,8 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     chunk_rows : int, default=None
         Rows per dask chunk for numpy input (dask input keeps its chunks).
     standardize : bool, default=False
-        Standardize each feature to mean 0, standard deviation 1 first.
+        Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
+        standard deviation 1 without centring, so it stays sparse).
 
     Attributes
     ----------
@@ -176,12 +178,12 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         size = landmark_pool_size(n, self.n_components, self.landmarks)
         rows = _sample_rows(rng, n, size, weights)
         (pool,) = compute(ds.X[rows], label="landmarks")
-        pool = np.asarray(pool, dtype=np.float64)
-        if not np.all(np.isfinite(pool)):
+        pool = as_block(pool)  # sparse X gives sparse landmarks (CSR)
+        if nonfinite_rows(pool) is not None:
             raise DataError("X contains NaN or inf in the rows sampled as Nyström landmarks; remove or impute them")
         scaler = getattr(self, "_scaler", None)
         if scaler is not None:
-            pool = (pool - scaler[0]) / scaler[1]
+            pool = scale_columns(pool, 1.0 / scaler[1]) if is_sparse(pool) else (pool - scaler[0]) / scaler[1]
         pool = pool[rng.permutation(pool.shape[0])]  # sorted for the read; shuffle for "first m"
         Z = select_landmarks(kernel, pool, self.n_components, self.landmarks, random_state=rng)
         params = {"landmarks": self.landmarks, "seed": seed, "pool": int(pool.shape[0])}

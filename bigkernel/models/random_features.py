@@ -12,9 +12,10 @@ from dask.delayed import Delayed
 from numpy.typing import ArrayLike, DTypeLike
 from sklearn.utils.validation import check_is_fitted
 
+from bigkernel._sparse import is_sparse, scale_from_sums
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
-from bigkernel.graph.stream import stats_graph
+from bigkernel.graph.stream import column_sums_graph, stats_graph
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import check_kernel_name, sampler_problem
 from bigkernel.models._base import (
@@ -154,13 +155,22 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         A light pre-pass that reads X only (d columns, no features): the feature map needs the
         scaling before its first feature is computed. Weighted by ``sample_weight`` (row
         weights of one array); otherwise over all rows. Constant columns keep scale 1.
+
+        Sparse X is scaled without centring (scikit-learn's ``with_mean=False``): the mean is
+        0, so X stays sparse; for translation-invariant kernels the model is the same.
         """
         self._scaler = None
         if not getattr(self, "standardize", False):
             return
         X = ds.X
-        w = da.from_array(weights.values, chunks=(X.chunks[0],)) if isinstance(weights, RowWeights) else None
-        mean, std = compute(*column_moments(X, w), label="standardize")
+        if is_sparse(X._meta):
+            (sums,) = compute(
+                column_sums_graph(X, weights.values if isinstance(weights, RowWeights) else None), label="standardize"
+            )
+            mean, std = np.zeros(X.shape[1]), scale_from_sums(sums)[1]
+        else:
+            w = da.from_array(weights.values, chunks=(X.chunks[0],)) if isinstance(weights, RowWeights) else None
+            mean, std = compute(*column_moments(X, w), label="standardize")
         std = safe_scale(std)
         self._scaler = (np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64))
         self.scaler_mean_, self.scaler_scale_ = self._scaler
@@ -351,7 +361,8 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         Rows per dask chunk for numpy input (dask input keeps its chunks).
     standardize : bool, default=False
         Standardize each feature to mean 0, standard deviation 1 first (estimated in a light
-        pre-pass over X; stored in the model's feature map).
+        pre-pass over X; stored in the model's feature map). Sparse X is scaled without
+        centring (mean 0), so it stays sparse.
 
     Attributes
     ----------

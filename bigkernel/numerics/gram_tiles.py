@@ -30,8 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import ArrayLike, DTypeLike
 
+from bigkernel._sparse import as_csr, is_sparse, row_sq_norms, to_dense
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.kernels._blocks import symmetrize_upper
 from bigkernel.kernels.base import Kernel, Scaled
@@ -100,8 +102,9 @@ class GramTiler:
     Parameters
     ----------
     kernel : Kernel
-    X : array-like of shape (n, d)
-        The points (training inputs); copied to float64.
+    X : array-like or scipy.sparse matrix of shape (n, d)
+        The points (training inputs); copied to float64 (sparse: to a CSR copy, kept sparse;
+        tiles then come from sparse products, memory O(nnz) for the points).
 
     Attributes
     ----------
@@ -113,7 +116,9 @@ class GramTiler:
     def __init__(self, kernel: Kernel, X: ArrayLike) -> None:
         if not isinstance(kernel, Kernel):
             raise ParameterError(f"kernel must be a Kernel, found {type(kernel).__name__}")
-        X = np.array(X, dtype=np.float64)  # own copy: tiles must not change if the caller's does
+        self.sparse = is_sparse(X)
+        # own copy: tiles must not change if the caller's does
+        X = as_csr(X, copy=True) if self.sparse else np.array(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] == 0:
             raise DataError(f"X must have shape (n, d) with n >= 1, found {X.shape}")
         self.kernel, self.X = kernel, X
@@ -122,12 +127,25 @@ class GramTiler:
         self.fast = isinstance(base, RBF)
         if self.fast:
             # centring shrinks ‖x̃‖², and with it the cancellation in the augmented product
-            self._centre = X.mean(axis=0)
+            # (not for sparse points: it would densify them)
+            self._centre = None if self.sparse else X.mean(axis=0)
             self._rbf = base
             self._A, self._B = self._augment(X)
 
+    def _points(self, Z: ArrayLike):
+        """New points in the tiler's form: CSR for a sparse tiler, dense float64 otherwise (a
+        sparse block against dense points is densified: its rows × d is what X_fit holds)."""
+        if self.sparse:
+            return as_csr(Z) if is_sparse(Z) else sp.csr_array(np.asarray(Z, dtype=np.float64))
+        return to_dense(Z).astype(np.float64, copy=False)
+
     # ------------------------------------------------------------------ rbf fast path
     def _augment(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.sparse:
+            # x̃ stays sparse; −½‖x̃‖² is added to the product afterwards (_neg_half_sq)
+            Zt = self._rbf._transform_fn()(Z)  # sparse scaling returns a new matrix
+            rows = _SparseRows(as_csr(Zt), 0.5 * row_sq_norms(Zt))
+            return rows, rows
         Zt = self._rbf._transform_fn()(Z - self._centre)  # not stored: closures do not pickle
         half = 0.5 * np.einsum("ij,ij->i", Zt, Zt)
         ones = np.ones((Z.shape[0], 1))
@@ -137,7 +155,7 @@ class GramTiler:
 
     def _exp_block(self, A: np.ndarray, B: np.ndarray, dtype: np.dtype, workspace: dict | None = None) -> np.ndarray:
         shape = (A.shape[0], B.shape[0])
-        T = np.matmul(A, B.T, out=_buffer(workspace, "f8", shape, np.float64))  # −½‖x̃ − z̃‖²
+        T = _neg_half_sq(A, B, _buffer(workspace, "f8", shape, np.float64))  # −½‖x̃ − z̃‖²
         np.minimum(T, 0.0, out=T)  # round-off can push an exponent just above 0
         if dtype != T.dtype:
             T32 = _buffer(workspace, "f4", shape, dtype)
@@ -201,7 +219,7 @@ class GramTiler:
         step = max(16, _FUSED_PANEL_BYTES // (8 * Bc.shape[0]))
         for lo in range(r0, rows.stop, step):
             hi = min(lo + step, rows.stop)
-            P = np.matmul(self._A[lo:hi], Bc.T, out=_buffer(workspace, "panel", (hi - lo, Bc.shape[0]), np.float64))
+            P = _neg_half_sq(self._A[lo:hi], Bc, _buffer(workspace, "panel", (hi - lo, Bc.shape[0]), np.float64))
             np.minimum(P, 0.0, out=P)
             np.exp(P, out=P)
             if self._scale != 1.0:
@@ -220,12 +238,13 @@ class GramTiler:
             Columns (training points); all by default.
         dtype : {float64, float32}
         """
-        Z = np.asarray(Z, dtype=np.float64)
+        Z = Z if is_sparse(Z) else np.asarray(Z, dtype=np.float64)
         if Z.ndim != 2 or Z.shape[1] != self.d:
             raise DataError(
                 f"X has {Z.shape[-1] if Z.ndim == 2 else Z.shape} features, but the model was "
                 f"fitted with {self.d}; pass data with the same columns as in fit"
             )
+        Z = self._points(Z)
         cols = slice(None) if cols is None else cols
         dtype = np.dtype(dtype)
         if self.fast:
@@ -256,6 +275,9 @@ class GramTiler:
     @property
     def nbytes(self) -> int:
         """Bytes held: the points and, for the rbf path, their augmented copies."""
+        if self.sparse:
+            points = self.X.data.nbytes + self.X.indices.nbytes + self.X.indptr.nbytes
+            return points * (2 if self.fast else 1)
         return self.X.nbytes + (self._A.nbytes + self._B.nbytes if self.fast else 0)
 
     def extra_bytes_per_entry(self, dtype: DTypeLike = np.float64) -> int:
@@ -264,6 +286,36 @@ class GramTiler:
             # the float64 exponent block when the tile is float32
             return 0 if np.dtype(dtype) == np.float64 else 8
         return self.kernel.extra_bytes_per_entry(dtype)
+
+
+class _SparseRows:
+    """Sparse transformed points ``x̃`` with ``½‖x̃‖²``: the rbf fast path's augmented rows
+    for a sparse tiler (row slices and gathers, as for the dense augmented arrays)."""
+
+    def __init__(self, Z, half: np.ndarray) -> None:
+        self.Z, self.half = Z, half
+
+    def __getitem__(self, idx) -> _SparseRows:
+        return _SparseRows(self.Z[idx], self.half[idx])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.Z.shape[0], self.Z.shape[1] + 2
+
+
+def _neg_half_sq(A, B, out: np.ndarray | None) -> np.ndarray:
+    """``−½‖x̃_i − z̃_j‖²`` for augmented rows ``A`` and ``B``: one GEMM on the dense augmented
+    arrays; a sparse product plus the two norm terms for :class:`_SparseRows`."""
+    if not isinstance(A, _SparseRows):
+        return np.matmul(A, B.T, out=out)
+    P = to_dense(A.Z @ B.Z.T)
+    if out is None:
+        out = P
+    else:
+        np.copyto(out, P)
+    out -= A.half[:, None]
+    out -= B.half[None, :]
+    return out
 
 
 def tile_matvec(
@@ -443,7 +495,7 @@ class KernelExpansion:
         return self.coef.shape[1]
 
     def __call__(self, Z: ArrayLike) -> np.ndarray:
-        Z = np.asarray(Z, dtype=np.float64)
+        Z = as_csr(Z) if is_sparse(Z) else np.asarray(Z, dtype=np.float64)
         out = np.empty((Z.shape[0], self.coef.shape[1]))
         out[:] = self.intercept
         edges = tile_edges(self.tiler.n, self.block)

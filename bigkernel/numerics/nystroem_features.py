@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from bigkernel._sparse import array_or_sparse, as_block, is_sparse, model_arrays, scale_columns, to_dense
 from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict
@@ -45,8 +46,9 @@ class NystroemMap:
     Attributes
     ----------
     kernel : Kernel
-    landmarks : ndarray of shape (m, d)
-        In the (standardized, if ``mean``/``std`` are set) input space.
+    landmarks : ndarray or scipy.sparse CSR matrix of shape (m, d)
+        In the (standardized, if ``mean``/``std`` are set) input space; sparse when drawn
+        from sparse X (saved as CSR parts).
     projection : ndarray of shape (m, r)
         ``U Λ^(-1/2)`` over the eigenpairs of ``K_mm`` above round-off.
     mean, std : ndarray of shape (d,) or None
@@ -79,7 +81,7 @@ class NystroemMap:
         cls, kernel: Kernel, landmarks: ArrayLike, *, mean=None, std=None, params=None, rtol: float | None = None
     ) -> NystroemMap:
         """Map from landmarks (already standardized when ``mean``/``std`` are given)."""
-        Z = np.asarray(landmarks, dtype=np.float64)
+        Z = as_block(landmarks)
         W = GramTiler(kernel, Z).dense()
         w, U = np.linalg.eigh(0.5 * (W + W.T))
         top = max(float(w[-1]), 0.0)
@@ -98,7 +100,9 @@ class NystroemMap:
             )
         if self.mean is None:
             return X
-        return (np.asarray(X, dtype=np.float64) - self.mean) / self.std
+        if is_sparse(X) and not np.any(self.mean):
+            return scale_columns(X, 1.0 / self.std)  # scaled without centring: stays sparse
+        return (to_dense(X).astype(np.float64) - self.mean) / self.std
 
     def transform_unscaled(
         self, X: np.ndarray, dtype: DTypeLike = np.float64, out: np.ndarray | None = None
@@ -110,7 +114,7 @@ class NystroemMap:
         array of another namespace (a GPU's) is refused with :class:`DeviceError` rather than
         copied to the host behind the caller's back.
         """
-        if not isinstance(X, np.ndarray) and hasattr(X, "__array_namespace__"):
+        if not isinstance(X, np.ndarray) and not is_sparse(X) and hasattr(X, "__array_namespace__"):
             raise DeviceError(
                 f"Nyström features are computed on the host (numpy) only; got a {type(X).__module__} "
                 "array. Use device='cpu' for NystroemRidge, or RandomFeatureRidge on the GPU"
@@ -148,7 +152,7 @@ class NystroemMap:
         }  # fmt: skip
 
     def arrays(self) -> dict[str, np.ndarray]:
-        out = {"nystroem_landmarks": self.landmarks, "nystroem_projection": self.projection}
+        out = {**model_arrays("nystroem_landmarks", self.landmarks), "nystroem_projection": self.projection}
         if self.mean is not None:
             out["nystroem_mean"], out["nystroem_std"] = self.mean, self.std
         return out
@@ -156,7 +160,8 @@ class NystroemMap:
     @classmethod
     def from_arrays(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> NystroemMap:
         """Rebuild a map from :meth:`to_metadata` and :meth:`arrays` output."""
-        Z, P = np.asarray(arrays["nystroem_landmarks"], float), np.asarray(arrays["nystroem_projection"], float)
+        Z = as_block(array_or_sparse("nystroem_landmarks", arrays))
+        P = np.asarray(arrays["nystroem_projection"], float)
         if Z.ndim != 2 or P.shape != (Z.shape[0], int(meta["n_components"])):
             raise DataError(
                 f"Nyström landmarks {Z.shape} and projection {P.shape} do not agree: expected (m, d) "
@@ -188,7 +193,7 @@ def select_landmarks(kernel: Kernel, pool: np.ndarray, m: int, method: str, *, r
     """
     if method not in LANDMARK_METHODS:
         raise ParameterError(f"landmarks must be one of {list(LANDMARK_METHODS)}, found {method!r}")
-    pool = np.asarray(pool, dtype=np.float64)
+    pool = as_block(pool)
     if method == "uniform" or pool.shape[0] <= m:
         return pool[:m]
     tiler = GramTiler(kernel, pool)

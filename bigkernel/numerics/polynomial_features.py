@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import DTypeLike
 
+from bigkernel._sparse import is_sparse
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.kernels.dot_product import Polynomial
 
@@ -125,6 +126,12 @@ class PolynomialFeatureMap:
             raise DataError(
                 f"X has {X.shape[1] if X.ndim == 2 else X.shape} features, but the feature map "
                 f"expects {self.n_features_in}; pass data with the same columns as in fit"
+            )
+        if is_sparse(X):
+            raise DataError(
+                "the polynomial random-feature map does not take sparse X (its monomials and sketch "
+                "read dense rows); use NystroemRidge or ExactKernelRidge with kernel='polynomial', "
+                "which do, or pass X.toarray()"
             )
         X = np.asarray(X, dtype=np.float64)
         if self.mean is not None:

@@ -21,6 +21,7 @@ import numpy as np
 from array_api_compat import array_namespace
 from array_api_compat import device as array_device
 
+from bigkernel._sparse import as_csr, column_min_max, is_sparse, nonfinite_rows
 from bigkernel.devices import resolve_device, to_host
 from bigkernel.errors import DeviceError, NonFiniteError
 from bigkernel.numerics.fourier_features import FeatureMap
@@ -150,28 +151,26 @@ def check_finite(X: Any, y: Any | None, start: int, action: str = "fitting") -> 
     """Raise :class:`NonFiniteError` naming the first offending row if X or y has NaN/inf.
 
     ``X`` and ``y`` may be arrays of any array-API namespace (one reduction on their device;
-    the rows are located on the host only when there is an error). ``y`` may be None
-    (prediction data); ``action`` completes "remove or impute those rows before ...".
+    the rows are located on the host only when there is an error), or sparse ``X`` (its
+    stored entries are checked, no dense copy). ``y`` may be None (prediction data);
+    ``action`` completes "remove or impute those rows before ...".
     """
     for name, a in (("X", X), ("y", y)):
         if a is None:
             continue
-        if isinstance(a, np.ndarray):
-            if np.isfinite(a).all():
-                continue
+        if isinstance(a, np.ndarray) or is_sparse(a):
+            bad = nonfinite_rows(a)
         else:
             xp = array_namespace(a)
-            if bool(xp.all(xp.isfinite(a))):
-                continue
-        a = host_array(a)
-        bad = ~np.isfinite(a.reshape(a.shape[0], -1)).all(axis=1)
-        first = start + int(np.argmax(bad))
-        stop = start + a.shape[0]
-        raise NonFiniteError(
-            f"{name} contains NaN or inf in rows [{start}, {stop}) — first at row {first} "
-            f"({int(bad.sum())} bad rows in that range); remove or impute those rows "
-            f"before {action}"
-        )
+            bad = None if bool(xp.all(xp.isfinite(a))) else nonfinite_rows(host_array(a))
+        if bad is not None:
+            first = start + int(np.argmax(bad))
+            stop = start + a.shape[0]
+            raise NonFiniteError(
+                f"{name} contains NaN or inf in rows [{start}, {stop}) — first at row {first} "
+                f"({int(bad.sum())} bad rows in that range); remove or impute those rows "
+                f"before {action}"
+            )
 
 
 def sub_block_edges(start: int, stop: int, block_rows: int) -> list[tuple[int, int]]:
@@ -202,7 +201,8 @@ def block_stats(
         :class:`SufficientStats` is returned per map.
     X : array of shape (rows, d)
         numpy, or any array-API namespace (array-api-strict, CuPy): the pass runs in the
-        namespace of its inputs.
+        namespace of its inputs; or scipy.sparse (numpy pass, read as CSR and multiplied as
+        stored, memory O(nnz)).
     Y : array of shape (rows, k)
     start : int
         Global index of the first row (for weights and error messages).
@@ -233,6 +233,8 @@ def block_stats(
     """
     single = not isinstance(fmap, (list, tuple))  # any map (random features, Nyström) or a list
     maps = [fmap] if single else list(fmap)
+    if is_sparse(X):
+        X = as_csr(X, X.dtype)  # row slices and row gathers below
     dev = resolve_device(device)
     # the weights live on the host: rows are picked there, only the kept rows' indices move
     partition = weights if hasattr(weights, "groups") else None
@@ -306,11 +308,12 @@ def _pass(maps: list, X: Any, Y: Any, start: int, sets: tuple, dtype, block_rows
     loop, the group sort and the accumulation together keeps the hot path readable and free
     of per-call overhead.
     """
-    xp = array_namespace(X, Y)
+    sparse = is_sparse(X)
+    xp = array_namespace(Y) if sparse else array_namespace(X, Y)  # sparse X: a numpy pass
     check_finite(X, Y, start)
     stop = start + X.shape[0]
     partition, W, m = sets
-    dev = array_device(X)
+    dev = array_device(Y) if sparse else array_device(X)
     accs = [SufficientStats.zeros(m, f.n_components, Y.shape[1], X.shape[1], xp=xp, device=dev) for f in maps]
     # the range rides along the pass (d columns: no extra read); one array per set, shared by
     # the maps (every map sees the same rows)
@@ -320,7 +323,7 @@ def _pass(maps: list, X: Any, Y: Any, start: int, sets: tuple, dtype, block_rows
     buffers = _ProductBuffers(dtype, min(block_rows, X.shape[0]))
     for lo, hi in sub_block_edges(start, stop, block_rows):
         rows = slice(lo - start, hi - start)
-        x, y = X[rows, ...], xp.astype(Y[rows, ...], xp.float64)
+        x, y = (X[rows] if sparse else X[rows, ...]), xp.astype(Y[rows, ...], xp.float64)
         if partition is not None:
             g = np.asarray(partition.groups(lo, hi))
             order = np.argsort(g, kind="stable")
@@ -334,7 +337,7 @@ def _pass(maps: list, X: Any, Y: Any, start: int, sets: tuple, dtype, block_rows
             for i, sl in pieces:
                 if sl.stop == sl.start:
                     continue
-                P = buffers.products_input(f, x[sl, ...], y[sl, ...])
+                P = buffers.products_input(f, x[sl] if sparse else x[sl, ...], y[sl, ...])
                 if W is None:
                     _accumulate(xp, acc, i, P, y[sl, ...])
                 else:
@@ -357,7 +360,7 @@ class _ProductBuffers:
 
     def products_input(self, fmap: FeatureMap, x: Any, y: Any) -> Any:
         D, k, r = fmap.n_components, y.shape[1], x.shape[0]
-        if isinstance(x, np.ndarray):
+        if isinstance(x, np.ndarray) or is_sparse(x):
             width = D + k + 1
             if width not in self._buffers:
                 self._buffers[width] = np.empty((self.rows, width), dtype=self.dtype)
@@ -431,7 +434,7 @@ def _accumulate_weighted(xp, acc: SufficientStats, i: int, P: Any, y: Any, w: np
 
 def _take_rows(xp, a: Any, idx: np.ndarray) -> Any:
     """Rows ``idx`` (host integers) of ``a``: fancy indexing on numpy, ``xp.take`` elsewhere."""
-    if isinstance(a, np.ndarray):
+    if isinstance(a, np.ndarray) or is_sparse(a):
         return a[idx]
     return xp.take(a, xp.asarray(idx.astype(np.int64), device=array_device(a)), axis=0)
 
@@ -440,10 +443,14 @@ def _accumulate_range(xp, lo: Any, hi: Any, x: Any, pieces, W: np.ndarray | None
     """Fold the rows of a sub-block into each set's range: rows of piece ``i`` (a partition
     group) or, with host weights ``W`` (m × rows), the rows of weight > 0 in set ``j``."""
     if W is None:
-        parts = [(i, x[sl, ...]) for i, sl in pieces]
+        parts = [(i, x[sl] if is_sparse(x) else x[sl, ...]) for i, sl in pieces]
     else:
         parts = [(j, _take_rows(xp, x, np.flatnonzero(W[j] > 0))) for j in range(W.shape[0])]
     for i, xs in parts:
-        if xs.shape[0]:
+        if xs.shape[0] and (isinstance(xs, np.ndarray) or is_sparse(xs)):
+            bmin, bmax = column_min_max(xs)  # sparse: its unstored zeros count
+            np.minimum(lo[i], bmin, out=lo[i])
+            np.maximum(hi[i], bmax, out=hi[i])
+        elif xs.shape[0]:
             lo[i, ...] = xp.minimum(lo[i, ...], xp.astype(xp.min(xs, axis=0), lo.dtype))
             hi[i, ...] = xp.maximum(hi[i, ...], xp.astype(xp.max(xs, axis=0), hi.dtype))

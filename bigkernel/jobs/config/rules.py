@@ -132,15 +132,18 @@ def _check_task(top: _Section, job: JobConfig) -> None:
 
 def _parse_source(sec: _Section, *, y_default: str | None, needs_y: bool) -> dict[str, Any]:
     """Parse the fields of a data source (path, x, y, y_path) into keyword arguments."""
-    path = sec.required("path", _location(sec.ctx.base_dir), "a zarr group or a .npy file")
+    path = sec.required("path", _location(sec.ctx.base_dir), "a zarr group, a .npy file or a sparse .npz file")
     x = sec.value("x", _text_or_list, "X")
     y = sec.value("y", _text_or_list, y_default, nullable=True)
     y_path = sec.value("y_path", _location(sec.ctx.base_dir), None, nullable=True)
-    is_npy = path.lower().endswith(".npy")
+    is_npy = path.lower().endswith((".npy", ".npz"))  # files of X alone (.npz: sparse CSR)
     if y_path is not None and path and not is_npy:
-        sec.report("y_path", "y_path is only for a .npy path; name y's array inside the zarr group with `y:` instead")
+        sec.report(
+            "y_path",
+            "y_path is only for a .npy path (or a sparse .npz); name y's array inside the zarr group with `y:` instead",
+        )
     elif needs_y and is_npy and y_path is None:
-        sec.report("path", "a .npy file holds X only: give the .npy file of y as `y_path:`")
+        sec.report("path", f"a {path[-4:]} file holds X only: give the .npy file of y as `y_path:`")
     elif needs_y and not is_npy and y is None:
         sec.report("y", "training data needs targets: give the name of the y array (default 'y')")
     return {"path": path, "x": x, "y": y, "y_path": y_path}

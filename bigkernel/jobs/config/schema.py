@@ -55,13 +55,14 @@ EXAMPLE_CONFIG = "configs/quickstart.yaml"
 
 @dataclass(frozen=True, kw_only=True)
 class SourceConfig:
-    """A data source: a zarr group (local path or fsspec URL), a ``.npy`` file for X, or a
-    Parquet / CSV table (file, glob, or folder of Parquet parts).
+    """A data source: a zarr group (local path or fsspec URL), a ``.npy`` file for X, a
+    ``.npz`` file of sparse CSR X (``scipy.sparse.save_npz``), or a Parquet / CSV table (file,
+    glob, or folder of Parquet parts).
 
     Parameters
     ----------
     path : str
-        Resolved location of the zarr group, the ``.npy`` file holding X, or the table.
+        Resolved location of the zarr group, the ``.npy``/``.npz`` file holding X, or the table.
     x : str or tuple of str, default="X"
         Name of the X array inside the group (ignored for ``.npy``); for a table, the list of
         feature columns.
@@ -69,7 +70,7 @@ class SourceConfig:
         Name of the y array inside the group, or the target column(s) of a table; None when the
         source has no targets.
     y_path : str or None, default=None
-        Resolved location of y's ``.npy`` file, for ``.npy`` sources only.
+        Resolved location of y's ``.npy`` file, for ``.npy``/``.npz`` sources only.
     """
 
     path: str
@@ -79,8 +80,8 @@ class SourceConfig:
 
     @property
     def is_npy(self) -> bool:
-        """bool : Whether X is read from a ``.npy`` file rather than a zarr group."""
-        return self.path.lower().endswith(".npy")
+        """bool : Whether X is read from a ``.npy`` (or sparse ``.npz``) file of X alone."""
+        return self.path.lower().endswith((".npy", ".npz"))
 
 
 @dataclass(frozen=True, kw_only=True)
