@@ -83,13 +83,14 @@ class Device:
             return cp.asarray(a, dtype=dtype)
 
     def free_memory(self) -> int | None:
-        """Free bytes on the GPU now (None for the CPU: host budgets come from psutil)."""
+        """Free bytes on the GPU now, counting what CuPy's default pool holds unused (it is
+        free to this process); None for the CPU (host budgets come from psutil)."""
         if not self.is_gpu:
             return None
         cp = _import_cupy()
         with cp.cuda.Device(self.index):
             free, _total = cp.cuda.runtime.memGetInfo()
-        return int(free)
+            return int(free) + int(cp.get_default_memory_pool().free_bytes())
 
 
 CPU = Device("cpu")

@@ -74,3 +74,13 @@ def test_saved_model_without_input_metadata_has_no_names(name):
     """Stores from before the optional ``input`` field load as models fitted without names."""
     model = bigkernel.load(os.path.join(ROOT, f"{name}.zarr"))
     assert not hasattr(model, "feature_names_in_") and model.n_features_in_ == 3
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED["models"]))
+def test_old_model_has_no_posterior_and_says_so(name):
+    """Stores written before the posterior load (predict works, above) and refuse return_std with a
+    clear error: they hold neither σ² nor the eigenvectors."""
+    model = bigkernel.load(os.path.join(ROOT, f"{name}.zarr"))
+    assert np.all(np.isnan(np.atleast_1d(model.sigma2_)))
+    with pytest.raises(bigkernel.DataError, match="refit it to use return_std"):
+        model.predict(np.asarray(EXPECTED["X_eval"]), return_std=True)

@@ -79,7 +79,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from bigkernel._sparse import refuse_sparse
-from bigkernel.bands.plans import ReplicatePlan, make_plan
+from bigkernel.bands.plans import ReplicatePlan, make_plan, on_device
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import (
     DataError,
@@ -504,6 +504,7 @@ def bootstrap(
     batch_size: int | None = None,
     client: Any = None,
     interval: str = "confidence",
+    device: str | None = None,
 ) -> BootstrapResult:
     """Bootstrap interval of an estimator at ``X_eval``: by default a pointwise confidence
     band for the fitted function f̂(x) at the given level (percentile bootstrap); not an
@@ -559,6 +560,8 @@ def bootstrap(
         same replicates is kept in ``confidence_lower``/``confidence_upper``. Not part of the
         store's identity: both use the same replicates, and a prediction run adds the residual
         sample to a store made by a confidence run.
+    device : {"cpu", "cuda", "cuda:N", "auto"} or None, default=None
+        Where replicates compute (None: the estimator's own; not in the store's identity).
 
     Returns
     -------
@@ -613,7 +616,7 @@ def bootstrap(
         path = os.fspath(store)
     entropy = _resolve_seed(random_state, path if store is not None else None)
     workers = _workers(client)
-    plan = make_plan(estimator, ds, E, entropy, workers)
+    plan = make_plan(on_device(estimator, device), ds, E, entropy, workers)  # DeviceError before any store
     if interval == "prediction" and not callable(getattr(plan, "residual_task", None)):
         raise NotImplementedError(
             f"interval='prediction' needs the bootstrap plan of {type(estimator).__name__} to "
@@ -650,13 +653,8 @@ def bootstrap(
         window = BATCHES_IN_FLIGHT_PER_WORKER * workers
         logger.info(
             "bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d (<= %d at a time)",
-            len(missing),
-            B,
-            B - len(missing),
-            len(batches),
-            m,
-            window,
-        )
+            len(missing), B, B - len(missing), len(batches), m, window,
+        )  # fmt: skip
         for b, reps in enumerate(batches):
             weights = BootstrapWeights(entropy, reps, n, method)
             # Batch b waits for batch b - window: otherwise the scheduler may run the chunk tasks

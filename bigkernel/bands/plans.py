@@ -44,6 +44,8 @@ Hutchinson probes when it would not be computed otherwise, n > 2000).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +58,7 @@ from dask.delayed import Delayed
 from sklearn.base import clone
 
 from bigkernel.data.sources import Dataset
+from bigkernel.devices import parse_device, resolve_device
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.residuals import residual_sample_graph
 from bigkernel.io.band_store import BootstrapStore, array_digest
@@ -63,6 +66,7 @@ from bigkernel.kernels.registry import is_precomputed, kernel_spec
 from bigkernel.models.exact import (
     DEFAULT_PROBES,
     ExactKernelRidge,
+    device_budget,
     resolve_memory_budget,
 )
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
@@ -70,6 +74,7 @@ from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+from bigkernel.numerics.device_gram import DeviceGram
 from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
 from bigkernel.numerics.primal import PrimalExpansion, solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
@@ -78,7 +83,7 @@ from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.validation import is_integer
 
-__all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan"]
+__all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan", "on_device"]
 
 #: the estimators whose replicates share one weighted pass of features
 FeatureEstimator = RandomFeatureRidge | RandomFeatureRidgeCV | NystroemRidge
@@ -210,6 +215,7 @@ def _with_seed(est: Any, seed_entropy: int) -> Any:
 def _params(est: Any, **override: Any) -> dict[str, Any]:
     params = est.get_params(deep=False)
     params.pop("chunk_rows", None)  # the chunking is recorded with the data
+    params.pop("device", None)  # where replicates run, not what they are: a store serves any device
     params.update(override)
     return jsonable(params)
 
@@ -385,16 +391,13 @@ class _ExactReplicate:
         c = counts[index]
         keep = c > 0
         Xk, Yk, ck = X[keep], Y[keep], c[keep]
-        ops: list[LocalGram] = []
-
-        def operator(n_rhs: int, reserve: int) -> LocalGram:
-            ops.append(LocalGram(self.kernel, Xk, max(0, self.cache_budget - reserve)))
-            return ops[0]
-
+        ops: list = []
+        operator, where = self._operator(Xk, ops)
         try:
-            sol, _, _ = self.estimator._solve(
-                self.kernel, Xk, Yk, operator, self.solve_budget, None if np.all(ck == 1.0) else ck
-            )
+            with where:
+                sol, _, _ = self.estimator._solve(
+                    self.kernel, Xk, Yk, operator, self.solve_budget, None if np.all(ck == 1.0) else ck
+                )
         finally:
             for op in ops:
                 op.close()
@@ -405,20 +408,43 @@ class _ExactReplicate:
         store.write_replicate(replicate, pred, coef)
         return replicate
 
+    def _operator(self, X: np.ndarray, ops: list):
+        """``(operator(n_rhs, reserve), context)`` of one task: the host :class:`LocalGram`, or
+        on a GPU (the estimator's ``device``, resolved where the task runs: a dask-cuda worker's
+        own GPU) a :class:`DeviceGram` caching float64 tiles within this task's share of the
+        device memory. Bitwise resume holds per device: the CPU's values do not depend on the
+        budget; the GPU's agree to rounding across budgets (cached and recomputed tiles are
+        GEMMs of other shapes)."""
+        device = resolve_device(self.estimator.device)
+        if not device.is_gpu:
+
+            def operator(n_rhs: int, reserve: int) -> LocalGram:
+                ops.append(LocalGram(self.kernel, X, max(0, self.cache_budget - reserve)))
+                return ops[0]
+
+            return operator, contextlib.nullcontext()
+        with device.activate():
+            share = self.cache_budget / max(self.solve_budget, 1)
+            budget = int(device_budget(self.estimator.memory_budget, device) * share)
+
+        def device_operator(n_rhs: int, reserve: int) -> DeviceGram:
+            ops.append(DeviceGram(self.kernel, X, xp=device.xp, memory_budget=budget, dtype="float64",
+                                  n_rhs=n_rhs, reserve_bytes=reserve))  # fmt: skip
+            return ops[0]
+
+        return device_operator, device.activate()
+
     def reference(self, data: tuple[np.ndarray, np.ndarray], seed: int, capacity: int) -> ResidualSample:
         """The fit on all rows with unit weights, its predictions and residual sample."""
         X, Y = data
         est = self.estimator
         if not est.n_probes:  # df is needed for the residual scale; probes give it above n = 2000
             est = clone(est).set_params(n_probes=DEFAULT_PROBES)
-        ops: list[LocalGram] = []
-
-        def operator(n_rhs: int, reserve: int) -> LocalGram:
-            ops.append(LocalGram(self.kernel, X, max(0, self.cache_budget - reserve)))
-            return ops[0]
-
+        ops: list = []
+        operator, where = self._operator(X, ops)
         try:
-            sol, _, _ = est._solve(self.kernel, X, Y, operator, self.solve_budget, None)
+            with where:
+                sol, _, _ = est._solve(self.kernel, X, Y, operator, self.solve_budget, None)
         finally:
             for op in ops:
                 op.close()
@@ -518,6 +544,20 @@ def _exact_at_choice(cv: ExactKernelRidgeCV) -> ExactKernelRidge:
 # --------------------------------------------------------------------------------------------
 # Dispatch
 # --------------------------------------------------------------------------------------------
+def on_device(estimator: Any, device: str | None) -> Any:
+    """``estimator`` with ``device`` set (a shallow copy: the caller's is never modified),
+    its device resolved now so that an unusable GPU fails before any work."""
+    if device is not None:
+        parse_device(device)
+        if "device" not in estimator.get_params(deep=False):
+            raise ParameterError(f"bootstrap(device=...) needs an estimator with a device parameter; "
+                                 f"{type(estimator).__name__} has none")  # fmt: skip
+        estimator = copy.copy(estimator)
+        estimator.set_params(device=device)
+    resolve_device(getattr(estimator, "device", "cpu"))
+    return estimator
+
+
 def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int, workers: int = 1) -> ReplicatePlan:
     """The replicate plan of ``estimator`` (fitted or not) for data ``ds``.
 

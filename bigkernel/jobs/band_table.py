@@ -16,7 +16,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_ROWS", "band_columns", "band_markdown", "band_summary", "band_text", "describe_band", "write_band_csv"]
+__all__ = [
+    "MAX_ROWS",
+    "band_columns",
+    "band_markdown",
+    "band_summary",
+    "band_text",
+    "describe_band",
+    "describe_posterior",
+    "write_band_csv",
+]
 
 #: Points shown in report.md and summary.txt (evenly spaced beyond that; all in the CSV).
 MAX_ROWS = 20
@@ -59,7 +68,29 @@ def _targets(a: Any) -> np.ndarray:
     return a[:, np.newaxis] if a.ndim == 1 else a
 
 
-def band_columns(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, np.ndarray]:
+def describe_posterior(level: float, interval: str) -> str:
+    """One sentence saying what the posterior band is and how it differs from the bootstrap's.
+
+    Parameters
+    ----------
+    level : float
+    interval : {"confidence", "prediction"}
+
+    Returns
+    -------
+    str
+    """
+    what = "a new observation y at x" if interval == "prediction" else "the function f(x)"
+    return (
+        f"The posterior band is the {100 * level:g} % Gaussian-process posterior interval for {what} "
+        "(fitted ± z·std, σ² by maximum evidence; no refits): how sure the *model* is, given its "
+        "kernel and noise level — it widens where data are sparse and assumes the model is right. "
+        "The bootstrap band asks how much the *fit* changes when the data are redrawn, whatever the "
+        "model assumes."
+    )
+
+
+def band_columns(result: Any, X_eval: np.ndarray, fitted: Any, posterior: dict | None = None) -> dict[str, np.ndarray]:
     """Every evaluation point's band, column by column (the CSV's columns, in order).
 
     Parameters
@@ -68,13 +99,17 @@ def band_columns(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, np.n
     X_eval : ndarray of shape (n_eval, n_features)
     fitted : array-like of shape (n_eval,) or (n_eval, n_targets)
         The job's model's predictions at ``X_eval``.
+    posterior : dict, optional
+        The posterior band (:func:`bigkernel.jobs.bootstrap_job.posterior_band`).
 
     Returns
     -------
     dict of str to ndarray
         ``point``, ``x0``..., then per target ``fitted``, ``lower``, ``upper``, ``width``
         (suffixed ``_y<j>`` when y has several targets), ``confidence_lower`` and
-        ``confidence_upper`` for a prediction interval, and ``out_of_range``.
+        ``confidence_upper`` for a prediction interval, ``posterior_std``,
+        ``posterior_lower``, ``posterior_upper``, ``posterior_width`` with a posterior band,
+        and ``out_of_range``.
     """
     E = np.asarray(X_eval, dtype=np.float64)
     cols: dict[str, np.ndarray] = {"point": np.arange(E.shape[0])}
@@ -84,6 +119,9 @@ def band_columns(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, np.n
     if result.interval == "prediction":
         values["confidence_lower"] = _targets(result.confidence_lower)
         values["confidence_upper"] = _targets(result.confidence_upper)
+    if posterior is not None:
+        values.update({f"posterior_{k}": _targets(posterior[k]) for k in ("std", "lower", "upper")})
+        values["posterior_width"] = values["posterior_upper"] - values["posterior_lower"]
     k = values["fitted"].shape[1]
     for name, a in values.items():
         cols.update({name if k == 1 else f"{name}_y{t}": a[:, t] for t in range(k)})
@@ -107,7 +145,7 @@ def write_band_csv(path: str, columns: dict[str, np.ndarray]) -> str:
     return path
 
 
-def band_summary(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, Any]:
+def band_summary(result: Any, X_eval: np.ndarray, fitted: Any, posterior: dict | None = None) -> dict[str, Any]:
     """The band's entries of metrics.json: what it is and up to :data:`MAX_ROWS` points.
 
     Returns
@@ -116,7 +154,9 @@ def band_summary(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, Any]
         ``interval``, ``description``, ``n_eval``, ``n_out_of_range``, ``n_features``,
         ``n_targets`` and ``table``: one
         dict per shown point (``point``, ``x`` (at most :data:`MAX_X_FEATURES` values),
-        ``fitted``, ``lower``, ``upper``, ``width``, ``out_of_range``) of the first target.
+        ``fitted``, ``lower``, ``upper``, ``width``, ``out_of_range``, and with a posterior
+        band ``posterior_lower``, ``posterior_upper``) of the first target; with a posterior
+        band also ``posterior_description``.
     """
     E = np.asarray(X_eval, dtype=np.float64)
     n = E.shape[0]
@@ -137,7 +177,14 @@ def band_summary(result: Any, X_eval: np.ndarray, fitted: Any) -> dict[str, Any]
         }
         for i in shown
     ]
+    extra: dict[str, Any] = {}
+    if posterior is not None:
+        lo, hi = _targets(posterior["lower"])[:, 0], _targets(posterior["upper"])[:, 0]
+        for row in rows:
+            row.update(posterior_lower=float(lo[row["point"]]), posterior_upper=float(hi[row["point"]]))
+        extra["posterior_description"] = describe_posterior(posterior["level"], posterior["interval"])
     return {
+        **extra,
         "interval": result.interval,
         "description": describe_band(result.confidence_level, result.interval,
                                      result.n_bootstraps),
@@ -185,19 +232,24 @@ def band_markdown(b: dict[str, Any], output: str) -> list[str]:
         return []  # a job folder written before the band table existed
     rel = {key: os.path.relpath(b[key], output) for key in ("band_csv", "band_zarr") if b.get(key)}
     where = " and ".join(f"[`{p}`]({p})" for p in rel.values()) or "bootstrap_band.zarr"
+    post = "posterior_description" in b
     lines = [
         "",
-        "## Bootstrap band: values",
+        "## Bootstrap band: values" + (" (and the posterior band)" if post else ""),
         "",
         b["description"],
+        *(["", b["posterior_description"]] if post else []),
         "",
-        "| point | x | fitted | lower | upper | width | out of range |",
-        "|---|---|---|---|---|---|---|",
+        "| point | x | fitted | lower | upper | width |"
+        + (" posterior lower | posterior upper |" if post else "")
+        + " out of range |",
+        "|---|---|---|---|---|---|" + ("---|---|" if post else "") + "---|",
     ]
     for r in b["table"]:
+        extra = f" {r['posterior_lower']:.4g} | {r['posterior_upper']:.4g} |" if post else ""
         lines.append(
             f"| {r['point']} | {_x(r, b['n_features'])} | {r['fitted']:.4g} | "
-            f"{r['lower']:.4g} | {r['upper']:.4g} | {r['width']:.4g} | "
+            f"{r['lower']:.4g} | {r['upper']:.4g} | {r['width']:.4g} |{extra} "
             f"{'**yes**' if r['out_of_range'] else ''} |"
         )
     return lines + [""] + _notes(b, where)
@@ -212,16 +264,19 @@ def band_text(b: dict[str, Any]) -> list[str]:
     def wrap(text: str) -> list[str]:
         return textwrap.wrap(text, 96, subsequent_indent="  ")
 
+    post = "posterior_description" in b
     lines = wrap("bootstrap band: " + b["description"])
+    if post:
+        lines += wrap("posterior band: " + b["posterior_description"])
     xs = [_x(r, b["n_features"]) for r in b["table"]]
     xw = max(len("x"), *(len(x) for x in xs))
-    lines.append(
-        f"  {'point':>6}  {'x':<{xw}}  {'fitted':>10}  {'lower':>10}  {'upper':>10}  {'width':>10}  out of range"
-    )
+    head = f"  {'point':>6}  {'x':<{xw}}  {'fitted':>10}  {'lower':>10}  {'upper':>10}  {'width':>10}  "
+    lines.append(head + (f"{'post. lower':>11}  {'post. upper':>11}  " if post else "") + "out of range")
     for r, x in zip(b["table"], xs):
+        extra = f"{r['posterior_lower']:>11.4g}  {r['posterior_upper']:>11.4g}  " if post else ""
         lines.append(
             f"  {r['point']:>6}  {x:<{xw}}  {r['fitted']:>10.4g}  {r['lower']:>10.4g}  "
-            f"{r['upper']:>10.4g}  {r['width']:>10.4g}  "
+            f"{r['upper']:>10.4g}  {r['width']:>10.4g}  {extra}"
             f"{'yes' if r['out_of_range'] else 'no'}"
         )
     for note in _notes(b, where or "bootstrap_band.zarr"):

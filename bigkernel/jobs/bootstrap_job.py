@@ -47,7 +47,14 @@ from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.runtime import compute
 
-__all__ = ["bootstrap_estimator", "bootstrap_seed", "evaluation_points", "run_bootstrap_section", "write_band"]
+__all__ = [
+    "bootstrap_estimator",
+    "bootstrap_seed",
+    "evaluation_points",
+    "posterior_band",
+    "run_bootstrap_section",
+    "write_band",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -153,14 +160,55 @@ def bootstrap_estimator(est: Any) -> Any:
     return boot
 
 
-def write_band(path: str, result: BootstrapResult, X_eval: np.ndarray, fitted: np.ndarray | None = None) -> str:
+def posterior_band(est: Any, X_eval: np.ndarray, fitted: np.ndarray, level: float, interval: str) -> dict[str, Any]:
+    """The posterior band of the job's model at ``X_eval`` (``intervals: {posterior: true}``).
+
+    ``fitted ± z·std`` with ``z`` the normal quantile of ``level`` and ``std`` the posterior
+    standard deviation of f(x) (:meth:`RandomFeatureRidge.predict` with ``return_std``); for
+    ``interval="prediction"`` the noise variance ``σ²α`` is added, so the band is for a new y.
+
+    Returns
+    -------
+    dict
+        ``level``, ``interval``, ``std``, ``lower``, ``upper`` (arrays shaped like ``fitted``),
+        ``sigma2``, ``alpha``.
+    """
+    from scipy.stats import norm
+
+    X = X_eval
+    if hasattr(est, "feature_names_in_"):  # the job's columns: give the points their names back
+        import pandas as pd
+
+        X = pd.DataFrame(X_eval, columns=est.feature_names_in_)
+    _, std = est.predict(X, return_std=True)
+    std = np.asarray(std, dtype=np.float64)
+    sigma2 = np.asarray(est.sigma2_, dtype=np.float64)
+    if interval == "prediction":
+        std = np.sqrt(std**2 + sigma2 * float(est.alpha_))
+    z = float(norm.ppf(0.5 + level / 2))
+    fitted = np.asarray(fitted, dtype=np.float64)
+    return {
+        "level": float(level), "interval": interval, "std": std, "lower": fitted - z * std,
+        "upper": fitted + z * std, "sigma2": sigma2.tolist(), "alpha": float(est.alpha_),
+    }  # fmt: skip
+
+
+def write_band(
+    path: str,
+    result: BootstrapResult,
+    X_eval: np.ndarray,
+    fitted: np.ndarray | None = None,
+    posterior: dict[str, Any] | None = None,
+) -> str:
     """Write the band (and the fitted model's predictions) as a small zarr group at ``path``.
 
     Replaces what is at ``path``: the band is derived from the replicate store, which is kept.
     Arrays: ``X_eval``, ``mean``, ``lower``, ``upper`` (the requested interval), ``fitted``,
     ``out_of_range`` (bool per point), ``confidence_lower``/``confidence_upper`` for a
-    prediction interval, and ``data_min``/``data_max`` (the training range) when known;
-    attributes: ``interval``, ``confidence_level``, ``n_bootstraps``, ``method``, ...
+    prediction interval, ``data_min``/``data_max`` (the training range) when known, and with
+    a ``posterior`` band (:func:`posterior_band`) ``posterior_std``, ``posterior_lower``,
+    ``posterior_upper``; attributes: ``interval``, ``confidence_level``, ``n_bootstraps``,
+    ``method``, ``posterior_level``, ...
     """
     group = zarr.open_group(path, mode="w")
     arrays = {"X_eval": X_eval, "mean": result.mean, "lower": result.lower, "upper": result.upper}
@@ -170,6 +218,8 @@ def write_band(path: str, result: BootstrapResult, X_eval: np.ndarray, fitted: n
         arrays.update(confidence_lower=result.confidence_lower, confidence_upper=result.confidence_upper)
     if result.data_min is not None:
         arrays.update(data_min=result.data_min, data_max=result.data_max)
+    if posterior is not None:
+        arrays.update({f"posterior_{k}": posterior[k] for k in ("std", "lower", "upper")})
     for name, a in arrays.items():
         a = np.asarray(a, dtype=np.float64)
         group.create_array(name, shape=a.shape, chunks=a.shape, dtype="float64")[...] = a
@@ -183,7 +233,13 @@ def write_band(path: str, result: BootstrapResult, X_eval: np.ndarray, fitted: n
         "n_computed": result.n_computed, "n_reused": result.n_reused,
         "n_out_of_range": int(outside.sum()),
     })  # fmt: skip
+    if posterior is not None:
+        group.attrs.update({"posterior_level": posterior["level"], "posterior_interval": posterior["interval"]})
     return path
+
+
+def _finite_or_none(v: Any) -> float | None:
+    return float(v) if v is not None and np.isfinite(v) else None
 
 
 def _plot_sample(ds: Dataset, client: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -233,8 +289,15 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         else:  # not ours to swallow
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     fitted = block_predictor(est)(E)  # E: points in the training data's columns
-    band_zarr = write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E, fitted)
-    band_csv = write_band_csv(os.path.join(cfg.output, "bootstrap_band.csv"), band_columns(result, E, fitted))
+    ic = getattr(cfg, "intervals", None)
+    post = None
+    if ic is not None and ic.posterior:
+        level = ic.level if ic.level is not None else bc.confidence_level
+        post = posterior_band(est, E, fitted, level, bc.interval)
+    band_zarr = write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E, fitted, post)
+    band_csv = write_band_csv(
+        os.path.join(cfg.output, "bootstrap_band.csv"), band_columns(result, E, fitted, posterior=post)
+    )
     outputs = {"bootstrap_store": result.store, "bootstrap_band": band_zarr, "bootstrap_band_csv": band_csv}
     if bc.plot:
         from bigkernel.jobs.plots import plot_band
@@ -247,6 +310,7 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
             E,
             fitted_mean=fitted,
             points=points,
+            posterior=post,
             feature=bc.eval_grid.feature if bc.eval_grid is not None else 0,
             path=os.path.join(cfg.output, "bootstrap_band.png"),
         )
@@ -256,8 +320,15 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         "method": result.method, "n_eval": int(E.shape[0]), "n_computed": result.n_computed,
         "n_reused": result.n_reused, "random_state": result.random_state,
         "mean_band_width": float(width.mean()), "max_band_width": float(width.max()),
-        **band_summary(result, E, fitted), "band_zarr": band_zarr, "band_csv": band_csv,
+        **band_summary(result, E, fitted, posterior=post), "band_zarr": band_zarr, "band_csv": band_csv,
     }  # fmt: skip
+    if post is not None:
+        pw = np.asarray(post["upper"] - post["lower"])
+        metrics["posterior"] = {
+            "level": post["level"], "interval": post["interval"], "mean_band_width": float(pw.mean()),
+            "max_band_width": float(pw.max()), "sigma2": post["sigma2"], "alpha": post["alpha"],
+            "log_marginal_likelihood": _finite_or_none(getattr(est, "log_marginal_likelihood_", None)),
+        }  # fmt: skip
     logger.info(
         "bootstrap: B=%d (%d computed, %d reused), %s, mean width %.4g, %d of %d points outside the training range",
         result.n_bootstraps,

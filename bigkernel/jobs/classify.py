@@ -8,6 +8,7 @@ and no calibration is fitted (a calibrated probability would need held-out rows 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import ConfigError
+from bigkernel.errors import ConfigError, DeviceError
 from bigkernel.graph.stream import block_sums_graph
 from bigkernel.jobs.config import JobConfig
 from bigkernel.jobs.holdout import holdout_rows
@@ -53,6 +54,12 @@ def build_classifier(cfg: JobConfig, regressor):
     if cls is None:
         raise ConfigError(f"task: classification has no classifier for {type(regressor).__name__}")
     params = regressor.get_params(deep=False)
+    device = params.pop("device", "cpu")  # the regressors' device; classifiers take it if they can
+    if "device" in inspect.signature(cls.__init__).parameters:
+        params["device"] = device
+    elif device != "cpu":
+        raise DeviceError(f"model.device={device!r}: task: classification runs on the CPU in this version; "
+                          "use device: cpu (or a regression task on the GPU)")  # fmt: skip
     if cls is RandomFeatureClassifierCV:
         params["cv"] = cfg.model.cv
     return cls(**params, class_weight=cfg.model.class_weight)

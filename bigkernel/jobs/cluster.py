@@ -12,6 +12,7 @@ worker. Failures are :class:`~bigkernel.errors.ClusterError` naming the address 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.metadata
 import logging
 from collections.abc import Iterator
@@ -21,7 +22,8 @@ from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from bigkernel._version import __version__
-from bigkernel.errors import ClusterError
+from bigkernel.devices import INSTALL_HINT
+from bigkernel.errors import ClusterError, DeviceError
 from bigkernel.graph.stream import SPLIT_EVERY
 from bigkernel.jobs.config import ClusterConfig
 from bigkernel.models.random_features import feature_block_rows
@@ -236,6 +238,12 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
             yield client
         return
     local = cfg.local
+    if local.gpus is not None:
+        with _cuda_cluster(local) as cluster, Client(cluster, set_as_default=True) as client:
+            client.register_plugin(BlasThreadsPlugin(host_threads(client)))
+            _log_cluster(client, dashboard=bool(local.dashboard))
+            yield client
+        return
     kwargs = dict(
         n_workers=local.n_workers, threads_per_worker=local.threads_per_worker,
         memory_limit=local.memory_limit, host=local.host, processes=True,
@@ -254,6 +262,31 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
         client.register_plugin(BlasThreadsPlugin(host_threads(client)))
         _log_cluster(client, dashboard=bool(local.dashboard))
         yield client
+
+
+def _cuda_cluster(local):
+    """A dask-cuda ``LocalCUDACluster``: one worker process per GPU of ``local.gpus``.
+
+    dask-cuda is imported here only (never by a CPU job); without it, one :class:`DeviceError`
+    says how to install it.
+    """
+    try:
+        dask_cuda = importlib.import_module("dask_cuda")
+    except ImportError as exc:
+        raise DeviceError(
+            f"cluster.local.gpus needs dask-cuda, which is not installed ({exc}); install the GPU "
+            f"extra with {INSTALL_HINT}, or remove cluster.local.gpus for a CPU cluster"
+        ) from None
+    kwargs = dict(
+        threads_per_worker=local.threads_per_worker, memory_limit=local.memory_limit, host=local.host,
+        dashboard_address=f"{local.host}:8787" if local.dashboard else f"{local.host}:0",
+        scheduler_kwargs={"dashboard": bool(local.dashboard)},
+    )  # fmt: skip
+    if local.gpus != "all":
+        kwargs["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in local.gpus)
+    logger.info("starting a LocalCUDACluster: one worker per GPU (%s), %d thread(s) each on %s",
+                local.gpus, local.threads_per_worker, local.host)  # fmt: skip
+    return dask_cuda.LocalCUDACluster(**kwargs)
 
 
 def _log_cluster(client: Client, dashboard: bool | None) -> None:

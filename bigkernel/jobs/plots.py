@@ -16,7 +16,7 @@ import numpy as np
 
 from bigkernel.errors import DataError, ParameterError
 
-__all__ = ["band_figure", "band_title", "plot_band", "plot_confusion", "plot_roc"]
+__all__ = ["band_figure", "band_title", "plot_band", "plot_confusion", "plot_roc", "posterior_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +112,7 @@ def band_figure(
     title: str | None = None,
     figsize: tuple[float, float] = (7.0, 4.5),
     dpi: int = 100,
+    posterior: dict | None = None,
 ) -> Any:
     """The bootstrap figure as a matplotlib ``Figure`` (see :func:`plot_band`, which saves it).
 
@@ -148,9 +149,13 @@ def band_figure(
     grid = _is_grid(E, feature) if points is None else not points
     draw = _draw_grid if grid else _draw_points
     context = draw(ax, result, E, band, fitted, outside, Xt, yt, feature, int(n_curves), target)
+    if posterior is not None:
+        _draw_posterior(ax, posterior, E, feature, grid, target, n_eval)
     ax.set_ylabel("y" if np.ndim(y_train) == 1 else f"y{target}")
     if title is None:
         title = f"{band_title(result.confidence_level, result.interval)} (bootstrap, B={result.n_bootstraps})"
+        if posterior is not None:
+            title += " and the posterior band"
         title += f"\n{context}" if context else ""
     if title:
         ax.set_title(title, fontsize="medium")
@@ -310,6 +315,30 @@ def _draw_points(
     return f"at {n_eval} chosen points of {d} features"
 
 
+def posterior_label(level: float, interval: str) -> str:
+    """Legend entry of the posterior band, e.g. "90 % posterior band for f(x) (GP, σ² by evidence)"."""
+    what = "a new $y$" if interval == "prediction" else "$f(x)$"
+    return f"{100 * level:g} % posterior band for {what} (GP, $\\sigma^2$ by evidence)"
+
+
+def _draw_posterior(ax: Any, post: dict, E: np.ndarray, feature: int, grid: bool, target: int, n_eval: int) -> None:
+    """The posterior band beside the bootstrap band: dashed edges along a grid, thin offset
+    bars at chosen points (so the two answers to "how sure" can be read side by side)."""
+    lo = _pick_target("posterior lower", post["lower"], target, n_eval)
+    hi = _pick_target("posterior upper", post["upper"], target, n_eval)
+    label = posterior_label(post["level"], post["interval"])
+    if grid:
+        x = E[:, feature]
+        order = np.argsort(x, kind="stable")
+        for edge, name in ((lo, label), (hi, None)):
+            ax.plot(x[order], edge[order], "--", color="tab:purple", linewidth=1.2, label=name, zorder=4)
+        return
+    x = E[:, 0] if E.shape[1] == 1 else np.arange(n_eval, dtype=np.float64)
+    shift = 0.15 if E.shape[1] > 1 else 0.01 * float(np.ptp(x) or 1.0)
+    ax.errorbar(x + shift, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor="tab:purple", elinewidth=1.2,
+                capsize=3, label=label, zorder=2)  # fmt: skip
+
+
 def _point_label(i: int, row: np.ndarray) -> str:
     """Tick label of evaluation point ``i``: its index and, for few features, its coordinates."""
     if row.size > MAX_LABELLED_FEATURES:
@@ -332,6 +361,7 @@ def plot_band(
     title: str | None = None,
     figsize: tuple[float, float] = (7.0, 4.5),
     dpi: int = 100,
+    posterior: dict | None = None,
 ) -> str:
     """Save the bootstrap figure: a band over a grid, or interval bars at chosen points.
 
@@ -378,6 +408,10 @@ def plot_band(
     figsize : (float, float), default=(7.0, 4.5)
         Inches; the PNG is ``figsize * dpi`` pixels.
     dpi : int, default=100
+    posterior : dict, optional
+        A posterior band (:func:`bigkernel.jobs.bootstrap_job.posterior_band`: ``level``,
+        ``interval``, ``lower``, ``upper``) drawn beside the bootstrap band — the lecture figure
+        with both answers to "how sure": dashed edges along a grid, thin bars at points.
 
     Returns
     -------
@@ -397,6 +431,7 @@ def plot_band(
         title=title,
         figsize=figsize,
         dpi=dpi,
+        posterior=posterior,
     )
     path = os.fspath(path)
     fig.savefig(path, format="png")

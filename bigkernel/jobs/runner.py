@@ -21,6 +21,7 @@ import numpy as np
 
 from bigkernel._version import __version__
 from bigkernel.data.sources import Dataset
+from bigkernel.devices import resolve_device
 from bigkernel.errors import OutputExistsError
 from bigkernel.graph.residuals import residual_graph
 from bigkernel.io.predictions import predict_to_path
@@ -53,7 +54,7 @@ def build_estimator(cfg: JobConfig):
     return RandomFeatureRidge(
         kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, degree=m.degree, coef0=m.coef0,
         n_components=m.n_components, sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
-        random_state=m.random_state, dtype=m.dtype, standardize=m.standardize,
+        random_state=m.random_state, dtype=m.dtype, standardize=m.standardize, device=m.device,
     )  # fmt: skip
 
 
@@ -73,6 +74,7 @@ def _build_kernel_solver(m, alpha, ls):
         fit_intercept=m.fit_intercept,
         random_state=m.random_state,
         standardize=m.standardize,
+        device=m.device,
     )
     exact = dict(
         tol=m.tol,
@@ -110,10 +112,10 @@ def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
         alphas = None
     return RandomFeatureRidgeCV(
         kernel=m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        cv=m.cv if "cv" in (m.alpha, m.gamma) else "gcv", nu=m.nu, degree=m.degree, coef0=m.coef0,
-        n_components=m.n_components,
+        cv=m.cv if "cv" in (m.alpha, m.gamma) else "evidence" if m.alpha == "evidence" else "gcv", nu=m.nu,
+        degree=m.degree, coef0=m.coef0, n_components=m.n_components,
         sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state,
-        dtype=m.dtype, standardize=m.standardize,
+        dtype=m.dtype, standardize=m.standardize, device=m.device,
     )  # fmt: skip
 
 
@@ -135,10 +137,10 @@ def _build_exact_search(m, alpha, ls):
     alphas = alpha if isinstance(alpha, list) else None if isinstance(alpha, str) else [alpha]
     return ExactKernelRidgeCV(
         m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        criterion="loo" if "cv" in (m.gamma, m.alpha) or m.alpha == "loo" else "gcv",
+        criterion="loo" if "cv" in (m.gamma, m.alpha) or m.alpha == "loo" else "evidence" if m.alpha == "evidence" else "gcv",
         degree=m.degree, coef0=m.coef0, nu=m.nu, kernel_params=kernel_params,
         fit_intercept=m.fit_intercept, standardize=m.standardize, memory_budget=m.memory_budget,
-        random_state=m.random_state,
+        random_state=m.random_state, device=m.device,
     )  # fmt: skip
 
 
@@ -322,6 +324,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
         with open(os.path.join(cfg.output, "config.resolved.yaml"), "w") as f:
             f.write(cfg.to_yaml())
         check_inputs(cfg)  # fail on missing/bad data before starting a cluster
+        resolve_device(cfg.model.device)  # an unusable GPU fails here too (DeviceError), as fast
         with client_from_config(cfg.cluster) as client:
             t = time.perf_counter()
             ds = open_training_data(cfg)
@@ -432,6 +435,9 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
         "df": _finite(est.df_),
         "dtype": getattr(inner, "dtype", None),
         "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None,
+        # the Gaussian-process reading: log evidence at alpha_ and σ² (None when not computed)
+        "log_marginal_likelihood": _finite(_or_nan(getattr(est, "log_marginal_likelihood_", None))),
+        "sigma2": [_finite(v) for v in np.atleast_1d(np.asarray(getattr(est, "sigma2_", np.nan), dtype=float))],
     }
     if hasattr(est, "solver_reason_"):
         out["solver_reason"] = est.solver_reason_
@@ -449,6 +455,10 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
     elif hasattr(inner, "criterion"):  # exact search (ExactKernelRidgeCV): closed form, no CG
         out.update(n_samples_fit=inner.n_samples_fit_, dtype="float64", solver_info=inner.solver_info_)
     return out
+
+
+def _or_nan(value: float | None) -> float:
+    return np.nan if value is None else float(value)
 
 
 def _finite(value: float) -> float | None:

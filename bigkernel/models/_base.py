@@ -18,13 +18,14 @@ from sklearn.utils.validation import check_array, check_consistent_length, valid
 
 from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
+from bigkernel.devices import parse_device, resolve_device
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.model_store import save_model
 from bigkernel.io.predictions import predict_to_zarr
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
-from bigkernel.validation import Interval, ListOf, Options, is_integer, validate_params
+from bigkernel.validation import Constraint, Interval, ListOf, Options, is_integer, validate_params
 
 # --------------------------------------------------------------------------------------------
 # Types of the public API (one definition each, so the estimators' signatures agree)
@@ -62,6 +63,30 @@ class RowPartition(Protocol):
 #: bootstrap gates its weights behind other tasks)
 Weights = Callable[[int, int], np.ndarray] | RowPartition
 
+#: ``device``: where a fit computes (see :mod:`bigkernel.devices`)
+DeviceLike = str
+
+
+class _Device(Constraint):
+    """A ``device`` value: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``
+    (:func:`bigkernel.devices.parse_device` decides; the job config uses the same function)."""
+
+    def __repr__(self) -> str:
+        return "'device'"
+
+    def is_satisfied_by(self, value: Any) -> bool:
+        if not isinstance(value, str):
+            return False
+        try:
+            parse_device(value)
+        except ParameterError:
+            return False
+        return True
+
+    def describe(self) -> str:
+        return "'cpu', 'cuda', 'cuda:N' (a GPU ordinal) or 'auto'"
+
+
 # --------------------------------------------------------------------------------------------
 # Entries of the parameter tables (``_parameter_constraints``) that several estimators share
 # --------------------------------------------------------------------------------------------
@@ -69,10 +94,13 @@ Weights = Callable[[int, int], np.ndarray] | RowPartition
 POSITIVE = Interval(Real, 0, None, closed="neither")
 #: an integer > 0 (written as > 0, not >= 1, so estimator and job config say the same)
 COUNT = Interval(Integral, 0, None, closed="neither")
-#: the ridge penalty: a number, a list scored by GCV, or the default grid
-ALPHA = [POSITIVE, ListOf(POSITIVE), Options(str, ("gcv",))]
+#: the ridge penalty: a number, a list scored by GCV, or the default grid (scored by GCV or the evidence)
+ALPHA = [POSITIVE, ListOf(POSITIVE), Options(str, ("gcv", "evidence"))]
 #: a searched grid (the CV estimators): a list, or one value
 GRID = [ListOf(POSITIVE), POSITIVE, None]
+#: the compute device of a fit: checked by form here; whether a GPU is usable is checked at the
+#: start of ``fit`` (:meth:`_EstimatorBase._fit_device`), which raises DeviceError
+DEVICE = [_Device()]
 #: bytes, a size such as "4GB" (parsed by ``resolve_memory_budget``) or None (half the memory)
 MEMORY_BUDGET = [POSITIVE, str, None]
 # Kernel parameters: the types here; names, paths and allowed values come from the kernel
@@ -196,6 +224,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         """Check every parameter against the table, then the rules that relate several."""
         self._validate_params()
         self._check_rules()
+        self._device = self._fit_device()  # DeviceError here, before any data is read
 
     def _validate_params(self) -> None:
         """Check every parameter against ``_parameter_constraints`` (overrides scikit-learn's
@@ -209,6 +238,15 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
 
     def _check_rules(self) -> None:
         """Rules a table cannot express (several parameters together); none by default."""
+
+    def _fit_device(self):
+        """The resolved :class:`~bigkernel.devices.Device` of this fit (``device`` parameter).
+
+        Called at the start of every fit: ``"cuda"`` without CuPy or a GPU raises
+        :class:`~bigkernel.errors.DeviceError` before any data is read; ``"auto"`` logs its
+        choice. The fitted model does not depend on it (fitted arrays are host numpy arrays).
+        """
+        return resolve_device(getattr(self, "device", "cpu"))
 
     # ----------------------------------------------------------------- data
     def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:

@@ -25,7 +25,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import array_or_sparse, as_block, column_min_max, model_arrays, refuse_sparse
 from bigkernel.data.sources import Dataset, from_zarr
-from bigkernel.errors import DataError, NotPSDError, ParameterError
+from bigkernel.devices import Device, resolve_device
+from bigkernel.errors import DataError, DeviceError, NotPSDError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict, make_kernel
@@ -33,10 +34,11 @@ from bigkernel.kernels.registry import PRECOMPUTED, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
+    DEVICE,
     KERNEL_CONSTRAINTS,
     MEMORY_BUDGET,
     ArrayIn,
-    ArrayOut,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -45,8 +47,12 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
+from bigkernel.models._posterior import Prediction, evidence_state, predict_output, read_evidence_state, set_evidence
+from bigkernel.numerics.device_gram import DeviceExpansion, DeviceGram
 from bigkernel.numerics.dual import describe_df, solve_dual
-from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
+from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion, LocalGram
+from bigkernel.numerics.namespace import as_namespace_array, namespace, take_rows, to_numpy
+from bigkernel.numerics.posterior import CGPosterior, DensePosterior
 from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
@@ -62,8 +68,11 @@ __all__ = ["ExactKernelRidge", "build_kernel", "default_exact_rank", "resolve_me
 
 #: default memory budget: this fraction of the machine's physical memory
 DEFAULT_MEMORY_FRACTION = 0.5
-#: up to this n, df(α) (and so GCV) is exact, from the eigenvalues of the centred Gram matrix
+#: up to this n, df(α) (and so GCV) is exact, from the eigenvalues of the centred Gram matrix;
+#: so is the evidence (its log-determinant), and ``alpha="evidence"`` exists only up to it
 EXACT_DF_MAX_N = 2000
+#: ``return_std`` factors ``K + αI`` (one n × n float64 array) up to this n
+DENSE_POSTERIOR_MAX_N = 20_000
 #: Hutchinson probes when df is needed (several α) and ``n_probes`` is None
 DEFAULT_PROBES = 8
 #: ``alpha="gcv"``: these multiples of the mean diagonal of K (7 α, one CG run)
@@ -97,6 +106,26 @@ def resolve_memory_budget(value) -> int:
     return int(out)
 
 
+#: share of a GPU's free memory taken by default (the rest: CUDA context, CuPy's pool slack)
+DEVICE_MEMORY_FRACTION = 0.8
+
+
+def device_budget(value, device: Device) -> int:
+    """Device bytes of a fit on ``device``: ``memory_budget`` when given (capped, with a log
+    line, at the device's free memory), else :data:`DEVICE_MEMORY_FRACTION` of the device's
+    free memory (the host numbers do not apply to a GPU). A CPU device (the namespace tests)
+    has no free-memory figure: the host rule applies."""
+    free = device.free_memory()
+    if value is None:
+        return int(DEVICE_MEMORY_FRACTION * free) if free is not None else resolve_memory_budget(None)
+    budget = resolve_memory_budget(value)
+    if free is not None and budget > free:
+        logger.warning("memory_budget=%s exceeds the GPU's free memory (%.2f GB): using %.2f GB", value,
+                       free / 1e9, DEVICE_MEMORY_FRACTION * free / 1e9)  # fmt: skip
+        return int(DEVICE_MEMORY_FRACTION * free)
+    return budget
+
+
 def build_kernel(est, n_features: int) -> Kernel:
     """The kernel of an estimator's ``kernel``, ``gamma``, ``degree``, ``coef0``,
     ``length_scale``, ``nu`` and ``kernel_params`` (scikit-learn's rule: parameters a kernel
@@ -128,34 +157,126 @@ def default_exact_rank(n: int, memory_budget: int) -> int:
     return int(max(1, min(n, max(100, math.ceil(7.0 * math.sqrt(n))), max(by_memory, 1))))
 
 
+class _GpuNamespace:
+    """Picklable ``() -> (xp, context)`` of a GPU spec, resolved where it is called (a dask
+    worker resolves its own GPU)."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+
+    def __call__(self):
+        device = resolve_device(self.spec)
+        return device.xp, device.activate()
+
+
+def predict_namespace(spec: str):
+    """Where predictions of a dual model run: a :class:`_GpuNamespace` when ``spec`` names a
+    GPU usable here, else None (the host). Prediction never fails for want of a GPU: a model
+    saved from a GPU fit keeps ``device="cuda"`` and predicts on a CPU-only machine too."""
+    if spec in (None, "cpu"):
+        return None
+    try:
+        device = resolve_device(spec)
+    except DeviceError as exc:
+        logger.debug("predicting on the CPU: %s", exc)
+        return None
+    return _GpuNamespace(str(device)) if device.is_gpu else None
+
+
 class _DualPredictor:
     """Prediction of the dual solvers: ``k(X, X_fit) a + b`` block by block, from the fitted
     ``_expansion`` (a :class:`KernelExpansion`), ``dual_coef_`` and the optional scaling."""
 
     # ----------------------------------------------------------------- predict
     def _model(self):
-        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included)."""
+        """The numpy predictor ``Z ↦ k(Z, X) a + b`` (standardization included): on the GPU
+        when ``device`` names one that is usable here (:func:`predict_namespace`), else on
+        the host — so a model fitted on a GPU predicts on any machine."""
+        expansion = self._expansion
+        where = predict_namespace(getattr(self, "device", "cpu"))
+        if where is not None:
+            expansion = DeviceExpansion(expansion, where)
         if getattr(self, "scaler_mean_", None) is not None and self.standardize:
-            return _Standardized(self._expansion, self.scaler_mean_, self.scaler_scale_)
-        return self._expansion
+            return _Standardized(expansion, self.scaler_mean_, self.scaler_scale_)
+        return expansion
 
-    def predict(self, X: ArrayIn) -> ArrayOut:
+    def predict(self, X: ArrayIn, return_std: bool = False, return_cov: bool = False) -> Prediction:
         """Predict ``k(X, X_fit) a + b``, block by block (at the chosen parameters).
 
         Parameters
         ----------
         X : array-like or dask array of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the posterior standard deviation of the latent f(x): with
+            ``fit_intercept=False`` and ``σ² = 1`` it is scikit-learn's
+            ``GaussianProcessRegressor(kernel, alpha=alpha_, optimizer=None)``; here
+            ``σ² = sigma2_`` (and, with an intercept, its flat-prior uncertainty is included; see
+            :mod:`bigkernel.numerics.posterior`). The first call factors ``K + αI`` (kept with the
+            estimator, not saved); above :data:`DENSE_POSTERIOR_MAX_N` points the variances come
+            from batched CG solves instead.
+        return_cov : bool, default=False
+            Also return the posterior covariance at the points (at most
+            :data:`~bigkernel.numerics.posterior.COV_MAX_ROWS`).
 
         Returns
         -------
-        ndarray, or lazy dask array for dask input, of shape (n_samples,) or
-        (n_samples, n_targets)
+        y_mean : ndarray, or lazy dask array for dask input, of shape (n_samples,) or
+            (n_samples, n_targets)
+        y_std : the same shape, only with ``return_std``
+        y_cov : ndarray of shape (n_samples, n_samples) or (n_samples, n_samples, n_targets),
+            only with ``return_cov``
         """
         check_is_fitted(self, "dual_coef_")
-        model = self._model()
         if is_precomputed(self.kernel):
+            if return_std or return_cov:
+                raise DataError(
+                    "return_std / return_cov need the kernel at new points and k(x, x); a precomputed kernel "
+                    "gives only k(X, X_fit): use the kernel by name (or a Kernel object) for the posterior"
+                )
             X = _gram_input(X, "predict", self.n_features_in_)
-        return self._predict_with(X, model, single=self.dual_coef_.ndim == 1)
+            return self._predict_with(X, self._model(), single=self.dual_coef_.ndim == 1)
+        exp = self._expansion
+        scaled = getattr(self, "scaler_mean_", None) is not None and self.standardize
+        return predict_output(
+            self, X, mean_model=self._model(), single=self.dual_coef_.ndim == 1, return_std=return_std,
+            return_cov=return_cov, posterior=self._exact_posterior, coef=exp.coef, intercept=exp.intercept,
+            transform=_Scaler(self.scaler_mean_, self.scaler_scale_) if scaled else None,
+        )  # fmt: skip
+
+    def _exact_posterior(self):
+        """The unit-variance posterior at ``alpha_`` (built once, kept with the estimator)."""
+        key = ("posterior", float(self.alpha_), bool(self.fit_intercept))
+        cached = self.__dict__.get("_posterior_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        tiler = self._expansion.tiler
+        n = tiler.n
+        sw = getattr(self, "posterior_weights_", None)
+        if n <= DENSE_POSTERIOR_MAX_N and 8 * n * n <= resolve_memory_budget(getattr(self, "memory_budget", None)) // 2:
+            post = DensePosterior(tiler, self.alpha_, self.fit_intercept, sample_weight=sw)
+        elif sw is not None:
+            raise DataError(
+                f"return_std of a weighted exact fit at n_samples={n:,} needs one Cholesky factor of "
+                f"K + alpha·diag(1/c) (n <= {DENSE_POSTERIOR_MAX_N:,}); the batched-CG posterior has no weights: "
+                "use NystroemRidge or RandomFeatureRidge (weights enter their sums)"
+            )
+        else:
+            post = self._cg_posterior()
+        self._posterior_cache = (key, post)
+        return post
+
+    def _cg_posterior(self) -> CGPosterior:
+        """Batched CG over an in-process Gram operator (the cache takes half the budget), with a
+        randomly pivoted Cholesky preconditioner of the fit's default rank."""
+        tiler = self._expansion.tiler
+        n = tiler.n
+        budget = resolve_memory_budget(getattr(self, "memory_budget", None))
+        gram = LocalGram(tiler.kernel, tiler.X, budget // 2)
+        rank = min(n, default_exact_rank(n, budget))
+        factor = rpcholesky_factor(gram.columns, gram.diag(), rank, random_state=int_seed(self.random_state)).L
+        logger.info("posterior variance of the exact path by CG: n=%s, preconditioner rank %d", f"{n:,}", rank)
+        return CGPosterior(gram, self.alpha_, self.fit_intercept, factor=factor, tol=min(getattr(self, "tol", 1e-6), 1e-8),
+                           max_iter=getattr(self, "max_iter", None))  # fmt: skip
 
     # ----------------------------------------------------------------- persistence
     def _dual_arrays(self) -> dict[str, np.ndarray]:
@@ -200,10 +321,12 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         ``"rbf"``, ``"laplacian"``, ``"matern"``, ``"polynomial"``, ``"linear"``,
         ``"sigmoid"`` (not PSD: warns), ``"periodic"``, ``"constant"``; or a
         :class:`~bigkernel.kernels.base.Kernel` (sums, products, scalings, ARD).
-    alpha : float, list of float or "gcv", default=1.0
+    alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling). A list is scored by GCV: exact for
         n <= 2000 (eigenvalues), else with the Hutchinson estimate of df; ``"gcv"`` scores
         α = c·mean(diag K) for c in 1e-5 … 10 (7 values). All α share one CG run.
+        ``"evidence"``: the same grid by the largest evidence (n <= 2000: the log-determinant
+        comes from the eigenvalues; larger n raises, naming the estimators that can).
     gamma : float, default=None
         Kernel bandwidth (scikit-learn's meaning); default 1/n_features.
     degree : int, default=3
@@ -248,6 +371,12 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     random_state : int, RandomState instance or None, default=None
         Seeds the preconditioner's pivots and the probes.
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: on a GPU, Gram tiles (``memory_budget`` is then GPU memory),
+        preconditioner and CG vectors live there; ``"auto"``: a GPU when CuPy sees one
+        (logged). An unusable GPU raises DeviceError at fit start; fitted arrays are host numpy
+        arrays (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
@@ -269,6 +398,13 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         True relative residual of the returned solution.
     solver_info_ : dict
         Preconditioner, Gram cache (tiles, dtype, bytes, fraction), matvecs and timings.
+    sigma2_ : float or ndarray of shape (n_targets,)
+        Maximum-evidence signal variance at ``alpha_`` (see :class:`RandomFeatureRidge`); NaN
+        when the evidence is not computed (n > 2000: no eigenvalues).
+    log_marginal_likelihood_, log_marginal_likelihood_path_, evidence_
+        The evidence at ``alpha_`` and along ``alphas_`` (NaN / None when not computed).
+    posterior_weights_ : ndarray of shape (n_samples,) or None
+        The row weights of a weighted fit (the posterior's noise is ``σ²α/cᵢ``; saved).
     n_features_in_ : int
     n_samples_fit_ : int
     data_min_, data_max_ : ndarray of shape (n_features,) or None
@@ -297,6 +433,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         n_probes: int | None = None,
         standardize: bool = False,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -316,6 +453,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.n_probes = n_probes
         self.standardize = standardize
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -331,6 +469,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         "n_probes": [Interval(Integral, 0, None, closed="left"), None],
         "standardize": ["boolean"],
         "random_state": ["random_state"],
+        "device": DEVICE,
     }
 
     def _check_rules(self) -> None:
@@ -409,14 +548,34 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         as ``sample_weight``).
         """
         self._check_params()
+        device = self._device
+        if device.is_gpu and is_precomputed(self.kernel):
+            raise DeviceError(
+                f"kernel={PRECOMPUTED!r} with device={self.device!r}: a precomputed Gram matrix is "
+                "read on the CPU in this version; use device='cpu' (or a kernel by name on the GPU)"
+            )
         t0 = time.perf_counter()
         X, Y, sw = self._training_arrays(ds, weights)
-        self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
+        if device.is_gpu:
+            with device.activate():
+                self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw, xp=device.xp)
+        else:
+            self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
         return self
 
     def _fit_arrays(
-        self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, sample_weight: np.ndarray | None = None
+        self,
+        X: np.ndarray,
+        Y: np.ndarray,
+        *,
+        single: bool,
+        t0: float,
+        sample_weight: np.ndarray | None = None,
+        xp: Any = None,
     ) -> None:
+        """Fit on arrays in memory; ``xp`` (an array namespace) puts the Gram operator, the
+        preconditioner and the CG vectors on that namespace's device (:class:`DeviceGram`,
+        CuPy on a GPU); None: the host :class:`GramOperator`."""
         d = X.shape[1]
         pre = is_precomputed(self.kernel)
         self.n_features_in_ = self._precomputed_n if pre else d  # K's columns, before rows of weight 0 went
@@ -426,14 +585,19 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             self.scaler_mean_, self.scaler_scale_ = standardize_moments(X, sample_weight)
             X = standardize_rows(X, self.scaler_mean_, self.scaler_scale_)
         kernel = self._make_kernel(d)
-        budget = resolve_memory_budget(self.memory_budget)
-        ops: list[GramOperator] = []
+        budget = (
+            resolve_memory_budget(self.memory_budget) if xp is None else device_budget(self.memory_budget, self._device)
+        )
+        ops: list = []
 
-        def operator(n_rhs: int, reserve: int) -> GramOperator:
-            ops.append(
-                GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve,
-                             tiler=PrecomputedGram(X) if pre else None)
-            )  # fmt: skip
+        def operator(n_rhs: int, reserve: int):
+            if xp is None:
+                op = GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve,
+                                  tiler=PrecomputedGram(X) if pre else None)  # fmt: skip
+            else:
+                op = DeviceGram(kernel, X, xp=xp, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs,
+                                reserve_bytes=reserve)  # fmt: skip
+            ops.append(op)
             return ops[0]
 
         try:
@@ -441,10 +605,12 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         finally:
             for op in ops:
                 op.close()
+        # the posterior of a weighted fit needs the weights of its rows (saved with the model)
+        self.posterior_weights_ = sample_weight
         self._set_fitted(sol, ops[0], kernel, single, {
             "preconditioner": self.preconditioner, "rank": rank,
             "preconditioner_seconds": round(t_prec, 3), "memory_budget": budget,
-            "fit_seconds": round(time.perf_counter() - t0, 3),
+            "fit_seconds": round(time.perf_counter() - t0, 3), "device": str(self._device),
         })  # fmt: skip
 
     def _solve(
@@ -472,7 +638,15 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         # exact df needs the dense centred Gram matrix three times over (eigvalsh): small n only
         small = n <= EXACT_DF_MAX_N and 3 * 8 * n * n <= budget // 2
         asked = self.n_probes is None and small or bool(self.n_probes)
-        want_df = asked or n_alphas > 1  # GCV over several α needs df(α)
+        by_evidence = isinstance(self.alpha, str) and self.alpha == "evidence"
+        if by_evidence and not small:
+            raise ParameterError(
+                f"alpha='evidence' on the exact path needs the log-determinant of K + alpha·I, from the "
+                f"eigenvalues of the n × n Gram matrix: only for n <= {EXACT_DF_MAX_N} (n={n:,} here). Use "
+                "NystroemRidge or RandomFeatureRidge with alpha='evidence' (evidence from the sums, any n), "
+                "or alpha='gcv'"
+            )
+        want_df = asked or n_alphas > 1 or by_evidence  # GCV over several α needs df(α)
         exact_df = want_df and small
         probes = (self.n_probes or DEFAULT_PROBES) if want_df and not exact_df else 0
         if n_alphas > 1 and not exact_df and probes < 2:
@@ -488,7 +662,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         op = operator(m, _reserve_bytes(n, d, m, rank))
         t = time.perf_counter()
         factor = None
-        if rank and np.any(op.diag() < 0):
+        diag_host = to_numpy(op.diag())
+        if rank and np.any(diag_host < 0):
             raise NotPSDError(
                 f"kernel {PRECOMPUTED if kernel is None else kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
                 "semi-definite and no low-rank preconditioner exists; use a PSD kernel (or "
@@ -501,17 +676,22 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             # the preconditioner approximates the weighted Gram matrix diag(s) K diag(s)
             columns, diag = op.columns, op.diag()
             if s is not None:
-                columns, diag = (lambda idx: s[:, None] * op.columns(idx) * s[idx]), diag * s * s
+                xp = namespace(diag)
+                sd = as_namespace_array(xp, s, like=diag)
+                columns = lambda idx: sd[:, None] * op.columns(idx) * take_rows(xp, sd, idx)[None, :]
+                diag = diag * sd * sd
             if self.preconditioner == "rpcholesky":
                 factor = rpcholesky_factor(columns, diag, rank, random_state=seed).L
             else:
                 factor = nystroem_factor(columns, n, rank, random_state=seed).L
         t_prec = time.perf_counter() - t
-        alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(op.diag().mean())
+        alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(diag_host.mean())
+        Yd = as_namespace_array(namespace(op.diag()), Y, like=op.diag())  # where the operator is
         sol = solve_dual(
-            op.matvec, Y, alphas, fit_intercept=self.fit_intercept, factor=factor,
+            op.matvec, Yd, alphas, fit_intercept=self.fit_intercept, factor=factor,
             eigenvalues=eig, n_probes=probes, tol=self.tol, max_iter=self.max_iter,
             random_state=np.random.default_rng([seed, 1]), sample_weight=sample_weight,
+            criterion="evidence" if by_evidence else "gcv",
         )  # fmt: skip
         return sol, (0 if factor is None else int(factor.shape[1])), t_prec
 
@@ -525,6 +705,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         best = int(np.flatnonzero(sol.alphas == sol.alpha)[0])
         self.df_path_, self.df_stderr_path_ = sol.df, sol.df_stderr
         self.df_, self.df_stderr_ = float(sol.df[best]), float(sol.df_stderr[best])
+        set_evidence(self, sol.evidence, best, single)
+        self.__dict__.pop("_posterior_cache", None)
         self.gcv_ = single_target(sol.gcv, single)
         self.n_iter_ = int(sol.n_iter[0]) if single else sol.n_iter
         self.residual_ = float(sol.residual[0]) if single else sol.residual
@@ -559,9 +741,13 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             **self._dual_arrays(), "alphas": self.alphas_, "df_path": self.df_path_,
             "df_stderr_path": self.df_stderr_path_, "gcv": np.asarray(self.gcv_),
         }  # fmt: skip
-        return attrs, arrays
+        ev_attrs, ev_arrays = evidence_state(self)
+        if getattr(self, "posterior_weights_", None) is not None:
+            ev_arrays["posterior_weights"] = self.posterior_weights_
+        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        self.posterior_weights_ = arrays.get("posterior_weights")
         if is_precomputed(attrs["kernel_"].get("name")):
             coef, intercept = arrays["dual_coef"], arrays["intercept"]
             self.kernel_, self.X_fit_ = None, None
@@ -587,6 +773,18 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
         self._read_range(arrays)
         self._expansion = KernelExpansion(tiler, coef, intercept)
+        read_evidence_state(self, attrs, arrays, single)
+        self.__dict__.pop("_posterior_cache", None)
+
+
+class _Scaler:
+    """``(Z − mean) / scale``: the standardization of the dual models, picklable."""
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray) -> None:
+        self.mean, self.scale = mean, scale
+
+    def __call__(self, Z: np.ndarray) -> np.ndarray:
+        return (np.asarray(Z, dtype=np.float64) - self.mean) / self.scale
 
 
 class _Standardized:

@@ -36,12 +36,14 @@ from bigkernel.kernels.registry import (
 from bigkernel.models._base import (
     COEF0,
     DEGREE,
+    DEVICE,
     GRID,
     KERNEL,
     KERNEL_PARAMS,
     MEMORY_BUDGET,
     NU,
     ArrayIn,
+    DeviceLike,
     Grid,
     KernelLike,
     RandomStateLike,
@@ -49,10 +51,13 @@ from bigkernel.models._base import (
     _EstimatorBase,
     single_target,
 )
+from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
 from bigkernel.models._search import best_index, cv_results, search_params
 from bigkernel.models.exact import _DualPredictor, _gram_input, build_kernel, resolve_memory_budget
+from bigkernel.numerics.evidence import evidence_path
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
+from bigkernel.numerics.namespace import eigh_on
 from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.scaling import standardize_moments, standardize_rows
 from bigkernel.numerics.sums import check_finite
@@ -72,7 +77,7 @@ DEFAULT_MAX_N = 6000
 DEFAULT_RELATIVE_ALPHAS = np.logspace(-7, 2, 20)
 #: default γ grid when neither ``gammas`` nor ``length_scales`` is given: multiples of 1/d
 DEFAULT_RELATIVE_GAMMAS = np.logspace(-2, 1, 7)
-CRITERIA = ("loo", "gcv")
+CRITERIA = ("loo", "gcv", "evidence")
 _INSTEAD = (
     "use RandomFeatureRidgeCV (YAML: solver random_features with gamma: [..] or cv; one pass, any "
     "n), NystroemRidge, or ExactKernelRidge at a fixed gamma (alpha list scored by GCV); or raise max_n"
@@ -135,9 +140,12 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     alphas : sequence of float, default=None
         Penalties (scikit-learn's scaling); default 20 values log-spaced from 1e-7 to 100 times
         the mean eigenvalue of each γ's centred Gram matrix.
-    criterion : {"loo", "gcv"}, default="loo"
-        Leave-one-out mean squared error, or generalized cross-validation
-        ``n·RSS/(n − df)²`` (the same GCV as :class:`ExactKernelRidge`'s ``gcv_``).
+    criterion : {"loo", "gcv", "evidence"}, default="loo"
+        Leave-one-out mean squared error, generalized cross-validation
+        ``n·RSS/(n − df)²`` (the same GCV as :class:`ExactKernelRidge`'s ``gcv_``), or the
+        largest evidence (profile log marginal likelihood over σ², summed over targets;
+        :mod:`bigkernel.numerics.evidence`) — the log-determinant comes from the same
+        eigendecomposition per γ, so every (γ, α) is scored at no extra cost.
     degree, coef0, nu, kernel_params
         As in :class:`ExactKernelRidge`.
     fit_intercept : bool, default=True
@@ -154,15 +162,21 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         Accepted for a uniform interface with the other estimators; the closed form draws no
         random numbers (results are deterministic).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: on a GPU, the eigendecomposition of each γ runs there
+        (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
+        at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     cv_results_ : dict of ndarray
         Like scikit-learn's: ``params``, ``param_gamma`` (NaN when γ is not searched),
         ``param_alpha``, ``mean_test_score`` (negative LOO MSE, or negative GCV, averaged over
-        targets; ``-inf`` where the point is below its rounding floor), ``std_test_score`` (LOO:
-        the standard deviation over the n left-out points, as a ``LeaveOneOut`` grid search
-        reports; GCV: NaN), ``rank_test_score``, ``mean_test_loo`` and ``mean_test_gcv`` (both
-        criteria, positive), ``df`` (degrees of freedom at that point).
+        targets, or the log evidence summed over targets; ``-inf`` where the point is below its
+        rounding floor), ``std_test_score`` (LOO: the standard deviation over the n left-out
+        points, as a ``LeaveOneOut`` grid search reports; else NaN), ``rank_test_score``,
+        ``mean_test_loo`` and ``mean_test_gcv`` (both criteria, positive),
+        ``mean_test_evidence`` (profile log evidence), ``df`` (degrees of freedom at that point).
     best_params_ : dict
     best_score_ : float
     best_index_ : int
@@ -176,6 +190,13 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     df_path_ : ndarray of shape (n_alphas,)
     gcv_, loo_mse_ : ndarray of shape (n_alphas,) or (n_alphas, n_targets)
         GCV and LOO MSE along ``alphas_`` at the chosen γ (inf where not reliable).
+    sigma2_ : float or ndarray of shape (n_targets,)
+        Signal variance σ² at the chosen point (maximum evidence; see
+        :class:`ExactKernelRidge`), used by ``predict(X, return_std=True)``.
+    log_marginal_likelihood_ : float
+        Profile log evidence at the chosen point (summed over targets).
+    log_marginal_likelihood_path_ : ndarray of shape (n_alphas,)
+        The same along ``alphas_`` at the chosen γ.
     dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
     intercept_ : float or ndarray of shape (n_targets,)
     X_fit_ : ndarray of shape (n_samples, n_features)
@@ -205,6 +226,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         max_n: int | None = DEFAULT_MAX_N,
         memory_budget: float | str | None = None,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gammas = gammas
@@ -220,6 +242,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.max_n = max_n
         self.memory_budget = memory_budget
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -237,6 +260,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         "max_n": [Interval(Integral, 2, None, closed="left"), None],
         "memory_budget": MEMORY_BUDGET,
         "random_state": ["random_state"],
+        "device": DEVICE,
     }
 
     def _kernel_name(self) -> str | None:
@@ -284,6 +308,21 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         if self._searchable("gamma"):
             return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
         return [None]
+
+    def _device_eigh(self):
+        """The search's eigendecomposition on the fit's GPU (None: LAPACK on the host). The
+        Gram matrix is built on the host (O(n²), n <= max_n) and copied in; the eigenpairs
+        come back to the host for the closed-form scores."""
+        device = getattr(self, "_device", None)
+        if device is None or not device.is_gpu:
+            return None
+        on_device = eigh_on(device.xp)
+
+        def eigh(M):
+            with device.activate():
+                return on_device(M)
+
+        return eigh
 
     def _kernel_at(self, gamma: float | None, n_features: int) -> Kernel | None:
         if is_precomputed(self.kernel):
@@ -389,7 +428,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         """
         n, d = X.shape
         gammas = self._bandwidths(d)
-        table: dict[str, list] = {k: [] for k in ("gamma", "alpha", "loo", "gcv", "loo_std", "df")}
+        table: dict[str, list] = {k: [] for k in ("gamma", "alpha", "loo", "gcv", "loo_std", "df", "evidence")}
         timings = []
         best_key, best = None, None
         for g in gammas:
@@ -398,7 +437,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             t = time.perf_counter()
             K = tiler.dense()
             t_gram = time.perf_counter() - t
-            path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True)
+            path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True, eigh=self._device_eigh())
             del K
             t_eigh = time.perf_counter() - t - t_gram
             if self.alphas is not None:
@@ -408,7 +447,11 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 alphas = DEFAULT_RELATIVE_ALPHAS * (scale if scale > 0 else 1.0)
             sc = closed_form_scores(path, alphas)
             loo, gcv = sc.loo_mse.mean(axis=1), sc.gcv.mean(axis=1)
-            crit = loo if self.criterion == "loo" else gcv
+            # the evidence from the same eigendecomposition: ycᵀ(K̄ + αI)⁻¹yc = Σ c²/(λ + α)
+            quad = (path.proj[None] ** 2 / (path.eigvals[None, :, None] + alphas[:, None, None])).sum(axis=1)
+            ev = evidence_path(path.eigvals, quad, alphas, n, self.fit_intercept)
+            lml = ev.log_likelihood().sum(axis=1)
+            crit = {"loo": loo, "gcv": gcv, "evidence": -lml}[self.criterion]
             g_report = g if g is not None else _kernel_gamma(kernel)
             table["gamma"] += [g_report] * alphas.size
             table["alpha"] += alphas.tolist()
@@ -416,6 +459,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             table["gcv"] += gcv.tolist()
             table["loo_std"] += (sc.loo_std if self.criterion == "loo" else np.full(alphas.size, np.nan)).tolist()
             table["df"] += sc.df.tolist()
+            table["evidence"] += lml.tolist()
             finite = np.isfinite(crit)
             j = int(np.argmin(np.where(finite, crit, np.inf))) if finite.any() else int(np.argmax(alphas))
             key = (1, -float(crit[j])) if finite.any() else (0, float(alphas[j]))
@@ -424,7 +468,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 best_key = key
                 best = {"gamma": g, "kernel": kernel, "tiler": tiler, "alpha": a, "alphas": alphas,
                         "coef": path.coef(a), "intercept": path.intercept(a), "df": sc.df, "gcv": sc.gcv,
-                        "loo": sc.loo_mse}  # fmt: skip
+                        "loo": sc.loo_mse, "evidence": ev}  # fmt: skip
             timings.append(
                 {
                     "gamma": g_report,
@@ -452,6 +496,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.df_path_, self.df_ = best["df"], float(best["df"][ai])
         self.gcv_ = single_target(best["gcv"], single)
         self.loo_mse_ = single_target(best["loo"], single)
+        set_evidence(self, best["evidence"], ai, single)
         self._set_model(best["tiler"], best["coef"], best["intercept"], single)
         self.solver_info_ = {
             "method": "closed-form eigendecomposition", "criterion": self.criterion, "n_gammas": len(gammas),
@@ -469,15 +514,20 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         )
 
     def _set_results(self, table: dict[str, list], *, searched: bool) -> None:
-        loo, gcv = np.asarray(table["loo"]), np.asarray(table["gcv"])
-        mean = -(loo if self.criterion == "loo" else gcv)
+        loo, gcv, lml = np.asarray(table["loo"]), np.asarray(table["gcv"]), np.asarray(table["evidence"])
+        mean = {"loo": -loo, "gcv": -gcv, "evidence": lml}[self.criterion]
         self.cv_results_ = cv_results(
             table["gamma"],
             table["alpha"],
             mean,
             table["loo_std"],
             with_gamma=searched,
-            extra={"mean_test_loo": loo, "mean_test_gcv": gcv, "df": np.asarray(table["df"])},
+            extra={
+                "mean_test_loo": loo,
+                "mean_test_gcv": gcv,
+                "mean_test_evidence": lml,
+                "df": np.asarray(table["df"]),
+            },
         )
         best = best_index(self.cv_results_, self.criterion.upper())
         params = self.cv_results_["params"]
@@ -521,7 +571,10 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             "gcv": np.asarray(self.gcv_), "loo_mse": np.asarray(self.loo_mse_),
             **{f"cv_{k}": np.asarray(self.cv_results_[k]) for k in self._RESULT_ARRAYS},
         }  # fmt: skip
-        return attrs, arrays
+        if "mean_test_evidence" in self.cv_results_:
+            arrays["cv_mean_test_evidence"] = np.asarray(self.cv_results_["mean_test_evidence"])
+        ev_attrs, ev_arrays = evidence_state(self)
+        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
 
     def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         single = bool(attrs["single_output"])
@@ -542,6 +595,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.solver_info_ = attrs["solver_info_"]
         self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
         results = {k: arrays[f"cv_{k}"] for k in self._RESULT_ARRAYS}
+        if "cv_mean_test_evidence" in arrays:  # stores before the evidence have none
+            results["mean_test_evidence"] = arrays["cv_mean_test_evidence"]
         searched = bool(attrs["gamma_searched"])
         results["params"] = search_params(results["param_gamma"], results["param_alpha"], searched)
         self.cv_results_ = results
@@ -551,6 +606,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         if "scaler_mean" in arrays:
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
         self._read_range(arrays)
+        read_evidence_state(self, attrs, arrays, single)
 
 
 def _kernel_gamma(kernel: Kernel) -> float | None:

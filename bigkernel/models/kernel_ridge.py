@@ -39,7 +39,7 @@ from bigkernel.kernels.registry import check_kernel_name, is_precomputed, kernel
 from bigkernel.models._base import (
     SPARSE_OK,
     ArrayIn,
-    ArrayOut,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -48,7 +48,8 @@ from bigkernel.models._base import (
     _EstimatorBase,
     check_sample_weight,
 )
-from bigkernel.models.exact import ExactKernelRidge, _gram_input, resolve_memory_budget
+from bigkernel.models._posterior import Prediction
+from bigkernel.models.exact import ExactKernelRidge, _gram_input, device_budget, resolve_memory_budget
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.gram_tiles import plan_gram
@@ -125,7 +126,7 @@ class KernelRidge(_EstimatorBase):
     kernel : str or Kernel, default="rbf"
         Any kernel of :class:`~bigkernel.ExactKernelRidge`; names without a random-feature
         sampler (and kernel objects) rule out the random-feature solver.
-    alpha : float, list of float or "gcv", default=1.0
+    alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling); a list or ``"gcv"`` is scored by GCV, as by
         the chosen solver.
     gamma, degree, coef0, length_scale, nu, kernel_params
@@ -151,6 +152,12 @@ class KernelRidge(_EstimatorBase):
     random_state : int, RandomState instance or None, default=None
         Seeds the chosen solver (feature map, landmarks or preconditioner).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Passed to the chosen solver; on a GPU the GPU's memory decides exact against random
+        features (Nyström is host code); ``"auto"``: a GPU when CuPy sees one
+        (logged). An unusable GPU raises DeviceError at fit start; fitted arrays are host numpy
+        arrays (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     solver_ : str
@@ -159,6 +166,9 @@ class KernelRidge(_EstimatorBase):
         Why (for ``solver="auto"``).
     estimator_ : ExactKernelRidge, NystroemRidge or RandomFeatureRidge
         The fitted estimator; ``alpha_``, ``df_``, ``intercept_`` and ``gcv_`` are its values.
+    sigma2_, log_marginal_likelihood_, log_marginal_likelihood_path_
+        The fitted estimator's (see :class:`RandomFeatureRidge`); ``predict(X, return_std=True)``
+        uses them.
     n_iter_ : int or ndarray
         CG iterations of the exact solver; 1 (one pass) for the approximate ones.
     n_features_in_ : int
@@ -190,6 +200,7 @@ class KernelRidge(_EstimatorBase):
         dtype: str = "auto",
         standardize: bool = False,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -212,6 +223,7 @@ class KernelRidge(_EstimatorBase):
         self.dtype = dtype
         self.standardize = standardize
         self.random_state = random_state
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     #: the solvers' own entries, read from their tables (one rule each), and the solver choice;
@@ -238,6 +250,7 @@ class KernelRidge(_EstimatorBase):
                 "dtype",
                 "standardize",
                 "random_state",
+                "device",
             )
         },
         **{name: NystroemRidge._parameter_constraints[name] for name in ("n_components", "landmarks")},
@@ -247,7 +260,7 @@ class KernelRidge(_EstimatorBase):
     def _build(self, solver: str):
         common = dict(alpha=self.alpha, gamma=self.gamma, length_scale=self.length_scale, nu=self.nu,
                       fit_intercept=self.fit_intercept, random_state=self.random_state,
-                      standardize=self.standardize)  # fmt: skip
+                      standardize=self.standardize, device=self.device)  # fmt: skip
         feature_dtype = "float64" if self.dtype == "auto" else self.dtype
         if solver == "exact":
             return ExactKernelRidge(
@@ -282,7 +295,17 @@ class KernelRidge(_EstimatorBase):
                 f"{self.n_components}: the kernel exactly, in one streamed pass"
             )
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
-        return choose_solver(n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets)
+        device = getattr(self, "_device", None) or self._fit_device()  # a plan may ask before a fit
+        if not device.is_gpu:
+            return choose_solver(
+                n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets
+            )
+        with device.activate():  # the exact solver's cache lives on the GPU: its memory decides
+            budget = device_budget(self.memory_budget, device)
+        solver, reason = choose_solver(n, d, self.kernel, budget, n_rhs=n_alphas * n_targets)
+        if solver == "nystroem" and kernel_serves(self.kernel, "random_features"):
+            return "random_features", f"{reason}; on the GPU random features instead (Nyström features are host code)"
+        return solver, reason
 
     def _explicit_polynomial_features(self, d: int) -> int | None:
         """The explicit map's feature count when the kernel is polynomial (by name, with no
@@ -335,18 +358,24 @@ class KernelRidge(_EstimatorBase):
         self.n_features_in_ = est.n_features_in_
         for name in ("alpha_", "df_", "intercept_", "gcv_", "data_min_", "data_max_"):
             setattr(self, name, getattr(est, name))
+        for name in ("sigma2_", "log_marginal_likelihood_", "log_marginal_likelihood_path_"):
+            setattr(self, name, getattr(est, name, None))
         self.n_iter_ = getattr(est, "n_iter_", 1)  # the approximate solvers: one pass
 
-    def predict(self, X: ArrayIn) -> ArrayOut:
+    def predict(self, X: ArrayIn, return_std: bool = False, return_cov: bool = False) -> Prediction:
         """Predict with the fitted solver (numpy in → numpy out, dask in → lazy dask out).
 
         Parameters
         ----------
         X : array-like or dask array of shape (n_samples, n_features)
+        return_std, return_cov : bool, default=False
+            Also return the posterior standard deviation (or covariance) of f, as the fitted
+            solver does (:meth:`RandomFeatureRidge.predict`, :meth:`ExactKernelRidge.predict`).
 
         Returns
         -------
-        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets); with
+        ``return_std`` / ``return_cov`` a tuple (mean, std) / (mean, cov)
         """
         check_is_fitted(self, "estimator_")
         if is_precomputed(self.kernel):
@@ -354,7 +383,7 @@ class KernelRidge(_EstimatorBase):
         if not isinstance(X, da.Array):
             check_real(X, "X")
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
-        return self.estimator_.predict(X)
+        return self.estimator_.predict(X, return_std=return_std, return_cov=return_cov)
 
     # ----------------------------------------------------------------- persistence
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:

@@ -11,14 +11,17 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import as_block, is_sparse, nonfinite_rows, scale_columns
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError
+from bigkernel.devices import CPU
+from bigkernel.errors import DataError, DeviceError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import check_kernel_name, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
+    DEVICE,
     KERNEL_CONSTRAINTS,
+    DeviceLike,
     Floats,
     KernelLike,
     RandomStateLike,
@@ -26,7 +29,7 @@ from bigkernel.models._base import (
 )
 from bigkernel.models._streamed import PartialFitMixin
 from bigkernel.models.exact import build_kernel
-from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
+from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase, solve_device
 from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
     NystroemMap,
@@ -64,7 +67,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     landmarks : {"uniform", "rpcholesky"}, default="rpcholesky"
         Uniform rows, or randomly pivoted Cholesky pivots among ``max(4m, 2000)`` uniform
         candidates (better than uniform at the same m).
-    alpha : float, list of float or "gcv", default=1.0
+    alpha : float, list of float, "gcv" or "evidence", default=1.0
         As in :class:`~bigkernel.RandomFeatureRidge`.
     fit_intercept : bool, default=True
         Fit an unpenalized intercept by centring in feature space.
@@ -78,10 +81,17 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
         standard deviation 1 without centring, so it stays sparse).
 
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Nyström features are host code in this version: ``"cuda"`` raises DeviceError at fit
+        start (use ExactKernelRidge or RandomFeatureRidge on a GPU); ``"auto"`` stays on the
+        CPU, logged (``docs/guide/gpu.rst``).
+
     Attributes
     ----------
     coef_, intercept_, alpha_, alphas_, df_, df_path_, gcv_, spectrum_, n_features_in_, n_samples_fit_, data_min_, data_max_
         As in :class:`~bigkernel.RandomFeatureRidge`.
+    sigma2_, log_marginal_likelihood_, log_marginal_likelihood_path_, evidence_, posterior_
+        As in :class:`~bigkernel.RandomFeatureRidge` (``predict(X, return_std=True)``).
     feature_map_ : NystroemMap
         Landmarks and ``K_mm^(-1/2)`` (saved with the model).
     stats_ : SufficientStats or None
@@ -112,6 +122,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -128,6 +139,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -140,7 +152,24 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         "dtype": FEATURE_DTYPE,
         "chunk_rows": [COUNT, None],
         "standardize": ["boolean"],
+        "device": DEVICE,
     }
+
+    def _fit_device(self):
+        """The CPU: Nyström features (the kernel's cross block against the landmarks) are host
+        code, so a GPU is refused at fit start with a DeviceError naming the alternatives, and
+        ``device="auto"`` stays on the CPU (logged) — never a silent CPU fit of ``"cuda"``."""
+        device = super()._fit_device()
+        if not device.is_gpu:
+            return device
+        if self.device == "auto":
+            logger.info("NystroemRidge: device='auto' found %s, but Nyström features run on the CPU", device)
+            return CPU
+        raise DeviceError(
+            f"NystroemRidge(device={self.device!r}): Nyström features are computed on the CPU in "
+            "this version; use device='cpu', or on the GPU ExactKernelRidge (exact, n up to ~10⁶) "
+            "or RandomFeatureRidge (any n)"
+        )
 
     def _check_rules(self) -> None:
         """Any kernel (the kernel checks its own parameters), but a kernel function: not
@@ -163,7 +192,16 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         fmap = self._make_map(ds, weights)
         (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
         return self._set_fitted(
-            solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype)), fmap, ds.y.ndim, stats
+            solve_primal(
+                stats,
+                self.alpha,
+                self.fit_intercept,
+                sums_precision(self.dtype),
+                **solve_device(getattr(self, "_device", None), solve_primal),
+            ),
+            fmap,
+            ds.y.ndim,
+            stats,
         )
 
     def _new_map(self, ds: Dataset, weights: Weights | None = None) -> NystroemMap:
@@ -212,6 +250,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
             **self._range_arrays(),
         }  # fmt: skip
         self._add_spectrum_state(attrs, arrays)
+        self._add_posterior_state(attrs, arrays)
         self._add_stats_state(arrays)
         return attrs, arrays
 
@@ -228,6 +267,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
+        self._read_posterior_state(attrs, arrays)
         self._read_range(arrays)
         self._read_stats_state(arrays)
 

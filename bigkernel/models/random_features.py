@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Sequence
 from typing import ClassVar, Self
@@ -14,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import is_sparse, scale_from_sums
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.graph.stream import column_sums_graph, stats_graph
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import check_kernel_name, sampler_problem
@@ -23,11 +24,12 @@ from bigkernel.models._base import (
     COEF0,
     COUNT,
     DEGREE,
+    DEVICE,
     GAMMA,
     LENGTH_SCALE,
     NU,
     ArrayIn,
-    ArrayOut,
+    DeviceLike,
     Floats,
     RandomStateLike,
     RowWeights,
@@ -36,20 +38,50 @@ from bigkernel.models._base import (
     int_seed,
     single_target,
 )
+from bigkernel.models._posterior import Prediction, evidence_state, predict_output, read_evidence_state, set_evidence
 from bigkernel.models._streamed import STATS_FIELDS, FeaturesOutMixin, PartialFitMixin
 from bigkernel.numerics.fourier_features import FORMS, SAMPLERS, FeatureMap, make_feature_map
 from bigkernel.numerics.nystroem_features import NystroemMap
 from bigkernel.numerics.polynomial_features import PolynomialFeatureMap, make_polynomial_map
+from bigkernel.numerics.posterior import PrimalPosterior, primal_posterior
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
-from bigkernel.runtime import compute
+from bigkernel.runtime import active_client, compute
 from bigkernel.validation import DTypes, Options
 
 logger = logging.getLogger(__name__)
 
 #: bytes of one feature sub-block (rows × D) per task; bounds the memory of the pass
 FEATURE_BLOCK_BYTES = 64 * 2**20
+
+
+def stream_device(device) -> dict:
+    """The ``device`` keyword of the streamed pass (:func:`~bigkernel.graph.stream.stats_graph`).
+
+    The CPU adds nothing (the pass as it always was). A GPU passes its spec as text: each task
+    resolves it where it runs (``"cuda"`` on a dask-cuda worker is that worker's own GPU; with
+    a distributed client the ordinal is dropped for that reason). A build whose pass has no
+    ``device`` argument refuses the GPU with :class:`DeviceError` rather than fit on the CPU.
+    """
+    if device is None or not device.is_gpu:
+        return {}
+    if "device" not in inspect.signature(stats_graph).parameters:
+        raise DeviceError(
+            f"device={str(device)!r}: the streamed pass (random features, Nyström) of this "
+            "bigkernel build runs on the CPU only; use device='cpu', or the exact solver "
+            "(ExactKernelRidge), which runs on the GPU"
+        )
+    return {"device": "cuda" if active_client() is not None else str(device)}
+
+
+def solve_device(device, solver) -> dict:
+    """The ``device`` keyword of the primal eigendecomposition (``solve_primal``, ``eigen_path``:
+    a GPU decomposes large D×D systems there), when ``solver`` takes one; else nothing (the
+    host's LAPACK: the same result, only slower for very large D)."""
+    if device is None or not device.is_gpu or "device" not in inspect.signature(solver).parameters:
+        return {}
+    return {"device": str(device)}
 
 
 def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOCK_BYTES) -> int:
@@ -106,6 +138,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         "dtype": FEATURE_DTYPE,
         "chunk_rows": [COUNT, None],
         "standardize": ["boolean"],
+        "device": DEVICE,
     }
 
     def _check_rules(self) -> None:
@@ -184,7 +217,12 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         self.alpha_ = sol.alpha
         self.alphas_ = sol.alphas
         self.df_path_ = sol.df
-        self.df_ = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
+        best = int(np.argmin(np.abs(sol.alphas - sol.alpha)))
+        self.df_ = float(sol.df[best])
+        set_evidence(self, sol.evidence, best, single)
+        self.posterior_ = None
+        if sol.path is not None:
+            self.posterior_ = primal_posterior(sol.path, sol.alpha, fmap, dtype=str(np.dtype(self.dtype)))
         self.gcv_ = single_target(sol.gcv, single)
         self.spectrum_ = sol.spectrum
         self.n_samples_fit_ = int(round(float(stats.n[0])))
@@ -219,6 +257,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
             weights=weights,
             dtype=str(np.dtype(self.dtype)),
             block_rows=feature_block_rows(self.n_components, self.dtype),
+            **stream_device(getattr(self, "_device", None)),
         )
 
     # ----------------------------------------------------------------- predict
@@ -226,23 +265,39 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         coef = self.coef_[:, np.newaxis] if self.coef_.ndim == 1 else self.coef_.T
         return coef, np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
 
-    def predict(self, X: ArrayIn) -> ArrayOut:
+    def predict(self, X: ArrayIn, return_std: bool = False, return_cov: bool = False) -> Prediction:
         """Predict; numpy in gives numpy out, dask in gives a lazy dask array out.
 
         Parameters
         ----------
         X : array-like or dask array of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the posterior standard deviation of the latent f(x) (the Gaussian-process
+            reading: prior ``GP(0, σ²k)``, noise ``σ²α``; ``σ² = sigma2_``), from the fit's
+            eigendecomposition — no pass over the training data (see
+            :mod:`bigkernel.numerics.posterior` for the formula, the intercept's share and the
+            truncation bound). Dask in → a lazy dask ``(mean, std)``.
+        return_cov : bool, default=False
+            Also return the posterior covariance of f at the points (at most
+            :data:`~bigkernel.numerics.posterior.COV_MAX_ROWS` of them).
 
         Returns
         -------
-        ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        y_mean : ndarray or dask array of shape (n_samples,) or (n_samples, n_targets)
+        y_std : ndarray or dask array of the same shape, only with ``return_std``
+        y_cov : ndarray of shape (n_samples, n_samples) or (n_samples, n_samples, n_targets),
+            only with ``return_cov``
         """
         check_is_fitted(self, "coef_")
         coef, intercept = self._coef_2d()
         dtype = str(np.dtype(self.dtype))
         fmap, rows = self.feature_map_, feature_block_rows(self.feature_map_.n_components, dtype)
         model = PrimalExpansion(fmap, coef, intercept, dtype=dtype, block_rows=rows)
-        return self._predict_with(X, model, single=self.coef_.ndim == 1)
+        return predict_output(
+            self, X, mean_model=model, single=self.coef_.ndim == 1, return_std=return_std,
+            return_cov=return_cov, posterior=lambda: getattr(self, "posterior_", None), coef=coef,
+            intercept=intercept,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- persistence
     def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
@@ -260,6 +315,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         }  # fmt: skip
         arrays.update(feature_map_arrays(fm))
         self._add_spectrum_state(attrs, arrays)
+        self._add_posterior_state(attrs, arrays)
         self._add_stats_state(arrays)
         return attrs, arrays
 
@@ -292,6 +348,26 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
             attrs["spectrum"] = {"n": sp.n, "fit_intercept": sp.fit_intercept, "eps": sp.eps}
             arrays.update(spectrum_eigvals=sp.eigvals, spectrum_z=sp.z, spectrum_yy=sp.yy)
 
+    def _add_posterior_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """``sigma2_``, the evidence and the posterior's kept directions (optional: older stores
+        load without them, and then refuse ``return_std`` with a clear error)."""
+        ev_attrs, ev_arrays = evidence_state(self)
+        attrs.update(ev_attrs)
+        arrays.update(ev_arrays)
+        post = getattr(self, "posterior_", None)
+        if post is not None:
+            attrs["posterior"] = {"alpha": post.alpha, "n": post.n, "fit_intercept": post.fit_intercept,
+                                  "rtol": post.rtol, "block_rows": post.block_rows}  # fmt: skip
+            arrays.update(posterior_vecs=post.vecs, posterior_weights=post.weights, posterior_mean_phi=post.mean_phi)
+
+    def _read_posterior_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        read_evidence_state(self, attrs, arrays, single=self.coef_.ndim == 1)
+        meta = attrs.get("posterior")
+        self.posterior_ = None if meta is None else PrimalPosterior(
+            self.feature_map_, arrays["posterior_mean_phi"], arrays["posterior_vecs"], arrays["posterior_weights"],
+            float(meta["alpha"]), float(meta["n"]), bool(meta["fit_intercept"]), float(meta["rtol"]),
+            str(np.dtype(self.dtype)), int(meta["block_rows"]))  # fmt: skip
+
     def _read_spectrum_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         meta = attrs.get("spectrum")
         self.spectrum_ = None if meta is None else PathSpectrum(
@@ -311,6 +387,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
         self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
         self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
         self._read_spectrum_state(attrs, arrays)
+        self._read_posterior_state(attrs, arrays)
         self._read_range(arrays)
         self._read_stats_state(arrays)
 
@@ -348,9 +425,11 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         Orthogonal random features (rbf only) have lower variance.
     form : {"cos", "cossin"}, default="cos"
         √(2/D)·cos(ωᵀx + b), or paired √(2/D)·[cos ωᵀx, sin ωᵀx] with D/2 frequencies.
-    alpha : float, list of float or "gcv", default=1.0
+    alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling: Σ squared errors + α‖β‖²). A list is searched by
-        generalized cross-validation; ``"gcv"`` searches a default grid. All from one pass.
+        generalized cross-validation; ``"gcv"`` searches a default grid; ``"evidence"`` the
+        same grid by the largest evidence (marginal likelihood of the Gaussian-process reading,
+        :mod:`bigkernel.numerics.evidence`). All from one pass.
     fit_intercept : bool, default=True
         Fit an unpenalized intercept by centring in feature space.
     random_state : int, RandomState instance or None, default=None
@@ -363,6 +442,11 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         Standardize each feature to mean 0, standard deviation 1 first (estimated in a light
         pre-pass over X; stored in the model's feature map). Sparse X is scaled without
         centring (mean 0), so it stays sparse.
+
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: ``"cuda"`` / ``"cuda:N"`` runs the streamed pass on that GPU
+        (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
+        at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
 
     Attributes
     ----------
@@ -381,6 +465,20 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         eigenvectors: ``spectrum_.gcv(alphas)`` and ``spectrum_.df(alphas)`` for any α, with no
         pass over the data (the job report draws them around a fixed α). None for models saved
         before it was kept.
+    sigma2_ : float or ndarray of shape (n_targets,)
+        Signal variance σ² of the Gaussian-process reading (prior GP(0, σ²k), noise σ²α) at
+        ``alpha_``: its maximum-evidence value ``yᵀ(K + αI)⁻¹y / N`` (``N = n − 1`` with an
+        intercept). Scales ``predict(X, return_std=True)``; NaN for models saved before it.
+    log_marginal_likelihood_ : float
+        Log evidence at ``alpha_`` and ``sigma2_`` (summed over targets; with an intercept, that
+        of a flat prior on it — see :mod:`bigkernel.numerics.evidence`).
+    log_marginal_likelihood_path_ : ndarray of shape (n_alphas,)
+        The same along ``alphas_`` (each α at its own σ̂²).
+    evidence_ : EvidencePath
+        ``evidence_.log_likelihood(sigma2)`` gives the evidence along ``alphas_`` at any fixed σ².
+    posterior_ : PrimalPosterior
+        The eigenvectors kept for ``return_std`` (those with ``s/(s + α) >= 1e-3``; the variance
+        is then over-estimated by at most 0.1 %) and the feature mean; saved with the model.
     feature_map_ : FeatureMap or PolynomialFeatureMap
     n_features_in_ : int
     n_samples_fit_ : int
@@ -417,6 +515,7 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -433,6 +532,7 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -463,5 +563,6 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
 
     def _fit_from_stats(self, stats: SufficientStats, fmap: FeatureMap, y_ndim: int):
         """Set the fitted attributes from one set of statistics."""
-        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype))
+        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype),
+                           **solve_device(getattr(self, "_device", None), solve_primal))  # fmt: skip
         return self._set_fitted(sol, fmap, y_ndim, stats)

@@ -13,9 +13,16 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
-from bigkernel.models._base import GRID, ArrayIn, Grid, RandomStateLike, RowPartition
+from bigkernel.models._base import (
+    GRID,
+    ArrayIn,
+    DeviceLike,
+    Grid,
+    RandomStateLike,
+    RowPartition,
+)
 from bigkernel.models._search import best_index, cv_results
-from bigkernel.models.random_features import _RandomFeatureBase
+from bigkernel.models.random_features import _RandomFeatureBase, solve_device
 from bigkernel.numerics.cv import cv_path
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
@@ -52,17 +59,25 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     alphas : sequence of float, default=None
         Penalties to search; default 20 values log-spaced from 1e-8 to 10 times the mean
         eigenvalue of each fold's centred system.
-    cv : int or "gcv", default=5
-        Number of folds (rows assigned by a seeded hash of the row index), or generalized
-        cross-validation on the whole data.
+    cv : int, "gcv" or "evidence", default=5
+        Number of folds (rows assigned by a seeded hash of the row index), generalized
+        cross-validation on the whole data, or the largest evidence (profile log marginal
+        likelihood over σ², summed over targets; :mod:`bigkernel.numerics.evidence`) — every γ
+        and α from the same one pass, as for GCV.
     nu, degree, coef0, n_components, sampler, form, fit_intercept, random_state, dtype, chunk_rows, standardize
         As in :class:`RandomFeatureRidge`.
+
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes: on a GPU, the one pass (every γ, every fold) runs there
+        (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
+        at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
 
     Attributes
     ----------
     cv_results_ : dict of ndarray
         Like scikit-learn's: ``params``, ``param_gamma``, ``param_alpha``, ``mean_test_score``
-        (negative MSE; for ``cv="gcv"`` the negative GCV score), ``std_test_score``,
+        (negative MSE; for ``cv="gcv"`` the negative GCV score; for ``cv="evidence"`` the log
+        evidence), ``std_test_score``,
         ``rank_test_score``, ``split{k}_test_score``, ``mean_test_r2``, ``df`` (degrees of
         freedom of the whole-data system at that point).
     best_params_ : dict
@@ -91,6 +106,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        device: DeviceLike = "cpu",
     ) -> None:
         self.kernel = kernel
         self.gammas = gammas
@@ -108,6 +124,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.device = device
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -115,7 +132,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         "gammas": GRID,
         "length_scales": GRID,
         "alphas": GRID,
-        "cv": [Interval(Integral, 2, None, closed="left"), Options(str, ("gcv",))],
+        "cv": [Interval(Integral, 2, None, closed="left"), Options(str, ("gcv", "evidence"))],
     }
 
     def _check_rules(self) -> None:
@@ -159,13 +176,13 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         whose group 0 alone takes part: other rows are in neither training nor validation."""
         self._check_params()
         n, d = ds.X.shape
-        if self.cv != "gcv" and n < self.cv:
+        if not isinstance(self.cv, str) and n < self.cv:
             raise ParameterError(f"cv={self.cv} folds need at least {self.cv} samples, got n_samples={n}")
         seed = self._seed()
         self._fit_scaler(ds)
         gammas = self._bandwidths(d)
         fmaps = [self._feature_map(d, seed, gamma=g) for g in gammas]
-        split = None if self.cv == "gcv" else FoldSplit(seed, int(self.cv))
+        split = None if isinstance(self.cv, str) else FoldSplit(seed, int(self.cv))
         weights = _combine(split, weights)
         (stats,) = compute(self.stats_graph(ds, fmaps, weights), label="cv-fit")
         eps = sums_precision(self.dtype)  # scores below their rounding error are never chosen
@@ -173,11 +190,18 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         for st in stats:
             folds = st if split is not None else None
             total = st.total() if split is not None else st
-            path = eigen_path(total, self.fit_intercept, eps)
+            path = eigen_path(
+                total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None), eigen_path)
+            )
             alphas = self._alpha_grid(path)
             alphas_per_gamma.append(alphas)
             dfs.append(path.df(alphas))
-            if folds is None:
+            if self.cv == "evidence":  # profile log evidence, summed over targets: higher is better
+                lml = path.spectrum().evidence(alphas).log_likelihood().sum(axis=1)
+                scores.append(lml)
+                per_split.append(lml[np.newaxis])
+                r2.append(np.full(alphas.size, np.nan))
+            elif folds is None:
                 gcv = path.gcv(alphas).mean(axis=1)
                 scores.append(-gcv)
                 per_split.append(-gcv[np.newaxis])
@@ -205,12 +229,16 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     def _refit_best(self, best_total, fmaps, gammas, alphas_per_gamma, y_ndim: int, eps: float) -> Self:
         """Fitted attributes at the best (γ, α) (``_best_index``) from that map's total statistics."""
         gi, ai = self._best_index
-        path = eigen_path(best_total, self.fit_intercept, eps)
+        path = eigen_path(
+            best_total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None), eigen_path)
+        )
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
+        spectrum = path.spectrum()
         sol = PrimalSolution(
-            coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas), path.spectrum()
-        )
+            coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas), spectrum,
+            spectrum.evidence(alphas), path,
+        )  # fmt: skip
         self.gamma_ = gammas[gi]
         return self._set_fitted(sol, fmaps[gi], y_ndim, best_total)
 

@@ -6,7 +6,9 @@ with its own CG recurrence (own step sizes), vectorised across columns, so one c
 several targets and several ridge penalties α together: every matvec is shared. Columns that
 converge drop out of the active set and the matvec is then called on the remaining columns only.
 
-All arithmetic is float64, whatever ``matvec`` returns.
+All arithmetic is float64, whatever ``matvec`` returns. Written once for every array namespace
+(:mod:`~bigkernel.numerics.namespace`): with CuPy input the vectors stay on the GPU and only the
+per-column scalars (step checks, residual norms) come to the host.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from bigkernel.errors import DataError, NotPSDError, ParameterError
+from bigkernel.numerics.namespace import as_namespace_array, is_numpy, namespace, take_rows, to_numpy
 from bigkernel.validation import check_int
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["CGResult", "conjugate_gradient"]
 
-Matvec = Callable[[np.ndarray], np.ndarray]
+Matvec = Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -65,20 +68,20 @@ class CGResult:
 class _Operator:
     """``V ↦ A V + shift[cols] V`` with shape checks and a call counter."""
 
-    def __init__(self, matvec: Matvec, shift: np.ndarray | None, n: int) -> None:
-        self.matvec, self.shift, self.n, self.calls = matvec, shift, n, 0
+    def __init__(self, matvec: Matvec, shift: np.ndarray | None, n: int, xp: Any) -> None:
+        self.matvec, self.shift, self.n, self.calls, self.xp = matvec, shift, n, 0, xp
 
-    def __call__(self, V: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    def __call__(self, V: Any, cols: np.ndarray) -> Any:
         self.calls += 1
-        AV = np.asarray(self.matvec(V), dtype=np.float64)
-        if AV.shape != V.shape:
-            raise DataError(f"matvec returned shape {AV.shape}, expected {V.shape} (same as its input)")
+        AV = as_namespace_array(self.xp, self.matvec(V), like=V, dtype=self.xp.float64)
+        if tuple(AV.shape) != tuple(V.shape):
+            raise DataError(f"matvec returned shape {tuple(AV.shape)}, expected {tuple(V.shape)} (same as its input)")
         if self.shift is not None:
-            AV = AV + V * self.shift[cols]
+            AV = AV + V * as_namespace_array(self.xp, self.shift[cols], like=V)
         return AV
 
 
-def _preconditioner(preconditioner: Any, shift: np.ndarray | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def _preconditioner(preconditioner: Any, shift: np.ndarray | None, xp: Any) -> Callable[[Any, np.ndarray], Any]:
     """Normalise the preconditioner argument to ``f(R, cols) ≈ (A + shift[cols] I)⁻¹ R``."""
     if preconditioner is None:
         return lambda R, cols: R
@@ -94,10 +97,10 @@ def _preconditioner(preconditioner: Any, shift: np.ndarray | None) -> Callable[[
             f"found {type(preconditioner).__name__}"
         )
 
-    def checked(R: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        Z = np.asarray(apply(R, cols), dtype=np.float64)
-        if Z.shape != R.shape:
-            raise DataError(f"preconditioner returned shape {Z.shape}, expected {R.shape}")
+    def checked(R: Any, cols: np.ndarray) -> Any:
+        Z = as_namespace_array(xp, apply(R, cols), like=R, dtype=xp.float64)
+        if tuple(Z.shape) != tuple(R.shape):
+            raise DataError(f"preconditioner returned shape {tuple(Z.shape)}, expected {tuple(R.shape)}")
         return Z
 
     return checked
@@ -133,8 +136,9 @@ def _check_options(max_iter: int | None, recompute_every: int, n: int) -> int:
     return 10 * n if max_iter is None else check_int("max_iter", max_iter, 1)
 
 
-def _breakdown(what: str, values: np.ndarray, cols: np.ndarray, it: int) -> None:
-    """Raise NotPSDError if any of ``values`` (pᵀAp or rᵀz) is not > 0."""
+def _breakdown(what: str, values: Any, cols: np.ndarray, it: int) -> None:
+    """Raise NotPSDError if any of ``values`` (pᵀAp or rᵀz, any namespace) is not > 0."""
+    values = to_numpy(values)
     bad = ~(values > 0)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
@@ -216,70 +220,77 @@ def conjugate_gradient(
     column convergence, periodic true-residual recompute) in local arrays; splitting it
     would turn that state into an object for no reuse.
     """
-    Bm = np.asarray(B, dtype=np.float64)
+    xp = namespace(B) if _is_array(B) else namespace()
+    Bm = as_namespace_array(xp, B, dtype=xp.float64)
     squeeze = Bm.ndim == 1
     if squeeze:
         Bm = Bm[:, None]
     if Bm.ndim != 2 or Bm.shape[0] == 0 or Bm.shape[1] == 0:
-        raise DataError(f"B must have shape (n,) or (n, m) with n, m >= 1, found {np.shape(B)}")
+        raise DataError(
+            f"B must have shape (n,) or (n, m) with n, m >= 1, found {tuple(B.shape) if _is_array(B) else np.shape(B)}"
+        )
     n, m = Bm.shape
     tols = _column_tols(tol, m)
     max_iter = _check_options(max_iter, recompute_every, n)
     shifts = _column_shifts(shift, m)
-    op = _Operator(matvec, shifts, n)
-    prec = _preconditioner(preconditioner, shifts)
+    op = _Operator(matvec, shifts, n, xp)
+    prec = _preconditioner(preconditioner, shifts, xp)
 
-    X = np.zeros((n, m)) if x0 is None else _initial(x0, Bm.shape, squeeze)
-    all_cols = np.arange(m)
-    R = Bm.copy() if x0 is None else Bm - op(X, all_cols)
-    b_norm = np.linalg.norm(Bm, axis=0)
     # a zero right-hand side has the zero solution: report it converged with residual 0
+    b_norm = to_numpy(_col_norms(xp, Bm))
     safe_norm = np.where(b_norm > 0, b_norm, 1.0)
-    zero_b = b_norm == 0
-    X[:, zero_b] = 0.0
-    R[:, zero_b] = 0.0
-    residual = np.linalg.norm(R, axis=0) / safe_norm
+    nonzero = as_namespace_array(xp, (b_norm > 0).astype(np.float64), like=Bm)
+    X = xp.zeros_like(Bm) if x0 is None else _initial(xp, x0, Bm, squeeze) * nonzero
+    all_cols = np.arange(m)
+    R = Bm if x0 is None else (Bm - op(X, all_cols)) * nonzero
+    residual = to_numpy(_col_norms(xp, R)) / safe_norm
     converged = residual <= tols
     n_iter = np.zeros(m, dtype=np.int64)
 
+    # the active columns only, compacted: converged ones leave the working arrays (and the
+    # matvec) and their solutions go back into X
     active = np.flatnonzero(~converged)
-    P = np.zeros((n, m))
-    rz = np.zeros(m)
+    Xa, Ra, Ba = (take_rows(xp, A, active, axis=1) for A in (X, R, Bm))
+    Pa, rz = Ra, None
     if active.size:
-        Z = prec(R[:, active], active)
-        _breakdown("rᵀM⁻¹r", np.einsum("ij,ij->j", R[:, active], Z), active, 0)
-        P[:, active] = Z
-        rz[active] = np.einsum("ij,ij->j", R[:, active], Z)
+        Z = prec(Ra, active)
+        rz = _col_dot(xp, Ra, Z)
+        _breakdown("rᵀM⁻¹r", rz, active, 0)
+        Pa = Z
 
     it = 0
     while active.size and it < max_iter:
         it += 1
-        Pa = P[:, active]
         APa = op(Pa, active)
-        pAp = np.einsum("ij,ij->j", Pa, APa)
+        pAp = _col_dot(xp, Pa, APa)
         _breakdown("pᵀAp", pAp, active, it)
-        step = rz[active] / pAp
-        X[:, active] += Pa * step
+        step = rz / pAp
+        Xa = Xa + Pa * step
         if it % recompute_every == 0:
-            Ra = Bm[:, active] - op(X[:, active], active)
+            Ra = Ba - op(Xa, active)
         else:
-            Ra = R[:, active] - APa * step
-        R[:, active] = Ra
-        residual[active] = np.linalg.norm(Ra, axis=0) / safe_norm[active]
+            Ra = Ra - APa * step
+        residual[active] = to_numpy(_col_norms(xp, Ra)) / safe_norm[active]
         n_iter[active] = it
         done = residual[active] <= tols[active]
         converged[active[done]] = True
         if callback is not None:
+            X = _put_columns(xp, X, Xa, active)
             callback(it, X, residual)
-        active = active[~done]
-        if not active.size:
-            break
-        Ra = R[:, active]
+        if done.any():
+            X = _put_columns(xp, X, Xa, active, done)
+            keep = np.flatnonzero(~done)
+            active = active[keep]
+            if not active.size:
+                break
+            Xa, Ra, Ba, Pa, rz = (take_rows(xp, A, keep, axis=A.ndim - 1) for A in (Xa, Ra, Ba, Pa, rz))
         Z = prec(Ra, active)
-        rz_new = np.einsum("ij,ij->j", Ra, Z)
+        rz_new = _col_dot(xp, Ra, Z)
         _breakdown("rᵀM⁻¹r", rz_new, active, it)
-        P[:, active] = Z + P[:, active] * (rz_new / rz[active])
-        rz[active] = rz_new
+        Pa = Z + Pa * (rz_new / rz)
+        rz = rz_new
+    if active.size:
+        X = _put_columns(xp, X, Xa, active)
 
     _report(n_iter, residual, converged, tols, max_iter, op.calls)
     if squeeze:
@@ -287,12 +298,44 @@ def conjugate_gradient(
     return CGResult(X, n_iter, residual, converged, op.calls)
 
 
-def _initial(x0: ArrayLike, shape: tuple[int, int], squeeze: bool) -> np.ndarray:
-    X = np.array(x0, dtype=np.float64)  # a copy: CG updates it in place
+def _is_array(a: Any) -> bool:
+    return hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, (list, tuple))
+
+
+def _col_dot(xp: Any, A: Any, B: Any) -> Any:
+    """``Σ_i A_ij B_ij`` per column (numpy: einsum, no temporary)."""
+    if is_numpy(xp):
+        return np.einsum("ij,ij->j", A, B)
+    return xp.sum(A * B, axis=0)
+
+
+def _col_norms(xp: Any, A: Any) -> Any:
+    if is_numpy(xp):
+        return np.linalg.norm(A, axis=0)
+    return xp.linalg.vector_norm(A, axis=0)
+
+
+def _put_columns(xp: Any, X: Any, Xa: Any, cols: np.ndarray, which: np.ndarray | None = None) -> Any:
+    """``X[:, cols[which]] = Xa[:, which]`` (all of ``cols`` when ``which`` is None), in place;
+    column by column outside numpy (the standard assigns slices, not index arrays)."""
+    idx = np.arange(cols.size) if which is None else np.flatnonzero(which)
+    if is_numpy(xp):
+        X[:, cols[idx]] = Xa[:, idx]
+        return X
+    for i in idx:
+        j = int(cols[i])
+        X[:, j : j + 1] = Xa[:, int(i) : int(i) + 1]
+    return X
+
+
+def _initial(xp: Any, x0: Any, Bm: Any, squeeze: bool) -> Any:
+    X = as_namespace_array(xp, x0, like=Bm, dtype=xp.float64)
+    X = xp.asarray(X, copy=True)  # a copy: CG updates it in place
     if squeeze and X.ndim == 1:
         X = X[:, None]
-    if X.shape != shape:
-        raise DataError(f"x0 must have the shape of B, {shape if not squeeze else shape[:1]}, found {np.shape(x0)}")
+    shape = tuple(Bm.shape)
+    if tuple(X.shape) != shape:
+        raise DataError(f"x0 must have the shape of B, {shape if not squeeze else shape[:1]}, found {tuple(X.shape)}")
     return X
 
 

@@ -31,6 +31,10 @@ problem is the unweighted one for ``K̃ = diag(s) K diag(s)``, targets ``s ⊙ y
 intercept's regressor ``s`` instead of ``1`` — so centring becomes the projection
 ``H_s = I − s sᵀ/Σc`` and ``a = s ⊙ u`` for the solution ``u`` of the transformed system.
 ``n`` becomes ``Σc`` in GCV (that of the repeated data), and ``RSS = α²‖u‖²`` still holds.
+
+Array namespaces: ``Y``, the factor and ``matvec`` may live on a device (CuPy; array-api-strict
+in CI): the CG vectors stay there, the per-α read-outs (RSS, df, GCV) come to the host, and the
+returned coefficients and intercept are host numpy arrays (a fitted model is device-free).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ import numpy as np
 
 from bigkernel.errors import ParameterError
 from bigkernel.numerics.cg import conjugate_gradient
+from bigkernel.numerics.evidence import EvidencePath, evidence_path
+from bigkernel.numerics.namespace import as_namespace_array, device_of, is_numpy, namespace, to_numpy
 from bigkernel.numerics.precond import LowRankPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -107,13 +113,24 @@ class DualSolution:
     converged: bool
     n_matvec: int
     info: dict = field(default_factory=dict)
+    evidence: EvidencePath | None = None  # with the eigenvalues only (the log-determinant)
 
 
-def _centre(V: np.ndarray, s: np.ndarray | None = None) -> np.ndarray:
-    """``H V`` with ``H = I − 11ᵀ/n``, or ``H_s V = V − s (sᵀV)/(sᵀs)`` for weights ``s = √c``."""
+def _centre(V, s=None):
+    """``H V`` with ``H = I − 11ᵀ/n``, or ``H_s V = V − s (sᵀV)/(sᵀs)`` for weights ``s = √c``
+    (any array namespace)."""
+    xp = namespace(V)
     if s is None:
-        return V - V.mean(axis=0)
-    return V - np.outer(s, (s @ V) / (s @ s))
+        return V - xp.mean(V, axis=0)
+    return V - s[:, None] * ((s @ V) / (s @ s))[None, :]
+
+
+def _col_dot(A, B):
+    """``Σ_i A_ij B_ij`` per column, as a host array."""
+    xp = namespace(A)
+    if is_numpy(xp):
+        return np.einsum("ij,ij->j", A, B)
+    return to_numpy(xp.sum(A * B, axis=0))
 
 
 def _check_sample_weight(sample_weight, n: int) -> np.ndarray | None:
@@ -141,6 +158,7 @@ def solve_dual(
     max_iter: int | None = None,
     random_state: int | np.random.Generator | None = None,
     sample_weight: np.ndarray | None = None,
+    criterion: str = "gcv",
 ) -> DualSolution:
     """Solve kernel ridge for every target and α in one preconditioned CG run.
 
@@ -168,6 +186,11 @@ def solve_dual(
     sample_weight : ndarray of shape (n,), optional
         Row weights ``c ≥ 0`` (see the module docstring); the returned ``coef`` and
         ``intercept`` are those of ``f`` on the original scale.
+    criterion : {"gcv", "evidence"}, default="gcv"
+        How several α are chosen: smallest GCV, or largest profile evidence
+        (:mod:`bigkernel.numerics.evidence`; needs ``eigenvalues`` for the log-determinant).
+        The evidence of every α is returned whenever ``eigenvalues`` are given; its quadratic
+        form ``ycᵀa(α)`` comes from the same CG solutions.
 
     Returns
     -------
@@ -179,26 +202,32 @@ def solve_dual(
     every target × α and the df/GCV read-out share the same operator and must agree on the
     same centred system.
     """
-    Y = np.asarray(Y, dtype=np.float64)
+    xp = namespace(Y) if hasattr(Y, "shape") else namespace()
+    Y = as_namespace_array(xp, Y, dtype=xp.float64)
     alphas = np.asarray(alphas, dtype=np.float64)
     n, k = Y.shape
     A = alphas.size
+    if criterion == "evidence" and eigenvalues is None:
+        raise ParameterError(
+            "choosing alpha by the evidence needs the eigenvalues (the log-determinant of K + alpha·I)"
+        )
     if A > 1 and eigenvalues is None and n_probes < 2:
         raise ParameterError(
             "choosing among several alphas needs df(alpha): give n_probes >= 2 (Hutchinson) or eigenvalues (exact)"
         )
-    s = _check_sample_weight(sample_weight, n)
-    n_eff = n if s is None else float(s @ s)  # rows of the (repeated) data set
+    s_host = _check_sample_weight(None if sample_weight is None else to_numpy(sample_weight), n)
+    n_eff = n if s_host is None else float(s_host @ s_host)  # rows of the (repeated) data set
+    s = None if s_host is None else as_namespace_array(xp, s_host, like=Y)
     if fit_intercept:
-        ybar = Y.mean(axis=0) if s is None else (s * s) @ Y / n_eff
+        ybar = xp.mean(Y, axis=0) if s is None else (s * s) @ Y / n_eff
     else:
-        ybar = np.zeros(k)
+        ybar = xp.zeros(k, dtype=xp.float64, device=device_of(Y))
     Yc = Y - ybar if s is None else s[:, None] * (Y - ybar)  # = H_s (s ⊙ Y)
 
-    def kmat(V: np.ndarray) -> np.ndarray:  # K̃ V
+    def kmat(V):  # K̃ V
         return matvec(V) if s is None else s[:, None] * matvec(s[:, None] * V)
 
-    def op(V: np.ndarray) -> np.ndarray:
+    def op(V):
         return _centre(kmat(_centre(V, s)), s) if fit_intercept else kmat(V)
 
     prec = None
@@ -206,40 +235,48 @@ def solve_dual(
         L = _centre(factor, s) if fit_intercept else factor
         prec = LowRankPreconditioner(L, float(alphas.min()))
     P = n_probes if eigenvalues is None else 0
-    Z = np.empty((n, 0))
+    Z = None
     if P:
         rng = np.random.default_rng(random_state)
-        Z = rng.choice(np.array([-1.0, 1.0]), size=(n, P))
+        Z = as_namespace_array(xp, rng.choice(np.array([-1.0, 1.0]), size=(n, P)), like=Y)
         if fit_intercept:
             Z = _centre(Z, s)
     # columns: [targets at α_1, …, targets at α_A, probes at α_1, …, probes at α_A]
-    B = np.hstack([np.tile(Yc, (1, A)), np.tile(Z, (1, A))])
+    B = xp.concat([Yc] * A + ([Z] * A if P else []), axis=1)
     shift = np.concatenate([np.repeat(alphas, k), np.repeat(alphas, P)])
     tols = np.concatenate([np.full(A * k, tol), np.full(A * P, max(PROBE_TOL, tol))])
     res = conjugate_gradient(op, B, preconditioner=prec, shift=shift, tol=tols, max_iter=max_iter)
     X = res.x
-    coefs = np.stack([X[:, j * k : (j + 1) * k] for j in range(A)])  # (A, n, k)
-    rss = alphas[:, None] ** 2 * (coefs**2).sum(axis=1)  # (A, k)
+    coefs = [X[:, j * k : (j + 1) * k] for j in range(A)]  # A × (n, k)
+    rss = alphas[:, None] ** 2 * np.stack([to_numpy(xp.sum(c**2, axis=0)) for c in coefs])  # (A, k)
 
     df, df_se, method = _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, X[:, A * k :], n_eff)
     resid_df = n_eff - df
     with np.errstate(invalid="ignore", divide="ignore"):
         gcv = np.where(resid_df[:, None] > 0, n_eff * rss / resid_df[:, None] ** 2, np.inf)
-    best = int(np.nanargmin(gcv.mean(axis=1))) if A > 1 else 0
+    ev = None
+    if eigenvalues is not None:
+        quad = np.einsum("ik,aik->ak", Yc, coefs)  # ycᵀ(K̄ + αI)⁻¹yc per α and target
+        ev = evidence_path(eigenvalues, quad, alphas, n_eff, fit_intercept)
+    if A > 1:
+        best = ev.best() if criterion == "evidence" else int(np.nanargmin(gcv.mean(axis=1)))
+    else:
+        best = 0
     alpha = float(alphas[best])
 
     u = _centre(coefs[best], s) if fit_intercept else coefs[best]
     Ku = kmat(u)  # K̃ u = s ⊙ K a
     fitted = _centre(Ku, s) if fit_intercept else Ku
     r = Yc - fitted - alpha * u
-    ynorm = np.linalg.norm(Yc, axis=0)
-    residual = np.linalg.norm(r, axis=0) / np.where(ynorm > 0, ynorm, 1.0)
+    ynorm = np.sqrt(_col_dot(Yc, Yc))
+    residual = np.sqrt(_col_dot(r, r)) / np.where(ynorm > 0, ynorm, 1.0)
     if s is None:
-        a, Ka_mean = u, Ku.mean(axis=0)
+        a, Ka_mean = u, xp.mean(Ku, axis=0)
     else:
         # a = s ⊙ u; rows with c = 0 have u = 0. The weighted mean of K a is sᵀ(K̃u)/Σc.
         a, Ka_mean = s[:, None] * u, (s @ Ku) / n_eff
-    intercept = ybar - Ka_mean if fit_intercept else np.zeros(k)
+    intercept = to_numpy(ybar - Ka_mean) if fit_intercept else np.zeros(k)
+    a = np.array(to_numpy(a), dtype=np.float64)  # the fitted model is host numpy, whatever ran it
     n_iter = np.atleast_1d(res.n_iter)[best * k : (best + 1) * k]
     converged = bool(np.all(np.atleast_1d(res.converged)[: A * k]))
     info = {
@@ -254,7 +291,7 @@ def solve_dual(
     )  # fmt: skip
     return DualSolution(
         a, intercept, alpha, alphas, df, df_se, method, gcv, n_iter, residual, converged,
-        res.n_matvec + 1, info,
+        res.n_matvec + 1, info, ev,
     )  # fmt: skip
 
 
@@ -266,7 +303,7 @@ def _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, Xz, n):
         s = np.maximum(np.asarray(eigenvalues, dtype=np.float64), 0.0)
         df = base + (s[None, :] / (s[None, :] + alphas[:, None])).sum(axis=1)
         return df, np.zeros(A), "exact"
-    P = Z.shape[1]
+    P = 0 if Z is None else Z.shape[1]
     if P == 0:
         return np.full(A, np.nan), np.full(A, np.nan), "none"
     df, se = np.empty(A), np.empty(A)
@@ -278,7 +315,7 @@ def _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, Xz, n):
             Mz = prec.apply_shifted(Z, np.full(P, alpha))
         else:
             low, Mz = 0.0, Z / alpha
-        samples = alpha * np.einsum("ij,ij->j", Z, Mz - x)
+        samples = alpha * _col_dot(Z, Mz - x)
         df[j] = base + low + samples.mean()
         se[j] = samples.std(ddof=1) / np.sqrt(P)
     # df can never exceed n (nor fall below the intercept's 1): clip estimation noise

@@ -153,6 +153,20 @@ class GramTiler:
         B = np.hstack([Zt, ones, -half[:, None]])
         return A, B
 
+    def augment(self, Z: ArrayLike) -> np.ndarray:
+        """The rbf path's augmented form ``[z̃, −½‖z̃‖², 1]`` of new points (host float64; a
+        device expansion multiplies it with :meth:`augmented_points`' ``B``)."""
+        if not self.fast:
+            raise ParameterError("augmented points exist for the rbf family only")
+        return self._augment(np.asarray(Z, dtype=np.float64))[0]
+
+    def augmented_points(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(A, B, c)`` of the rbf path: ``K[i, j] = c·exp(min(a_iᵀb_j, 0))`` (host float64;
+        a device Gram copies them once, :mod:`~bigkernel.numerics.device_gram`)."""
+        if not self.fast:
+            raise ParameterError("augmented points exist for the rbf family only")
+        return self._A, self._B, self._scale
+
     def _exp_block(self, A: np.ndarray, B: np.ndarray, dtype: np.dtype, workspace: dict | None = None) -> np.ndarray:
         shape = (A.shape[0], B.shape[0])
         T = _neg_half_sq(A, B, _buffer(workspace, "f8", shape, np.float64))  # −½‖x̃ − z̃‖²

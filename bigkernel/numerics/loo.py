@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -221,7 +222,14 @@ def _eigh(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return scipy.linalg.eigh(M.T, overwrite_a=True, check_finite=False, driver="evr")
 
 
-def spectral_path(K: np.ndarray, Y: np.ndarray, *, fit_intercept: bool = True, overwrite: bool = False) -> SpectralPath:
+def spectral_path(
+    K: np.ndarray,
+    Y: np.ndarray,
+    *,
+    fit_intercept: bool = True,
+    overwrite: bool = False,
+    eigh: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
+) -> SpectralPath:
     """Eigendecompose the (centred) Gram matrix once, for the whole α path.
 
     Parameters
@@ -234,6 +242,10 @@ def spectral_path(K: np.ndarray, Y: np.ndarray, *, fit_intercept: bool = True, o
         Centre (``HKH``, unpenalized intercept); else use ``K``.
     overwrite : bool, default=False
         Work in ``K``'s buffer (it is destroyed); otherwise on a copy.
+    eigh : callable, optional
+        ``eigh(M) -> (eigenvalues, eigenvectors)`` (host arrays) of a symmetric ``M`` whose
+        upper triangle is valid: the one O(n³) step, on a GPU when
+        :func:`~bigkernel.numerics.namespace.eigh_on` gives it; default LAPACK on the host.
 
     Returns
     -------
@@ -259,14 +271,14 @@ def spectral_path(K: np.ndarray, Y: np.ndarray, *, fit_intercept: bool = True, o
     if fit_intercept:
         ybar = Y.mean(axis=0)
         M, u, g = _deflate_in_place(K)
-        lam, V = _eigh(M)
+        lam, V = (eigh or _eigh)(M)
         Yc = Y - ybar
         PY = Yc - 2.0 * u[:, None] * (u @ Yc)[None, :]
         proj = V.T @ PY[1:]
         kv = g
     else:
         ybar = np.zeros(Y.shape[1])
-        lam, V = _eigh(K)
+        lam, V = (eigh or _eigh)(K)
         u, proj, kv = None, V.T @ Y, None
     del K
     noise = n * _EPS * float(np.max(np.abs(lam))) if lam.size else 0.0

@@ -17,6 +17,12 @@ then applies ``(LLᵀ + αI)⁻¹`` by the Woodbury identity.
 A preconditioner built for one α stays symmetric positive definite for any α > 0, so CG with
 it converges for every shift; :meth:`LowRankPreconditioner.apply_shifted` even gives each
 column the exact low-rank preconditioner for its own α at no extra cost.
+
+Array namespaces: the factor lives where the kernel columns come from (numpy, CuPy,
+array-api-strict; :mod:`~bigkernel.numerics.namespace`). Pivots are drawn on the host from a
+host copy of the residual diagonal (the same draws whatever the device), the small pivot blocks
+(≤ ``block_size``², ``r × r``) are factored on the host, and every ``n``-sized array stays in
+the columns' namespace.
 """
 
 from __future__ import annotations
@@ -29,10 +35,19 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.linalg import LinAlgError, cholesky, solve_triangular
+from scipy.linalg import LinAlgError, cholesky
 from threadpoolctl import threadpool_limits
 
 from bigkernel.errors import DataError, ParameterError
+from bigkernel.numerics.namespace import (
+    as_namespace_array,
+    device_of,
+    is_numpy,
+    namespace,
+    solve_triangular,
+    take_rows,
+    to_numpy,
+)
 from bigkernel.validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -125,16 +140,19 @@ def _rng(random_state: RandomState) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
-def _fetch(columns: Columns, idx: np.ndarray, n: int) -> np.ndarray:
-    C = np.asarray(columns(idx), dtype=np.float64)
-    if C.shape != (n, len(idx)):
-        raise DataError(f"columns(idx) returned shape {C.shape}, expected ({n}, {len(idx)})")
+def _fetch(columns: Columns, idx: np.ndarray, n: int):
+    C = columns(idx)
+    xp = namespace(C) if hasattr(C, "shape") else namespace()
+    C = as_namespace_array(xp, C, dtype=xp.float64)
+    if tuple(C.shape) != (n, len(idx)):
+        raise DataError(f"columns(idx) returned shape {tuple(C.shape)}, expected ({n}, {len(idx)})")
     return C
 
 
 def _psd_inv_sqrt(W: np.ndarray, rtol: float | None = None) -> np.ndarray:
     """``U Λ^{-1/2}`` over the eigenpairs of symmetric ``W`` above round-off, so that
-    ``C (U Λ^{-1/2})`` squared gives ``C W⁺ Cᵀ``."""
+    ``C (U Λ^{-1/2})`` squared gives ``C W⁺ Cᵀ``. ``W`` is small: computed on the host."""
+    W = to_numpy(W)
     w, U = np.linalg.eigh(0.5 * (W + W.T))
     top = max(float(w[-1]), 0.0)
     cut = (rtol if rtol is not None else W.shape[0] * np.finfo(float).eps * 10) * top
@@ -163,7 +181,8 @@ def nystroem_factor(columns: Columns, n: int, rank: int, *, random_state: Random
     n, rank = check_int("n", n, 1), min(check_int("rank", rank, 1), n)
     S = np.sort(_rng(random_state).choice(n, size=rank, replace=False))
     C = _fetch(columns, S, n)
-    L = C @ _psd_inv_sqrt(C[S])
+    xp = namespace(C)
+    L = C @ as_namespace_array(xp, _psd_inv_sqrt(take_rows(xp, C, S)), like=C)
     logger.debug("nystroem: %d landmarks, rank %d", rank, L.shape[1])
     return LowRankFactor(L, S, "nystroem")
 
@@ -198,46 +217,65 @@ def rpcholesky_factor(
     LowRankFactor
         With ``residual_trace = tr(K − LLᵀ)``.
     """
-    d = np.array(diag, dtype=np.float64).ravel()
-    n = d.size
-    if n == 0 or not np.all(np.isfinite(d)) or d.min() < 0:
+    xp = namespace(diag) if hasattr(diag, "shape") else namespace()
+    d = as_namespace_array(xp, diag, dtype=xp.float64)
+    d = xp.reshape(xp.asarray(d, copy=True), (-1,))
+    d_host = to_numpy(d).astype(np.float64, copy=True)  # pivots are drawn on the host
+    n = d_host.size
+    if n == 0 or not np.all(np.isfinite(d_host)) or d_host.min() < 0:
         raise DataError("diag must be a non-empty array of finite values >= 0 (a kernel diagonal)")
     rank = min(check_int("rank", rank, 1), n)
     block = min(rank, 100) if block_size is None else check_int("block_size", block_size, 1)
     rng = _rng(random_state)
-    F = np.zeros((n, rank))
+    F = xp.zeros((n, rank), dtype=xp.float64, device=device_of(d))
     pivots: list[int] = []
     k, rounds, fetched = 0, 0, 0
-    trace0 = float(d.sum())
+    trace0 = float(d_host.sum())
     while k < rank:
-        total = float(d.sum())
+        total = float(d_host.sum())
         if total <= 1e-14 * trace0:  # K is (numerically) of rank k: nothing left to capture
             break
-        S = rng.choice(n, size=min(block, rank - k), p=d / total)
+        S = rng.choice(n, size=min(block, rank - k), p=d_host / total)
         uniq, inv = np.unique(S, return_inverse=True)
-        G = _fetch(columns, uniq, n) - F[:, :k] @ F[uniq, :k].T  # residual columns
+        G = _fetch(columns, uniq, n)
+        if k:
+            G = G - F[:, :k] @ xp.matrix_transpose(take_rows(xp, F[:, :k], uniq))  # residual columns
         fetched += len(uniq)
-        accepted = _rejection_pivots(G[S][:, inv], d[S], S, rng)
+        H = to_numpy(take_rows(xp, G, uniq))[inv][:, inv]  # residual kernel on the candidates
+        accepted = _rejection_pivots(H, d_host[S], S, rng)
         T = np.unique(S[accepted])  # accepted pivots (distinct by construction)
-        F_new = _residual_factor(G[:, np.searchsorted(uniq, T)], T)
+        F_new = _residual_factor(take_rows(xp, G, np.searchsorted(uniq, T), axis=1), T)
         t = F_new.shape[1]
         if t == 0:
             break
         F[:, k : k + t] = F_new
         k += t
         pivots.extend(T.tolist())
-        d -= np.einsum("ij,ij->i", F_new, F_new)
-        np.maximum(d, 0.0, out=d)
-        d[T] = 0.0  # exact for pivots: the factor interpolates their columns
+        d = _downdate(xp, d, F_new, T)
+        d_host = to_numpy(d).astype(np.float64, copy=True)
         rounds += 1
     logger.debug(
         "rpcholesky: rank %d in %d rounds, %d columns fetched, residual trace %.3g",
         k,
         rounds,
         fetched,
-        d.sum(),
+        d_host.sum(),
     )
-    return LowRankFactor(F[:, :k], np.asarray(pivots, dtype=np.int64), "rpcholesky", float(d.sum()))
+    return LowRankFactor(F[:, :k], np.asarray(pivots, dtype=np.int64), "rpcholesky", float(d_host.sum()))
+
+
+def _downdate(xp, d, F_new, T: np.ndarray):
+    """The residual diagonal after adding ``F_new``: ``max(d − ‖F_new rows‖², 0)``, and exactly
+    0 at the pivots (the factor interpolates their columns)."""
+    if is_numpy(xp):
+        d -= np.einsum("ij,ij->i", F_new, F_new)
+        np.maximum(d, 0.0, out=d)
+        d[T] = 0.0
+        return d
+    d = xp.maximum(d - xp.sum(F_new * F_new, axis=1), 0.0)
+    mask = np.ones(d.shape[0])
+    mask[T] = 0.0
+    return d * as_namespace_array(xp, mask, like=d)
 
 
 def _rejection_pivots(H: np.ndarray, d_cand: np.ndarray, S: np.ndarray, rng: np.random.Generator) -> list[int]:
@@ -267,15 +305,17 @@ def _residual_factor(G: np.ndarray, T: np.ndarray) -> np.ndarray:
     Cholesky of the pivot block when it is safely positive definite, else a truncated
     eigen-decomposition (drops directions lost to round-off).
     """
-    core = G[T]
+    xp = namespace(G)
+    core = to_numpy(take_rows(xp, G, T))  # small (t × t): factored on the host
     core = 0.5 * (core + core.T)
     try:
         R = cholesky(core, lower=False)
         if np.diag(R).min() > 1e-7 * np.diag(R).max():
-            return solve_triangular(R, G.T, trans="T", lower=False).T
+            Rx = as_namespace_array(xp, R, like=G)
+            return xp.matrix_transpose(solve_triangular(xp, Rx, xp.matrix_transpose(G), trans=True, lower=False))
     except LinAlgError:
         pass
-    return G @ _psd_inv_sqrt(core)
+    return G @ as_namespace_array(xp, _psd_inv_sqrt(core), like=G)
 
 
 class LowRankPreconditioner:
@@ -319,16 +359,18 @@ class LowRankPreconditioner:
         pivots: np.ndarray | None = None,
     ) -> None:
         self.alpha = _positive_alpha(alpha)
-        L = np.asarray(L, dtype=np.float64)
+        xp = self.xp = namespace(L) if hasattr(L, "shape") else namespace()
+        L = as_namespace_array(xp, L, dtype=xp.float64)
         if L.ndim != 2:
-            raise DataError(f"L must be 2-D (n, r), found shape {L.shape}")
-        G = L.T @ L
+            raise DataError(f"L must be 2-D (n, r), found shape {tuple(L.shape)}")
+        G = to_numpy(xp.matrix_transpose(L) @ L)  # r × r: eigh on the host
         # one BLAS thread: eigh of an r × r matrix is many small calls, which multi-threaded
         # OpenBLAS slows down badly when the cores are busy (measured 9 s instead of 0.2 s)
         with threadpool_limits(limits=1):
             lam, V = np.linalg.eigh(G)
-        self.eigenvalues = np.maximum(lam, 0.0)
-        self.W = L @ V
+        self.eigenvalues = np.maximum(lam, 0.0)  # host, shape (r,)
+        self.W = L @ as_namespace_array(xp, V, like=L)
+        self._lam = as_namespace_array(xp, self.eigenvalues, like=L)
         self.method, self.pivots = method, pivots
 
     @classmethod
@@ -356,7 +398,7 @@ class LowRankPreconditioner:
     def apply_shifted(self, R: ArrayLike, shift: ArrayLike) -> np.ndarray:
         """``(LLᵀ + shift_j I)⁻¹ r_j`` per column: the exact low-rank preconditioner for each
         column's own α (for CG with ``matvec = K`` and ``shift = alphas``)."""
-        s = np.asarray(shift, dtype=np.float64)
+        s = np.asarray(to_numpy(shift), dtype=np.float64)
         if np.any(~(s > 0)) or not np.all(np.isfinite(s)):
             raise ParameterError(f"shifts must be finite and > 0 for this preconditioner, found {s.tolist()}")
         return self._apply(R, s)
@@ -364,15 +406,16 @@ class LowRankPreconditioner:
     __call__ = apply
 
     def _apply(self, R: ArrayLike, alpha: np.ndarray) -> np.ndarray:
-        R = np.asarray(R, dtype=np.float64)
+        xp = self.xp
+        R = as_namespace_array(xp, R, like=self.W, dtype=xp.float64)
         if R.shape[0] != self.n or R.ndim not in (1, 2):
-            raise DataError(f"R must have shape ({self.n},) or ({self.n}, m), found {R.shape}")
-        lam = self.eigenvalues[:, None] if R.ndim == 2 else self.eigenvalues
-        T = self.W.T @ R
-        T /= lam + alpha
+            raise DataError(f"R must have shape ({self.n},) or ({self.n}, m), found {tuple(R.shape)}")
+        lam = self._lam[:, None] if R.ndim == 2 else self._lam
+        a = as_namespace_array(xp, np.asarray(alpha, dtype=np.float64), like=self.W)
+        T = xp.matrix_transpose(self.W) @ R
+        T = T / (lam + a)
         out = R - self.W @ T
-        out /= alpha
-        return out
+        return out / a
 
 
 def _positive_alpha(alpha: float) -> float:
@@ -413,7 +456,7 @@ def build_preconditioner(
     LowRankPreconditioner
     """
     alpha = _positive_alpha(alpha)
-    n = np.asarray(diag).shape[0]
+    n = int(diag.shape[0]) if hasattr(diag, "shape") else len(diag)
     rank = default_rank(n) if rank is None else rank
     if method == "rpcholesky":
         factor = rpcholesky_factor(columns, diag, rank, block_size=block_size, random_state=random_state)

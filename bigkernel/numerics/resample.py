@@ -36,14 +36,16 @@ Note: numpy does not promise that ``Generator`` streams stay identical across nu
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from bigkernel.errors import ParameterError
+from bigkernel.numerics.namespace import as_namespace_array, is_numpy, namespace
 from bigkernel.validation import is_integer
 
 __all__ = [
@@ -339,9 +341,14 @@ class BootstrapWeights:
         object.__setattr__(self, "replicates", reps)
         _check_range(self.n, 0, self.n, self.method, self.block_rows)
 
-    def __call__(self, start: int, stop: int) -> np.ndarray:
-        """Weights of rows ``[start, stop)``, shape ``(m, stop - start)``, float64."""
-        return bootstrap_counts_batch(
+    def __call__(self, start: int, stop: int, like: Any = None) -> np.ndarray:
+        """Weights of rows ``[start, stop)``, shape ``(m, stop - start)``, float64.
+
+        ``like``: an array of any namespace (a chunk on a GPU): the weights are returned in its
+        namespace, on its device. They are always drawn on the host (the same counts on every
+        device, bitwise) and copied once per call.
+        """
+        W = bootstrap_counts_batch(
             self.seed_entropy,
             self.replicates,
             self.n,
@@ -350,6 +357,9 @@ class BootstrapWeights:
             self.method,
             block_rows=self.block_rows,
         )
+        if like is None or isinstance(like, np.ndarray):
+            return W
+        return as_namespace_array(namespace(like), W, like=like)
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,12 +392,29 @@ def percentile_band(predictions: np.ndarray, confidence_level: float = 0.9) -> B
         ``numpy.percentile(..., method="linear")`` (numpy's default, type 7 of Hyndman & Fan),
         so the result depends only on the values, not on how they were produced.
     """
-    p = np.asarray(predictions, dtype=np.float64)
+    xp = namespace(predictions) if hasattr(predictions, "shape") else namespace()
+    p = as_namespace_array(xp, predictions, dtype=xp.float64)
     if p.ndim < 1 or p.shape[0] < 1:
-        raise ParameterError(f"predictions must have at least one replicate along axis 0; found shape {p.shape}.")
+        raise ParameterError(
+            f"predictions must have at least one replicate along axis 0; found shape {tuple(p.shape)}."
+        )
     c = float(confidence_level)
     if not 0.0 < c < 1.0:
         raise ParameterError(f"confidence_level must be in (0, 1); found {confidence_level}.")
     half = 50.0 * c
-    lower, upper = np.percentile(p, [50.0 - half, 50.0 + half], axis=0, method="linear")
-    return Band(mean=p.mean(axis=0), lower=lower, upper=upper)
+    if is_numpy(xp):
+        lower, upper = np.percentile(p, [50.0 - half, 50.0 + half], axis=0, method="linear")
+    else:  # the standard has no percentile: numpy's "linear" rule on the sorted replicates
+        q = xp.sort(p, axis=0)
+        lower, upper = (_linear_percentile(xp, q, pct) for pct in (50.0 - half, 50.0 + half))
+    return Band(mean=xp.mean(p, axis=0), lower=lower, upper=upper)
+
+
+def _linear_percentile(xp: Any, q: Any, pct: float) -> Any:
+    """Percentile ``pct`` of sorted ``q`` along axis 0 by numpy's ``method="linear"``:
+    ``q[⌊h⌋] + (h − ⌊h⌋)(q[⌊h⌋+1] − q[⌊h⌋])`` with ``h = (B − 1)·pct/100``."""
+    h = (q.shape[0] - 1) * pct / 100.0
+    lo = int(math.floor(h))
+    hi = min(lo + 1, q.shape[0] - 1)
+    frac = h - lo
+    return q[lo, ...] + frac * (q[hi, ...] - q[lo, ...])

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from bigkernel.errors import ConfigError
+from bigkernel.devices import parse_device
+from bigkernel.errors import ConfigError, ParameterError
 from bigkernel.jobs.config.schema import DASK_SCHEMES, SECTION_KEYS
 from bigkernel.kernels.registry import (
     kernel_spec,
@@ -236,6 +237,28 @@ def _bool_or_auto(value: Any) -> bool | str:
     if not isinstance(value, bool):
         _fail('true, false or "auto"', value)
     return value
+
+
+def _device(value: Any) -> str:
+    """Check a ``device`` (the estimators' rule, :func:`bigkernel.devices.parse_device`)."""
+    try:
+        parse_device(value)
+    except ParameterError:
+        _fail("'cpu', 'cuda', 'cuda:N' (a GPU ordinal) or 'auto'", value)
+    return value
+
+
+def _gpus(value: Any) -> str | tuple[int, ...]:
+    """Check ``cluster.local.gpus``: "all" or a non-empty list of distinct GPU ordinals >= 0."""
+    expected = "'all' or a non-empty list of distinct GPU ordinals (integers >= 0)"
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return "all"
+    if not isinstance(value, (list, tuple)) or not value:
+        _fail(expected, value)
+    ordinals = tuple(_list_item(_integer(ge=0), i, v) for i, v in enumerate(value))
+    if len(set(ordinals)) != len(ordinals):
+        _fail(expected, value, "; an ordinal is repeated")
+    return ordinals
 
 
 def _boolean(value: Any) -> bool:

@@ -17,7 +17,9 @@ from bigkernel.jobs.config.fields import (
     _choice,
     _chunk_rows,
     _Context,
+    _device,
     _fail,
+    _gpus,
     _integer,
     _Invalid,
     _location,
@@ -44,6 +46,7 @@ from bigkernel.jobs.config.schema import (
     DataConfig,
     EvalGridConfig,
     EvalPoints,
+    IntervalsConfig,
     JobConfig,
     LocalClusterConfig,
     LogLevel,
@@ -88,7 +91,8 @@ def _parse_job(ctx: _Context) -> JobConfig:
         model=_parse_model(top.optional_section("model"), data),
         predict=_parse_predict(top.section("predict")),
         cluster=_parse_cluster(top.optional_section("cluster")),
-        bootstrap=_parse_bootstrap(top.section("bootstrap"), data),
+        bootstrap=(boot := _parse_bootstrap(top.section("bootstrap"), data)),
+        intervals=_parse_intervals(top.section("intervals"), boot),
         progress=top.value("progress", _boolean, True),
         plots=top.value("plots", _bool_or_auto, "auto"),
         log_level=top.value("log_level", _choice(get_args(LogLevel), upper=True), "INFO"),
@@ -213,7 +217,7 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         n_components=sec.value("n_components", _param(RandomFeatureRidge, "n_components"), 1024),
         sampler=sec.value("sampler", _param(RandomFeatureRidge, "sampler"), "iid"),
         form=sec.value("form", _param(RandomFeatureRidge, "form"), "cos"),
-        alpha=sec.value("alpha", _param(RandomFeatureRidge, "alpha", words=("loo", "gcv", "cv")), "gcv"),
+        alpha=sec.value("alpha", _param(RandomFeatureRidge, "alpha", words=("loo", "gcv", "cv", "evidence")), "gcv"),
         cv=sec.value("cv", _param(RandomFeatureRidgeCV, "cv", words=()), 5),  # 'gcv' is alpha's, in a job
         standardize=sec.value("standardize", _param(RandomFeatureRidge, "standardize"), False),
         fit_intercept=sec.value("fit_intercept", _param(RandomFeatureRidge, "fit_intercept"), True),
@@ -231,6 +235,7 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         gram_dtype=sec.value("gram_dtype", _param(ExactKernelRidge, "dtype"), "auto"),
         n_probes=sec.value("n_probes", _param(ExactKernelRidge, "n_probes"), 8),
         landmarks=sec.value("landmarks", _param(NystroemRidge, "landmarks"), "rpcholesky"),
+        device=sec.value("device", _device, "cpu"),
         class_weight=sec.value("class_weight", _class_weight, None, nullable=True),
     )
     if model.random_state is None:
@@ -388,6 +393,7 @@ def _parse_local(sec: _Section) -> LocalClusterConfig:
         memory_limit=sec.value("memory_limit", _memory_limit, "auto"),
         dashboard=sec.value("dashboard", _boolean, False),
         host=sec.value("host", _text, "127.0.0.1"),
+        gpus=sec.value("gpus", _gpus, None, nullable=True),
     )
 
 
@@ -412,6 +418,23 @@ def _parse_bootstrap(sec: _Section | None, data: DataConfig) -> BootstrapConfig 
         store=sec.value("store", _location(base), _resolve("bootstrap.zarr", base)),
         plot=sec.value("plot", _boolean, False),
     )
+
+
+def _parse_intervals(sec: _Section | None, bootstrap: BootstrapConfig | None) -> IntervalsConfig | None:
+    """Parse ``intervals``: the posterior band needs the bootstrap's evaluation points."""
+    if sec is None:
+        return None
+    out = IntervalsConfig(
+        posterior=sec.value("posterior", _boolean, True),
+        level=sec.value("level", _number(gt=0, lt=1), None, nullable=True),
+    )
+    if bootstrap is None and out.posterior:
+        sec.report(
+            "posterior",
+            "the posterior band is drawn beside the bootstrap band, at its evaluation points: add a "
+            "bootstrap section (e.g. bootstrap: {n_bootstraps: 50, plot: true})",
+        )
+    return out
 
 
 _EVAL_FORMS = (

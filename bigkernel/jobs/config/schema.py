@@ -194,7 +194,7 @@ class ModelConfig:
         Orthogonal random features exist for ``kernel="rbf"`` only.
     form : {"cos", "cossin"}, default="cos"
         ``cos(Wx + b)`` features or paired cos/sin features with D/2 frequencies.
-    alpha : float, tuple of float, "gcv", "cv" or "loo", default="gcv"
+    alpha : float, tuple of float, "gcv", "cv", "loo" or "evidence", default="gcv"
         Ridge penalty (> 0, finite), a grid of them scored by GCV, "gcv" for the default grid
         scored by GCV, or "cv" for the default grid scored by cross-validation: K-fold
         (``cv: K``) with solver random_features; closed-form leave-one-out with solver exact,
@@ -209,6 +209,11 @@ class ModelConfig:
             exact            GCV (one gamma: CG;      closed-form LOO       closed-form LOO
                              gamma list/cv: eigh)     (cv: K is an error)
             nystroem, auto   GCV                      error                 error
+
+        ``alpha: evidence`` chooses α (and, with a gamma list, γ) by the largest evidence
+        (marginal likelihood of the Gaussian-process reading) on the default grid: from the one
+        pass (random_features, nystroem), the eigenvalues (exact: n <= 2000 with one gamma,
+        one eigendecomposition per gamma with a list).
     cv : int, default=5
         Folds for K-fold cross-validation (>= 2), used when alpha or gamma is "cv" with solver
         random_features (setting it for an exact search is an error: it has no folds).
@@ -241,6 +246,11 @@ class ModelConfig:
         Exact solver: Hutchinson probes for df(alpha) when n > 3000 (>= 0).
     landmarks : {"rpcholesky", "uniform"}, default="rpcholesky"
         Nyström landmark choice (n_components landmarks).
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the fit computes (the estimators' ``device``): ``cuda`` without CuPy or a GPU
+        stops the job with one error before any data is read; ``auto`` takes a GPU when CuPy
+        sees one (logged). With ``cluster.local.gpus`` the workers are one per GPU and
+        ``cuda`` is each worker's own GPU.
     class_weight : "balanced", dict or None, default=None
         ``task: classification``: weight per class (``{label: weight}``) or "balanced".
     """
@@ -253,7 +263,7 @@ class ModelConfig:
     n_components: int = 1024
     sampler: Sampler = "iid"
     form: Form = "cos"
-    alpha: float | tuple[float, ...] | Literal["gcv", "cv", "loo"] = "gcv"
+    alpha: float | tuple[float, ...] | Literal["gcv", "cv", "loo", "evidence"] = "gcv"
     cv: int = 5
     standardize: bool = False
     fit_intercept: bool = True
@@ -269,6 +279,7 @@ class ModelConfig:
     gram_dtype: GramDType = "auto"
     n_probes: int = 8
     landmarks: Landmarks = "rpcholesky"
+    device: str = "cpu"
     class_weight: str | dict[Any, float] | None = None
 
 
@@ -320,6 +331,11 @@ class LocalClusterConfig:
     dashboard : bool, default=False
     host : str, default="127.0.0.1"
         Interface the scheduler and workers bind to; loopback unless asked otherwise.
+    gpus : "all", tuple of int or None, default=None
+        Start a dask-cuda ``LocalCUDACluster`` instead: one worker process per GPU (every GPU
+        with ``all``, or these ordinals), each seeing its own GPU as ``cuda:0``
+        (``n_workers`` does not apply). Needs dask-cuda (``pip install "bigkernel[gpu]"``);
+        use it with ``model.device: cuda``.
     """
 
     n_workers: int = 1
@@ -327,6 +343,7 @@ class LocalClusterConfig:
     memory_limit: int | str = "auto"
     dashboard: bool = False
     host: str = "127.0.0.1"
+    gpus: str | tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -401,6 +418,29 @@ class BootstrapConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class IntervalsConfig:
+    """Posterior bands beside the bootstrap band (``intervals``; regression jobs with a
+    ``bootstrap`` section: its evaluation points, band files and figure).
+
+    The posterior band is ``fitted ± z·std`` with the model's posterior standard deviation of
+    f(x) (``predict(X, return_std=True)``: the Gaussian-process reading, σ² by maximum
+    evidence); for ``bootstrap.interval: prediction`` the band is for a new y (the noise
+    variance ``σ²α`` added). No refits: it costs one prediction.
+
+    Parameters
+    ----------
+    posterior : bool, default=True
+        Draw and write the posterior band.
+    level : float or None, default=None
+        Coverage of the posterior band, ``0 < c < 1``; None: ``bootstrap.confidence_level``
+        (the same as the bootstrap band's, so the two widths compare).
+    """
+
+    posterior: bool = True
+    level: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class JobConfig:
     """A whole job, as read by :func:`load_config`; all paths resolved.
 
@@ -422,6 +462,7 @@ class JobConfig:
     predict : PredictConfig or None, default=None
     cluster : ClusterConfig
     bootstrap : BootstrapConfig or None, default=None
+    intervals : IntervalsConfig or None, default=None
     progress : bool, default=True
         Show progress bars (on a terminal; ``bigkernel -q`` turns them off).
     plots : bool or "auto", default="auto"
@@ -448,6 +489,7 @@ class JobConfig:
     predict: PredictConfig | None = None
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     bootstrap: BootstrapConfig | None = None
+    intervals: IntervalsConfig | None = None
     progress: bool = True
     plots: bool | Literal["auto"] = "auto"
     log_level: LogLevel = "INFO"
@@ -543,4 +585,5 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "bootstrap": _keys(BootstrapConfig),
     "bootstrap.eval": _keys(SourceConfig),
     "bootstrap.eval_grid": _keys(EvalGridConfig),
+    "intervals": _keys(IntervalsConfig),
 }

@@ -1,0 +1,433 @@
+"""Posterior standard deviation of the latent f(x) under the Gaussian-process reading (layer 1).
+
+Prior ``f ~ GP(0, σ²k)``, noise variance ``σ²α`` (:mod:`bigkernel.numerics.evidence`); the
+ridge fit is the posterior mean and the posterior variance of ``f(x)`` is
+
+* **primal** (features φ, ``ΦcᵀΦc = V diag(s) Vᵀ`` from the fit's one eigendecomposition)::
+
+      Var f(x) = σ²α φcᵀ(ΦcᵀΦc + αI)⁻¹φc [+ σ²α/n]
+               = σ² (‖φc‖² − Σⱼ wⱼ (vⱼᵀφc)²) [+ σ²α/n],     wⱼ = sⱼ/(sⱼ + α),
+
+  with ``φc = φ(x) − μ`` (μ the feature mean; φc = φ without intercept). **Intercept**: the
+  unpenalised intercept is a flat prior on ``b``; given β its posterior is
+  ``N(ȳ − μᵀβ, σ²α/n)``, and integrating ``b`` out of ``f(x) = b + φᵀβ`` is exactly the
+  centring, plus that ``σ²α/n`` — the intercept's own uncertainty.
+  **Truncation**: only the r directions with ``wⱼ >= rtol`` are kept. A dropped direction's
+  term ``wⱼ pⱼ²`` (``pⱼ = vⱼᵀφc``) is left out of the subtraction, so the variance is
+  over-estimated by ``Σ_dropped wⱼ pⱼ² <= rtol Σ_dropped pⱼ²``, while the variance itself is at
+  least ``Σ_dropped (1 − wⱼ) pⱼ² >= (1 − rtol) Σ_dropped pⱼ²``: the **relative error of the
+  variance is at most rtol/(1 − rtol)** (of the std about half that), always upwards, for any
+  x. Cost per row ``O(D·r)`` on top of the features, with ``r`` ≈ the directions the data
+  determine (a few × df), not ``O(D²)``; no pass over the training data.
+
+* **dual / exact** (``C = K + αI``; universal kriging with a flat prior on ``b``)::
+
+      Var f(x) = σ² [k(x, x) − k(x)ᵀC⁻¹k(x) + (1 − 1ᵀC⁻¹k(x))² / 1ᵀC⁻¹1]
+
+  (no last term without intercept: then it is scikit-learn's ``GaussianProcessRegressor``
+  with ``alpha=α`` at σ² = 1) — :class:`DensePosterior` from one Cholesky factor of ``C`` (n up
+  to a few 10⁴), or, for larger n, the equivalent centred form
+  ``k̃(x, x) − k̃(x)ᵀ(K̄ + αI)⁻¹k̃(x) + α/n`` (``k̃(x) = H(k(x) − K1/n)``) with many right-hand
+  sides through preconditioned CG (:func:`cg_unit_variance`).
+
+The classes return the *unit* variance (σ² = 1); the estimators multiply by each target's
+``sigma2_``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+
+from bigkernel.errors import DataError
+from bigkernel.numerics.cg import conjugate_gradient
+from bigkernel.numerics.primal import EigenPath
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "COV_MAX_ROWS",
+    "CGPosterior",
+    "POSTERIOR_RTOL",
+    "DensePosterior",
+    "PrimalPosterior",
+    "MeanStdModel",
+    "cg_unit_variance",
+    "check_cov_rows",
+    "primal_posterior",
+]
+
+#: directions with sⱼ/(sⱼ + α) below this are dropped: the variance is then over-estimated by
+#: at most POSTERIOR_RTOL/(1 − POSTERIOR_RTOL) of itself (see the module docstring)
+POSTERIOR_RTOL = 1e-3
+#: ``return_cov`` refuses more points than this: the covariance is a dense m × m float64 matrix
+#: (4096² × 8 B = 128 MiB), and the dual path holds one more of that size
+COV_MAX_ROWS = 4096
+
+
+def check_cov_rows(m: int) -> None:
+    """Refuse a covariance over more than :data:`COV_MAX_ROWS` points, saying why."""
+    if m > COV_MAX_ROWS:
+        raise DataError(
+            f"return_cov=True for {m:,} points would build a dense {m:,} × {m:,} float64 matrix "
+            f"({8 * m * m / 2**30:.1f} GiB); it is limited to {COV_MAX_ROWS:,} points. Use "
+            "return_std=True (the diagonal, any number of points, streamed) or pass fewer points"
+        )
+
+
+@dataclass(frozen=True)
+class PrimalPosterior:
+    """Unit posterior variance ``Var f(x) / σ²`` of a primal model (see the module docstring).
+
+    Attributes
+    ----------
+    fmap : FeatureMap or NystroemMap
+        Anything with ``transform_unscaled(X, dtype)`` and ``scale``.
+    mean_phi : ndarray of shape (D,)
+        μ (zeros without intercept).
+    vecs : ndarray of shape (D, r)
+        The kept eigenvectors of ΦcᵀΦc.
+    weights : ndarray of shape (r,)
+        Their ``s/(s + α)``.
+    alpha : float
+    n : float
+        Rows of the fit (``Σc`` with sample weights).
+    fit_intercept : bool
+    rtol : float
+        The truncation tolerance the directions were kept with.
+    dtype : str
+        Dtype of the features (the projections are float64).
+    block_rows : int
+    """
+
+    fmap: Any
+    mean_phi: np.ndarray
+    vecs: np.ndarray
+    weights: np.ndarray
+    alpha: float
+    n: float
+    fit_intercept: bool
+    rtol: float = POSTERIOR_RTOL
+    dtype: str = "float64"
+    block_rows: int = 4096
+
+    def _centred(self, X: np.ndarray) -> np.ndarray:
+        """``φ(X) − μ`` in float64, shape (m, D)."""
+        phi = np.asarray(self.fmap.transform_unscaled(X, self.dtype), dtype=np.float64)
+        phi *= self.fmap.scale
+        if self.fit_intercept:
+            phi -= self.mean_phi
+        return phi
+
+    def _offset(self) -> float:
+        return self.alpha / self.n if self.fit_intercept else 0.0
+
+    def mean_and_variance(
+        self, X: np.ndarray, coef: np.ndarray, intercept: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(φ(X)β + b, Var f / σ²)`` of shapes (m, k) and (m,): one feature block and one GEMM
+        serve both (``raw @ [sβ | sV | sμ]``, s the map's scale), so the centred block is never
+        formed."""
+        out = np.empty((X.shape[0], coef.shape[1]))
+        var = np.empty(X.shape[0])
+        M = self._gemm_matrix(coef)
+        for lo in range(0, X.shape[0], self.block_rows):
+            raw = self.fmap.transform_unscaled(X[lo : lo + self.block_rows], self.dtype)
+            hi = lo + raw.shape[0]
+            out[lo:hi], var[lo:hi] = self._block(raw, M, coef.shape[1])
+        out += intercept
+        return out, var
+
+    def _gemm_matrix(self, coef: np.ndarray | None) -> np.ndarray:
+        """``[sβ | sV | sμ]`` (float64; no β for the variance alone, no μ without intercept)."""
+        s = self.fmap.scale
+        parts = [] if coef is None else [coef * s]
+        parts.append(self.vecs * s)
+        if self.fit_intercept:
+            parts.append((self.mean_phi * s)[:, None])
+        return np.hstack(parts)
+
+    def _block(self, raw: np.ndarray, M: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Mean part (rows, k) and unit variance (rows,) of one raw feature block.
+
+        ``φc = s·raw − μ``: ``Vᵀφc = (raw @ sV) − Vᵀμ`` and
+        ``‖φc‖² = s²‖raw‖² − 2 raw·sμ + ‖μ‖²``, all in float64 (the product upcasts float32
+        features, as :class:`~bigkernel.numerics.primal.PrimalExpansion` does).
+        """
+        G = raw @ M
+        r = self.vecs.shape[1]
+        P = G[:, k : k + r]
+        s = self.fmap.scale
+        norm2 = s * s * np.einsum("ij,ij->i", raw, raw, dtype=np.float64)
+        if self.fit_intercept:
+            P = P - self.mean_phi @ self.vecs
+            mu2 = float(self.mean_phi @ self.mean_phi)
+            norm2 += mu2 - 2.0 * G[:, k + r]
+        # ≥ 0 in exact arithmetic; rounding can take a point on the data to just below 0
+        var = np.maximum(norm2 - (P * P) @ self.weights, 0.0) + self._offset()
+        return G[:, :k], var
+
+    def unit_variance(self, X: np.ndarray) -> np.ndarray:
+        """``Var f(x) / σ²`` for the rows of ``X``, shape (m,), float64."""
+        out = np.empty(X.shape[0])
+        M = self._gemm_matrix(None)
+        for lo in range(0, X.shape[0], self.block_rows):
+            raw = self.fmap.transform_unscaled(X[lo : lo + self.block_rows], self.dtype)
+            out[lo : lo + raw.shape[0]] = self._block(raw, M, 0)[1]
+        return out
+
+    def unit_cov(self, X: np.ndarray) -> np.ndarray:
+        """``Cov(f(X)) / σ²``, shape (m, m) (call :func:`check_cov_rows` first)."""
+        phi = self._centred(X)
+        P = phi @ self.vecs
+        C = phi @ phi.T - (P * self.weights) @ P.T
+        C = 0.5 * (C + C.T) + self._offset()
+        return C
+
+
+def primal_posterior(
+    path: EigenPath, alpha: float, fmap, *, dtype: str, rtol: float = POSTERIOR_RTOL
+) -> PrimalPosterior:
+    """The :class:`PrimalPosterior` of a fitted primal path at ``alpha``: keeps the directions
+    with ``s/(s + α) >= rtol``."""
+    w = path.eigvals / (path.eigvals + alpha)
+    keep = w >= rtol
+    D = path.eigvecs.shape[0]
+    # float64 feature blocks of ≤ 32 MiB
+    rows = int(max(256, min(8192, (32 * 2**20) // (8 * max(D, 1)))))
+    logger.info("posterior: %d of %d directions kept (s/(s+α) >= %.0e)", int(keep.sum()), D, rtol)
+    return PrimalPosterior(
+        fmap, np.asarray(path.mean_phi, dtype=np.float64), np.ascontiguousarray(path.eigvecs[:, keep]),
+        w[keep].copy(), float(alpha), float(path.n), bool(path.fit_intercept), float(rtol), dtype, rows,
+    )  # fmt: skip
+
+
+class DensePosterior:
+    """Unit posterior variance of the exact (dual) model from one Cholesky factor of ``K + αI``.
+
+    Parameters
+    ----------
+    tiler : GramTiler
+        The training points and kernel (``cross`` gives ``k(Z, X)``).
+    alpha : float
+    fit_intercept : bool
+    block : int, default=2048
+        Test points per block (memory ``O(block · n)``).
+    sample_weight : ndarray of shape (n,), optional
+        Row weights ``c > 0`` of the fit (integer ``c`` = repeated rows): ``C = K + α diag(1/c)``,
+        the posterior of the fit on the repeated data.
+    """
+
+    def __init__(
+        self, tiler, alpha: float, fit_intercept: bool, block: int = 2048, sample_weight: np.ndarray | None = None
+    ) -> None:
+        self.tiler, self.alpha, self.fit_intercept, self.block = tiler, float(alpha), bool(fit_intercept), int(block)
+        C = tiler.dense()
+        # weights c (repeated rows): row i's noise variance is σ²α/cᵢ
+        C[np.diag_indices_from(C)] += self.alpha if sample_weight is None else self.alpha / sample_weight
+        try:
+            self.chol = scipy.linalg.cholesky(C, lower=True, overwrite_a=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            raise DataError(
+                f"K + alpha·I is not positive definite at alpha={alpha:.3g} (an indefinite kernel, or alpha "
+                "below the rounding of K): no posterior variance; use a PSD kernel or a larger alpha"
+            ) from None
+        if self.fit_intercept:
+            self.c1 = scipy.linalg.cho_solve((self.chol, True), np.ones(tiler.n), check_finite=False)
+            self.s11 = float(self.c1.sum())
+
+    def mean_and_variance(
+        self, Z: np.ndarray, coef: np.ndarray, intercept: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(k(Z, X)a + b, Var f / σ²)`` of shapes (m, k) and (m,): one kernel block serves both."""
+        Z = np.asarray(Z, dtype=np.float64)
+        out = np.empty((Z.shape[0], coef.shape[1]))
+        var = np.empty(Z.shape[0])
+        for lo in range(0, Z.shape[0], self.block):
+            Zb = Z[lo : lo + self.block]
+            Kz = self.tiler.cross(Zb)
+            out[lo : lo + Zb.shape[0]] = Kz @ coef + intercept
+            var[lo : lo + Zb.shape[0]] = self._variance(Zb, Kz)
+        return out, var
+
+    def _variance(self, Z: np.ndarray, Kz: np.ndarray) -> np.ndarray:
+        V = scipy.linalg.solve_triangular(self.chol, Kz.T, lower=True, check_finite=False)
+        var = self.tiler.kernel.diag(Z) - np.einsum("ij,ij->j", V, V)
+        if self.fit_intercept:
+            u = 1.0 - Kz @ self.c1
+            var += u * u / self.s11
+        return np.maximum(var, 0.0)
+
+    def unit_variance(self, Z: np.ndarray) -> np.ndarray:
+        """``Var f(z) / σ²`` for the rows of ``Z``, shape (m,)."""
+        Z = np.asarray(Z, dtype=np.float64)
+        out = np.empty(Z.shape[0])
+        for lo in range(0, Z.shape[0], self.block):
+            Zb = Z[lo : lo + self.block]
+            out[lo : lo + Zb.shape[0]] = self._variance(Zb, self.tiler.cross(Zb))
+        return out
+
+    def unit_cov(self, Z: np.ndarray) -> np.ndarray:
+        """``Cov f(Z) / σ²``, shape (m, m)."""
+        Z = np.asarray(Z, dtype=np.float64)
+        Kz = self.tiler.cross(Z)
+        V = scipy.linalg.solve_triangular(self.chol, Kz.T, lower=True, check_finite=False)
+        C = np.asarray(self.tiler.kernel(Z), dtype=np.float64) - V.T @ V
+        if self.fit_intercept:
+            u = 1.0 - Kz @ self.c1
+            C += np.outer(u, u) / self.s11
+        return 0.5 * (C + C.T)
+
+
+def cg_unit_variance(
+    matvec: Callable[[np.ndarray], np.ndarray],
+    cross: Callable[[np.ndarray], np.ndarray],
+    kdiag: np.ndarray,
+    Z: np.ndarray,
+    *,
+    alpha: float,
+    fit_intercept: bool,
+    k_mean: np.ndarray | None = None,
+    preconditioner: Any = None,
+    tol: float = 1e-8,
+    max_iter: int | None = None,
+) -> np.ndarray:
+    """Unit posterior variance of the exact model at the rows of ``Z`` by CG, one column each.
+
+    ``(K̄ + αI) V = k̃(Z)`` is solved for every point of ``Z`` together (each CG iteration is one
+    Gram matvec with ``len(Z)`` columns), then ``Var/σ² = k̃(z, z) − k̃(z)ᵀV [+ α/n]`` (see the
+    module docstring). The error of a quadratic form is about the square of the relative
+    residual: ``tol=1e-8`` gives ~1e-16·‖k̃‖²/α.
+
+    Parameters
+    ----------
+    matvec : callable
+        ``V ↦ K V`` (uncentred Gram matrix of the training points).
+    cross : callable
+        ``Z ↦ k(Z, X)`` of shape (m, n).
+    kdiag : ndarray of shape (m,)
+        ``k(z, z)``.
+    Z : ndarray of shape (m, d)
+    alpha : float
+    fit_intercept : bool
+    k_mean : ndarray of shape (n,), optional
+        ``K1/n`` (with intercept; one matvec, computed once by the caller).
+    preconditioner : LowRankPreconditioner, optional
+        For ``K̄`` (built on the centred factor), applied with the shift α.
+    tol, max_iter
+        CG stopping rule.
+    """
+    B = np.asarray(cross(Z), dtype=np.float64).T.copy()  # (n, m)
+    n = B.shape[0]
+    base = np.asarray(kdiag, dtype=np.float64).copy()
+    if fit_intercept:
+        if k_mean is None:
+            raise DataError("cg_unit_variance with an intercept needs k_mean = K1/n")
+        base += -2.0 * B.mean(axis=0) + float(k_mean.mean())
+        B -= k_mean[:, None]
+        B -= B.mean(axis=0)
+
+        def op(V: np.ndarray) -> np.ndarray:
+            Vc = V - V.mean(axis=0)
+            KV = matvec(Vc)
+            return KV - KV.mean(axis=0)
+    else:
+        op = matvec
+    res = conjugate_gradient(op, B, preconditioner=preconditioner, shift=alpha, tol=tol, max_iter=max_iter)
+    X = res.x.reshape(n, -1)
+    var = base - np.einsum("ij,ij->j", B, X)
+    return np.maximum(var, 0.0) + (alpha / n if fit_intercept else 0.0)
+
+
+class CGPosterior:
+    """Unit posterior variance of the exact model by batched CG (:func:`cg_unit_variance`), for
+    n beyond one Cholesky factor: every block of test points is one CG run with a column per
+    point over the in-process Gram operator (:class:`~bigkernel.numerics.gram_tiles.LocalGram`),
+    preconditioned by a low-rank factor of ``K`` (centred with the intercept).
+
+    Parameters
+    ----------
+    gram : LocalGram
+        ``matvec``, ``tiler``.
+    alpha : float
+    fit_intercept : bool
+    factor : ndarray of shape (n, r), optional
+        ``K ≈ LLᵀ`` for the preconditioner.
+    tol : float, default=1e-8
+    max_iter : int, optional
+    block : int, default=256
+        Test points per CG run (columns of every matvec).
+    """
+
+    def __init__(self, gram, alpha: float, fit_intercept: bool, *, factor: np.ndarray | None = None,
+                 tol: float = 1e-8, max_iter: int | None = None, block: int = 256) -> None:  # fmt: skip
+        from bigkernel.numerics.precond import LowRankPreconditioner
+
+        self.gram, self.alpha, self.fit_intercept = gram, float(alpha), bool(fit_intercept)
+        self.tol, self.max_iter, self.block = float(tol), max_iter, int(block)
+        n = gram.tiler.n
+        self.k_mean = gram.matvec(np.ones((n, 1)))[:, 0] / n if fit_intercept else None
+        self.prec = None
+        if factor is not None:
+            L = factor - factor.mean(axis=0) if fit_intercept else factor
+            self.prec = LowRankPreconditioner(L, self.alpha)
+
+    def _variance(self, Z: np.ndarray) -> np.ndarray:
+        tiler = self.gram.tiler
+        return cg_unit_variance(
+            self.gram.matvec, tiler.cross, tiler.kernel.diag(Z), Z, alpha=self.alpha,
+            fit_intercept=self.fit_intercept, k_mean=self.k_mean, preconditioner=self.prec, tol=self.tol,
+            max_iter=self.max_iter,
+        )  # fmt: skip
+
+    def unit_variance(self, Z: np.ndarray) -> np.ndarray:
+        """``Var f(z) / σ²`` for the rows of ``Z``, shape (m,)."""
+        Z = np.asarray(Z, dtype=np.float64)
+        out = np.empty(Z.shape[0])
+        for lo in range(0, Z.shape[0], self.block):
+            out[lo : lo + self.block] = self._variance(Z[lo : lo + self.block])
+        return out
+
+    def mean_and_variance(
+        self, Z: np.ndarray, coef: np.ndarray, intercept: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(k(Z, X)a + b, Var f / σ²)`` of shapes (m, k) and (m,)."""
+        Z = np.asarray(Z, dtype=np.float64)
+        return self.gram.tiler.cross(Z) @ coef + intercept, self.unit_variance(Z)
+
+    def unit_cov(self, Z: np.ndarray) -> np.ndarray:
+        """Not offered by CG (the diagonal only): a clear error."""
+        raise DataError(
+            f"return_cov on the exact path needs one Cholesky factor of K + alpha·I; at n={self.gram.tiler.n:,} "
+            "only return_std (batched CG) is available"
+        )
+
+
+class MeanStdModel:
+    """Mean and posterior std on numpy blocks for :func:`bigkernel.graph.stream.predict_graph`:
+    columns ``[mean (k) | std (k)]``, std ``= √(unit variance) · √σ²`` per target. Picklable.
+
+    ``posterior`` has ``mean_and_variance(X, coef, intercept)`` (one feature or kernel block
+    serves both); ``transform`` (optional) maps raw inputs first (standardization).
+    """
+
+    def __init__(self, posterior, coef: np.ndarray, intercept: np.ndarray, sigma2: np.ndarray, transform=None) -> None:
+        self.posterior, self.transform = posterior, transform
+        self.coef = np.asarray(coef, dtype=np.float64)
+        self.intercept = np.asarray(intercept, dtype=np.float64)
+        self.scale = np.sqrt(np.atleast_1d(np.asarray(sigma2, dtype=np.float64)))
+
+    @property
+    def n_outputs(self) -> int:
+        return 2 * int(self.coef.shape[1])
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        if self.transform is not None:
+            X = self.transform(X)
+        mean, var = self.posterior.mean_and_variance(X, self.coef, self.intercept)
+        return np.hstack([mean, np.sqrt(var)[:, None] * self.scale[None, :]])

@@ -1,0 +1,242 @@
+"""predict(X, return_std=True / return_cov=True) against dense references: scikit-learn's
+GaussianProcessRegressor on the exact path, universal kriging with a flat intercept prior, and the
+Bayesian linear regression of explicit random / Nyström features; the truncation bound; dask
+and save/load."""
+
+from types import SimpleNamespace
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, Matern
+
+import bigkernel
+from bigkernel import (
+    DataError,
+    ExactKernelRidge,
+    ExactKernelRidgeCV,
+    KernelRidge,
+    NystroemRidge,
+    ParameterError,
+    RandomFeatureRidge,
+    RandomFeatureRidgeCV,
+)
+from bigkernel.numerics.posterior import COV_MAX_ROWS, primal_posterior
+
+pytestmark = pytest.mark.numerics
+
+
+def sine(n, seed=0, d=1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, (n, d))
+    return X, np.sin(2 * X[:, 0]) + 0.5 + 0.2 * rng.standard_normal(n)
+
+
+def kriging(K, k_star, k_ss, y, alpha, fit_intercept):
+    """Dense posterior mean and covariance of f with prior GP(0, k) (+ flat b), noise α."""
+    n = y.size
+    C = K + alpha * np.eye(n)
+    Ci = np.linalg.inv(C)
+    cov = k_ss - k_star @ Ci @ k_star.T
+    if not fit_intercept:
+        return k_star @ Ci @ y, cov
+    one = np.ones(n)
+    a = one @ Ci @ one
+    b = one @ Ci @ y / a
+    u = 1 - k_star @ Ci @ one
+    return b + k_star @ Ci @ (y - b), cov + np.outer(u, u) / a
+
+
+def features(model, X):
+    fm = model.feature_map_
+    return np.asarray(fm.transform_unscaled(X, np.float64)) * fm.scale
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "sk_kernel"),
+    [
+        (dict(kernel="rbf", gamma=0.7), RBF(1 / np.sqrt(1.4))),
+        (dict(kernel="matern", nu=1.5, length_scale=0.8), Matern(0.8, nu=1.5)),
+    ],
+)
+def test_exact_std_and_cov_equal_gaussian_process_regressor(kwargs, sk_kernel):
+    X, y = sine(150, seed=1, d=2)
+    Xt = np.random.default_rng(9).uniform(-2.5, 2.5, (40, 2))
+    m = ExactKernelRidge(alpha=0.03, fit_intercept=False, tol=1e-12, **kwargs).fit(X, y)
+    gp = GaussianProcessRegressor(sk_kernel, alpha=0.03, optimizer=None).fit(X, y)
+    mean, std = m.predict(Xt, return_std=True)
+    g_mean, g_std = gp.predict(Xt, return_std=True)
+    np.testing.assert_allclose(mean, g_mean, atol=1e-8)
+    np.testing.assert_allclose(std / np.sqrt(m.sigma2_), g_std, rtol=1e-9, atol=1e-12)
+    _, cov = m.predict(Xt, return_cov=True)
+    _, g_cov = gp.predict(Xt, return_cov=True)
+    np.testing.assert_allclose(cov / m.sigma2_, g_cov, atol=1e-12)
+
+
+def test_exact_with_intercept_equals_kriging_with_a_flat_prior():
+    X, y = sine(120, seed=2)
+    Xt = np.linspace(-3, 3, 25)[:, None]
+    m = ExactKernelRidge(gamma=1.5, alpha=0.05, tol=1e-12).fit(X, y)
+    k = m.kernel_
+    mean_ref, cov_ref = kriging(k(X), k(Xt, X), k(Xt), y, 0.05, True)
+    mean, std = m.predict(Xt, return_std=True)
+    np.testing.assert_allclose(mean, mean_ref, atol=1e-8)  # the ridge fit is the posterior mean
+    np.testing.assert_allclose(std**2 / m.sigma2_, np.diag(cov_ref), rtol=1e-8, atol=1e-13)
+    _, cov = m.predict(Xt, return_cov=True)
+    np.testing.assert_allclose(cov / m.sigma2_, cov_ref, atol=1e-11)
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize("cls", [RandomFeatureRidge, NystroemRidge])
+def test_primal_std_equals_dense_bayesian_formulas(cls, fit_intercept):
+    X, y = sine(200, seed=3)
+    Xt = np.linspace(-3, 3, 30)[:, None]
+    alpha = 0.02
+    m = cls(gamma=1.0, n_components=60, alpha=alpha, fit_intercept=fit_intercept, random_state=0).fit(X, y)
+    P, Pt = features(m, X), features(m, Xt)
+    # (1) kriging with the explicit kernel ΦΦᵀ and a flat intercept prior
+    mean_ref, cov_ref = kriging(P @ P.T, Pt @ P.T, Pt @ Pt.T, y, alpha, fit_intercept)
+    # (2) the primal formula σ²α[φcᵀ(ΦcᵀΦc + αI)⁻¹φc + 1/n] directly
+    mu = P.mean(axis=0) if fit_intercept else np.zeros(P.shape[1])
+    Pc, Ptc = P - mu, Pt - mu
+    A = np.linalg.inv(Pc.T @ Pc + alpha * np.eye(P.shape[1]))
+    var_ref = alpha * np.einsum("ij,jk,ik->i", Ptc, A, Ptc) + (alpha / 200 if fit_intercept else 0.0)
+    np.testing.assert_allclose(np.diag(cov_ref), var_ref, rtol=1e-7)
+    mean, std = m.predict(Xt, return_std=True)
+    np.testing.assert_allclose(mean, mean_ref, atol=1e-7)
+    # truncation (POSTERIOR_RTOL = 1e-3) may only over-estimate, by at most rtol/(1 − rtol)
+    ratio = std**2 / m.sigma2_ / var_ref
+    assert np.all(ratio >= 1 - 1e-7) and np.all(ratio <= 1 + 1e-3 / (1 - 1e-3) + 1e-7)
+    _, cov = m.predict(Xt, return_cov=True)
+    np.testing.assert_allclose(np.diag(cov), std**2, rtol=1e-9)
+
+
+@pytest.mark.parametrize("rtol", [1e-2, 0.1, 0.3])
+def test_truncation_error_is_within_its_bound(rtol):
+    X, y = sine(300, seed=4)
+    Xt = np.random.default_rng(1).uniform(-4, 4, (500, 1))
+    m = RandomFeatureRidge(gamma=2.0, n_components=150, alpha=0.5, random_state=2).fit(X, y)
+    # the full eigendecomposition from explicit features: the same centred system as the fit
+    P = features(m, X)
+    Pc = P - P.mean(axis=0)
+    s, V = np.linalg.eigh(Pc.T @ Pc)
+    full = m.posterior_
+    path = SimpleNamespace(eigvals=np.maximum(s, 0), eigvecs=V, mean_phi=P.mean(axis=0), n=300.0, fit_intercept=True)
+    exact = primal_posterior(path, m.alpha_, m.feature_map_, dtype="float64", rtol=0.0)
+    trunc = primal_posterior(path, m.alpha_, m.feature_map_, dtype="float64", rtol=rtol)
+    assert trunc.vecs.shape[1] < exact.vecs.shape[1]  # something was dropped
+    ve, vt = exact.unit_variance(Xt), trunc.unit_variance(Xt)
+    rel = (vt - ve) / ve
+    assert rel.min() >= -1e-9 and rel.max() <= rtol / (1 - rtol) + 1e-9
+    assert rel.max() > 0  # the bound is not vacuous here
+    np.testing.assert_allclose(full.unit_variance(Xt), ve, rtol=1e-3 / (1 - 1e-3) + 1e-9)
+
+
+def test_multi_target_std_scales_with_each_sigma2():
+    X, y = sine(150, seed=5)
+    Y = np.column_stack([y, 3 * y])
+    m = RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.05, random_state=0).fit(X, Y)
+    mean, std = m.predict(X[:10], return_std=True)
+    assert mean.shape == std.shape == (10, 2)
+    np.testing.assert_allclose(std[:, 1], 3 * std[:, 0], rtol=1e-10)
+    np.testing.assert_allclose(m.sigma2_[1], 9 * m.sigma2_[0], rtol=1e-10)
+    _, cov = m.predict(X[:10], return_cov=True)
+    assert cov.shape == (10, 10, 2)
+    np.testing.assert_allclose(np.diagonal(cov[:, :, 1]), std[:, 1] ** 2, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.05, random_state=0),
+        lambda: ExactKernelRidge(gamma=1.0, alpha=0.05, standardize=True),
+    ],
+)
+def test_dask_in_lazy_mean_and_std_out(make):
+    X, y = sine(200, seed=6)
+    m = make().fit(X, y)
+    Xt = np.linspace(-2, 2, 100)[:, None]
+    mean, std = m.predict(da.from_array(Xt, chunks=30), return_std=True)
+    assert isinstance(mean, da.Array) and isinstance(std, da.Array)
+    want = m.predict(Xt, return_std=True)
+    np.testing.assert_allclose(mean.compute(), want[0], rtol=1e-12)
+    np.testing.assert_allclose(std.compute(), want[1], rtol=1e-12)
+
+
+def test_bad_requests_say_what_to_do():
+    X, y = sine(100)
+    m = RandomFeatureRidge(n_components=20, alpha=0.1, random_state=0).fit(X, y)
+    with pytest.raises(ParameterError, match="at most one of return_std and return_cov"):
+        m.predict(X, return_std=True, return_cov=True)
+    with pytest.raises(DataError, match=f"limited to {COV_MAX_ROWS:,} points.*return_std=True"):
+        m.predict(np.zeros((COV_MAX_ROWS + 1, 1)), return_cov=True)
+
+
+def test_dense_and_cg_exact_variances_agree(monkeypatch):
+    import bigkernel.models.exact as exact
+
+    X, y = sine(300, seed=7)
+    Xt = np.linspace(-2.5, 2.5, 40)[:, None]
+    for fit_intercept in (False, True):
+        m = ExactKernelRidge(gamma=1.0, alpha=0.02, fit_intercept=fit_intercept, tol=1e-10).fit(X, y)
+        dense = m.predict(Xt, return_std=True)[1]
+        monkeypatch.setattr(exact, "DENSE_POSTERIOR_MAX_N", 100)
+        m2 = ExactKernelRidge(gamma=1.0, alpha=0.02, fit_intercept=fit_intercept, tol=1e-10).fit(X, y)
+        cg = m2.predict(Xt, return_std=True)[1]
+        monkeypatch.undo()
+        np.testing.assert_allclose(cg, dense, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RandomFeatureRidge(gamma=1.0, n_components=40, alpha="evidence", random_state=0, dtype="float32"),
+        lambda: NystroemRidge(gamma=1.0, n_components=30, alpha=0.05, random_state=0),
+        lambda: ExactKernelRidge(gamma=1.0, alpha="evidence"),
+        lambda: ExactKernelRidgeCV(gammas=[0.5, 2.0], criterion="evidence"),
+        lambda: RandomFeatureRidgeCV(gammas=[0.5, 2.0], cv="evidence", n_components=30, random_state=0),
+        lambda: KernelRidge(gamma=1.0, alpha=0.05, solver="nystroem", n_components=30, random_state=0),
+    ],
+)
+def test_save_load_keeps_std_identical(make, tmp_path):
+    X, y = sine(150, seed=8)
+    m = make().fit(X, y)
+    Xt = np.linspace(-3, 3, 20)[:, None]
+    mean, std = m.predict(Xt, return_std=True)
+    m.save(str(tmp_path / "m.zarr"))
+    back = bigkernel.load(str(tmp_path / "m.zarr"))
+    mean2, std2 = back.predict(Xt, return_std=True)
+    np.testing.assert_array_equal(std2, std)
+    np.testing.assert_array_equal(mean2, mean)
+    assert back.sigma2_ == m.sigma2_ and back.log_marginal_likelihood_ == m.log_marginal_likelihood_
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda fi: ExactKernelRidge(gamma=1.0, alpha=[0.01, 0.1], fit_intercept=fi, tol=1e-12),
+        lambda fi: RandomFeatureRidge(gamma=1.0, n_components=40, alpha=[0.01, 0.1], fit_intercept=fi, random_state=0),
+    ],
+)
+def test_integer_weights_are_repeated_rows(make, fit_intercept, tmp_path):
+    X, y = sine(60, seed=10)
+    w = np.random.default_rng(0).integers(0, 3, 60)
+    a = make(fit_intercept).fit(X, y, sample_weight=w)
+    b = make(fit_intercept).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    Xt = np.linspace(-2, 2, 9)[:, None]
+    np.testing.assert_allclose(a.predict(Xt, return_std=True)[1], b.predict(Xt, return_std=True)[1], rtol=1e-7)
+    np.testing.assert_allclose(a.log_marginal_likelihood_path_, b.log_marginal_likelihood_path_, rtol=1e-8)
+    a.save(str(tmp_path / "a.zarr"))
+    back = bigkernel.load(str(tmp_path / "a.zarr"))
+    np.testing.assert_array_equal(back.predict(Xt, return_std=True)[1], a.predict(Xt, return_std=True)[1])
+
+
+def test_precomputed_kernel_has_no_posterior_and_says_so():
+    X, y = sine(50, seed=11)
+    K = np.exp(-((X - X.T) ** 2))
+    m = ExactKernelRidge(kernel="precomputed", alpha=0.1).fit(K, y)
+    assert m.predict(K[:5]).shape == (5,)
+    with pytest.raises(DataError, match="precomputed kernel gives only"):
+        m.predict(K[:5], return_std=True)
