@@ -174,14 +174,14 @@ def test_bad_requests_say_what_to_do():
 
 
 def test_dense_and_cg_exact_variances_agree(monkeypatch):
-    import bigkernel.models.exact as exact
+    import bigkernel.models._dual as dual_models
 
     X, y = sine(300, seed=7)
     Xt = np.linspace(-2.5, 2.5, 40)[:, None]
     for fit_intercept in (False, True):
         m = ExactKernelRidge(gamma=1.0, alpha=0.02, fit_intercept=fit_intercept, tol=1e-10).fit(X, y)
         dense = m.predict(Xt, return_std=True)[1]
-        monkeypatch.setattr(exact, "DENSE_POSTERIOR_MAX_N", 100)
+        monkeypatch.setattr(dual_models, "DENSE_POSTERIOR_MAX_N", 100)
         m2 = ExactKernelRidge(gamma=1.0, alpha=0.02, fit_intercept=fit_intercept, tol=1e-10).fit(X, y)
         cg = m2.predict(Xt, return_std=True)[1]
         monkeypatch.undo()

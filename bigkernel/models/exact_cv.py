@@ -51,9 +51,10 @@ from bigkernel.models._base import (
     _EstimatorBase,
     single_target,
 )
+from bigkernel.models._dual import _DualPredictor, _gram_input, resolve_memory_budget
 from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
 from bigkernel.models._search import best_index, cv_results, search_params
-from bigkernel.models.exact import _DualPredictor, _gram_input, build_kernel, resolve_memory_budget
+from bigkernel.models.exact import build_kernel
 from bigkernel.numerics.evidence import evidence_path
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.loo import closed_form_scores, spectral_path

@@ -48,8 +48,9 @@ from bigkernel.models._base import (
     _EstimatorBase,
     check_sample_weight,
 )
+from bigkernel.models._dual import _gram_input, device_budget, resolve_memory_budget
 from bigkernel.models._posterior import Prediction
-from bigkernel.models.exact import ExactKernelRidge, _gram_input, device_budget, resolve_memory_budget
+from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.gram_tiles import plan_gram
