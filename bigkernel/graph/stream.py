@@ -22,6 +22,24 @@ from bigkernel.numerics.sums import block_stats, check_finite
 #: partial results combined per reduction task; each is m·D² float64, so keep it small
 SPLIT_EVERY = 4
 
+#: on the CPU, a task of the statistics pass covers at most this many feature sub-blocks: a
+#: few large chunks would otherwise leave threads idle (4 chunks on 2 threads: one thread does
+#: 2, the other 1 and a bit), while each task's fixed cost (its m·D² float64 sums, zeroed,
+#: scaled and reduced) stays ~2% of its products
+SUB_BLOCKS_PER_TASK = 4
+
+
+def refine_row_chunks(chunks: Sequence[int], step: int) -> tuple[int, ...]:
+    """Row chunks split at the global multiples of ``step`` inside them (the edges of the
+    given chunks stay; a chunk is only cut, never merged, so each piece is a slice of one)."""
+    out, start = [], 0
+    for c in chunks:
+        stop = start + c
+        edges = sorted({start, stop, *range(-(-start // step) * step, stop, step)})
+        out += [b - a for a, b in zip(edges[:-1], edges[1:])]
+        start = stop
+    return tuple(out)
+
 
 def row_offsets(chunks: Sequence[int]) -> list[int]:
     """Global index of the first row of each chunk."""
@@ -72,10 +90,19 @@ def stats_graph(
     weights: Callable[[int, int], np.ndarray] | None = None,
     dtype: str = "float64",
     block_rows: int = 8192,
+    device: Any = "cpu",
 ) -> Delayed:
     """Delayed :class:`SufficientStats` of the whole data set, tree-reduced.
 
     With a list of feature maps, a list of statistics (one per map) from the same pass.
+
+    On the CPU, chunks are cut into tasks of at most :data:`SUB_BLOCKS_PER_TASK` sub-blocks
+    (at global multiples, so the sub-blocks do not change). ``device`` (``"cpu"``, ``"cuda"``,
+    ``"cuda:N"``, or a resolved
+    :class:`~bigkernel.devices.Device`) is where each block's features and sums are computed
+    (:func:`~bigkernel.numerics.sums.block_stats`); it enters the graph as its spec string, so
+    the graph stays picklable and each worker resolves its own GPU. Every task returns host
+    float64 statistics; the tree reduction runs on the host.
 
     ``X`` (n, d) and ``Y`` (n, k) must share their row chunks and have one column chunk.
     NaN/inf raise :class:`~bigkernel.errors.NonFiniteError` from the chunk that holds them.
@@ -83,10 +110,12 @@ def stats_graph(
     fmap_d = dask.delayed(fmap, pure=True)
     if weights is not None and not isinstance(weights, Delayed):
         weights = dask.delayed(weights, pure=True)  # one key, not a copy in every task
-    parts = [
-        dask.delayed(block_stats, pure=True)(fmap_d, xb, yb, start, weights=weights, dtype=dtype, block_rows=block_rows)
-        for start, xb, yb in row_blocks(X, Y)
-    ]
+    if str(device) == "cpu":
+        rows = refine_row_chunks(X.chunks[0], SUB_BLOCKS_PER_TASK * block_rows)
+        if rows != X.chunks[0]:
+            X, Y = X.rechunk({0: rows}), Y.rechunk({0: rows})
+    kw = dict(weights=weights, dtype=dtype, block_rows=block_rows, device=str(device))
+    parts = [dask.delayed(block_stats, pure=True)(fmap_d, xb, yb, start, **kw) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name="stats-sum")
 
 

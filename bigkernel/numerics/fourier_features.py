@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from array_api_compat import array_namespace, is_numpy_namespace
+from array_api_compat import device as array_device
 
 from bigkernel._checks import check_choice
-from bigkernel._sparse import matmul
+from bigkernel._sparse import is_sparse, matmul
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.kernels.registry import (
     DEFAULT_SAMPLER,
@@ -85,27 +87,66 @@ class FeatureMap:
     scale: float
     params: dict[str, Any] = field(default_factory=dict)
 
-    def transform_unscaled(self, X: np.ndarray, dtype: np.dtype | str = np.float64) -> np.ndarray:
+    def transform_unscaled(self, X: Any, dtype: np.dtype | str = np.float64, out: np.ndarray | None = None) -> Any:
         """Features of the rows of ``X`` divided by :attr:`scale`, shape (n, n_components).
 
-        The whole computation, argument ``Xω + b`` included, runs in ``dtype``: in float32 the
-        argument carries an absolute error of about 1e-6 (|Xω + b| ~ 10), and float64 arrays
-        of n × D would double the memory traffic that dominates this step. Sparse ``X``
-        (scipy.sparse) is multiplied as stored: O(nnz · D), never densified.
+        ``X`` may be an array of any array-API namespace (numpy, CuPy, array-api-strict); the
+        features are an array of the same namespace and device. The whole computation, argument
+        ``Xω + b`` included, runs in ``dtype``: in float32 the argument carries an absolute
+        error of about 1e-6 (|Xω + b| ~ 10), and float64 arrays of n × D would double the
+        memory traffic that dominates this step. Sparse ``X`` (scipy.sparse) is multiplied as
+        stored: O(nnz · D), never densified.
+
+        ``out`` (numpy only): an (n, n_components) array or view to write the features into, so
+        the streamed pass fills its product buffer without a copy.
         """
-        dtype = np.dtype(dtype)
         if X.ndim != 2 or X.shape[1] != self.n_features_in:
             raise DataError(
                 f"X has {X.shape[1] if X.ndim == 2 else X.shape} features, but the feature map "
                 f"expects {self.n_features_in}; pass data with the same columns as in fit"
             )
+        if is_sparse(X):
+            return self._transform_sparse(X, np.dtype(dtype), out)
+        xp = array_namespace(X)
+        if is_numpy_namespace(xp):
+            return self._transform_numpy(np.asarray(X), np.dtype(dtype), out)
+        if out is not None:
+            raise ParameterError("out= is for numpy inputs only")
+        dtype = np.dtype(dtype)
+        weights, offsets = self._params_on(xp, dtype, array_device(X))
+        z = xp.matmul(xp.astype(X, getattr(xp, dtype.name), copy=False), weights)
+        if offsets is not None:
+            z = z + offsets
+        if self.form == "cos":
+            return xp.cos(z)
+        return xp.concat([xp.cos(z), xp.sin(z)], axis=1)
+
+    def _transform_sparse(self, X: Any, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
+        """Sparse X (scipy.sparse): multiplied as stored, O(nnz · D), never densified."""
         weights, offsets = self._params_as(dtype)
         z = matmul(X, weights, dtype)
         if offsets is not None:
             z += offsets
         if self.form == "cos":
+            phi = np.cos(z, out=z)
+        else:
+            phi = np.concatenate([np.cos(z), np.sin(z)], axis=1)
+        if out is None:
+            return phi
+        out[...] = phi
+        return out
+
+    def _transform_numpy(self, X: np.ndarray, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
+        """The numpy fast path of :meth:`transform_unscaled`: every step in place."""
+        if out is None:
+            out = np.empty((X.shape[0], self.n_components), dtype=dtype)
+        if self.form == "cos":
+            # [x, 1] @ [ω; b]: the offsets ride in the GEMM instead of one more pass over n × D
+            aug = np.empty((X.shape[0], X.shape[1] + 1), dtype=dtype)
+            aug[:, :-1], aug[:, -1] = X, 1.0
+            z = np.matmul(aug, self._augmented_weights(dtype), out=out)
             return np.cos(z, out=z)
-        out = np.empty((z.shape[0], 2 * z.shape[1]), dtype=dtype)
+        z = X.astype(dtype, copy=False) @ self._params_as(dtype)[0]
         np.cos(z, out=out[:, : z.shape[1]])
         np.sin(z, out=out[:, z.shape[1] :])
         return out
@@ -118,11 +159,39 @@ class FeatureMap:
             cache[dtype] = (self.weights.astype(dtype, copy=False), off)
         return cache[dtype]
 
-    def transform(self, X: np.ndarray, dtype: np.dtype | str = np.float64) -> np.ndarray:
-        """Features φ(x) of the rows of ``X``, shape (n, n_components)."""
+    def _augmented_weights(self, dtype: np.dtype) -> np.ndarray:
+        """``[ω; b]`` (d + 1, D) in ``dtype``, cached (b = 0 for a map without offsets)."""
+        cache = self.__dict__.setdefault("_cast_cache", {})
+        key = ("augmented", dtype)
+        if key not in cache:
+            off = np.zeros(self.weights.shape[1]) if self.offsets is None else self.offsets
+            cache[key] = np.vstack([self.weights, off[np.newaxis, :]]).astype(dtype)
+        return cache[key]
+
+    def _params_on(self, xp: Any, dtype: np.dtype, device: Any) -> tuple[Any, Any]:
+        """``(weights, offsets)`` in ``dtype`` as arrays of namespace ``xp`` on ``device``,
+        cached per (namespace, device, dtype): one host→device copy per map and worker."""
+        cache = self.__dict__.setdefault("_cast_cache", {})
+        key = (xp.__name__, str(device), dtype.name)
+        if key not in cache:
+            # copies: array-api-strict may wrap numpy memory, and the cache must stay private
+            w, off = (None if a is None else xp.asarray(a.copy(), device=device) for a in self._params_as(dtype))
+            cache[key] = (w, off)
+        return cache[key]
+
+    def __getstate__(self) -> dict:
+        # the cast cache may hold device arrays: never ship it to another process
+        state = dict(self.__dict__)
+        state.pop("_cast_cache", None)
+        return state
+
+    def transform(self, X: Any, dtype: np.dtype | str = np.float64) -> Any:
+        """Features φ(x) of the rows of ``X`` (any array namespace), shape (n, n_components)."""
         phi = self.transform_unscaled(X, dtype)
-        phi *= phi.dtype.type(self.scale)
-        return phi
+        if isinstance(phi, np.ndarray):
+            phi *= phi.dtype.type(self.scale)
+            return phi
+        return phi * self.scale  # a Python float keeps the array's dtype
 
     def standardized(self, mean: np.ndarray, scale: np.ndarray) -> FeatureMap:
         """The map of standardized inputs (x - mean) / scale, as a map of raw inputs.

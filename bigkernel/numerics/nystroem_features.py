@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from bigkernel._sparse import array_or_sparse, as_block, is_sparse, model_arrays, scale_columns, to_dense
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.numerics.gram_tiles import GramTiler
@@ -104,11 +104,24 @@ class NystroemMap:
             return scale_columns(X, 1.0 / self.std)  # scaled without centring: stays sparse
         return (to_dense(X).astype(np.float64) - self.mean) / self.std
 
-    def transform_unscaled(self, X: np.ndarray, dtype: DTypeLike = np.float64) -> np.ndarray:
-        """``φ(X)``, shape (n, n_components), in ``dtype`` (the scale is 1)."""
+    def transform_unscaled(
+        self, X: np.ndarray, dtype: DTypeLike = np.float64, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``φ(X)``, shape (n, n_components), in ``dtype`` (the scale is 1); written into ``out``
+        (an (n, n_components) array or view) when given.
+
+        numpy only for now: the kernel's cross block (:class:`GramTiler`) is host code, so an
+        array of another namespace (a GPU's) is refused with :class:`DeviceError` rather than
+        copied to the host behind the caller's back.
+        """
+        if not isinstance(X, np.ndarray) and not is_sparse(X) and hasattr(X, "__array_namespace__"):
+            raise DeviceError(
+                f"Nyström features are computed on the host (numpy) only; got a {type(X).__module__} "
+                "array. Use device='cpu' for NystroemRidge, or RandomFeatureRidge on the GPU"
+            )
         dtype = np.dtype(dtype)
         C = self._tiler.cross(self._inputs(X), dtype=dtype)
-        return C @ self._projection_as(dtype)
+        return np.matmul(C, self._projection_as(dtype), out=out)
 
     transform = transform_unscaled
 

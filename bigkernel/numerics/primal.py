@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from bigkernel.devices import resolve_device, to_host
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.evidence import EvidencePath, evidence_path
 from bigkernel.numerics.sums import SufficientStats
@@ -159,14 +160,37 @@ def centred_system(
     return G - n * np.outer(mu, mu), b - n * np.outer(mu, ybar), yy - n * ybar**2, mu, ybar, n
 
 
-def eigen_path(stats: SufficientStats, fit_intercept: bool = True, eps: float = 1e-13) -> EigenPath:
+#: above this many features the eigendecomposition of a GPU fit runs on the GPU (below it, the
+#: host's LAPACK is as fast as the copies there and back)
+EIGH_DEVICE_MIN_FEATURES = 8192
+
+
+def symmetric_eigh(G: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues and eigenvectors of the symmetric float64 matrix ``G`` (host arrays).
+
+    On the host (LAPACK ``evd``), unless ``device`` is a GPU and ``G`` has more than
+    :data:`EIGH_DEVICE_MIN_FEATURES` rows: then ``xp.linalg.eigh`` in float64 on that GPU.
+    """
+    if G.shape[0] > EIGH_DEVICE_MIN_FEATURES:
+        dev = resolve_device(device)
+        if dev.is_gpu:
+            with dev.activate():
+                s, V = dev.xp.linalg.eigh(dev.asarray(G))
+                return to_host(s), to_host(V)
+    return scipy.linalg.eigh(G, driver="evd", check_finite=False)
+
+
+def eigen_path(
+    stats: SufficientStats, fit_intercept: bool = True, eps: float = 1e-13, device: str = "cpu"
+) -> EigenPath:
     """Eigendecompose the centred system of ``stats`` (one set) once, for any α.
 
-    ``eps`` is the relative precision of the sums (``sums.sums_precision(dtype)``).
+    ``eps`` is the relative precision of the sums (``sums.sums_precision(dtype)``); ``device``
+    where a large system is decomposed (:func:`symmetric_eigh`).
     """
     G, b, yy, mu, ybar, n = centred_system(stats, fit_intercept)
     G = 0.5 * (G + G.T)  # exact symmetry; float32 block products are symmetric only to rounding
-    s, V = scipy.linalg.eigh(G, driver="evd", check_finite=False)
+    s, V = symmetric_eigh(G, device)
     return EigenPath(np.maximum(s, 0.0), V, V.T @ b, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept, eps)
 
 
@@ -224,16 +248,19 @@ def best_index(scores: np.ndarray, alphas: np.ndarray) -> int:
     return int(np.argmax(alphas))
 
 
-def solve_primal(stats: SufficientStats, alpha="gcv", fit_intercept: bool = True, eps: float = 1e-13) -> PrimalSolution:
+def solve_primal(
+    stats: SufficientStats, alpha="gcv", fit_intercept: bool = True, eps: float = 1e-13, device: str = "cpu"
+) -> PrimalSolution:
     """Solve the ridge problem of ``stats`` for ``alpha`` (number, list, ``"gcv"`` or
     ``"evidence"``).
 
     When several α are given the one with the smallest GCV (averaged over targets, as
     scikit-learn's RidgeCV does by default) is chosen, among scores above their rounding error;
     ``alpha="evidence"`` chooses the largest profile evidence (summed over targets).
+    ``device``: where a system of more than 8192 features is decomposed (:func:`symmetric_eigh`).
     """
     resolve_alphas(alpha)  # validate before the eigendecomposition
-    path = eigen_path(stats, fit_intercept, eps)
+    path = eigen_path(stats, fit_intercept, eps, device)
     alphas, select = resolve_alphas(alpha, path)
     gcv = path.gcv(alphas)
     spectrum = path.spectrum()

@@ -11,13 +11,19 @@ all float64, and the per-feature range (min and max of X over the rows with w > 
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from array_api_compat import array_namespace
+from array_api_compat import device as array_device
 
 from bigkernel._sparse import as_csr, column_min_max, is_sparse, nonfinite_rows
-from bigkernel.errors import NonFiniteError
+from bigkernel.devices import resolve_device, to_host
+from bigkernel.errors import DeviceError, NonFiniteError
 from bigkernel.numerics.fourier_features import FeatureMap
 
 
@@ -47,17 +53,29 @@ class SufficientStats:
     x_max: np.ndarray | None = None
 
     @classmethod
-    def zeros(cls, m: int, n_components: int, n_targets: int, n_features: int | None = None) -> SufficientStats:
+    def zeros(
+        cls, m: int, n_components: int, n_targets: int, n_features: int | None = None, *, xp=None, device=None
+    ) -> SufficientStats:
         """All-zero statistics, the identity of ``+`` (with an empty range when ``n_features``
-        is given)."""
+        is given); float64 arrays of namespace ``xp`` (default numpy) on ``device``."""
         D, k = n_components, n_targets
+        if xp is None or isinstance(xp.empty(0), np.ndarray):
+            full = lambda shape, value: np.full(shape, value, dtype=np.float64)
+        else:
+            full = lambda shape, value: xp.full(shape, value, dtype=xp.float64, device=device)
         lo = hi = None
         if n_features is not None:
-            lo, hi = np.full((m, n_features), np.inf), np.full((m, n_features), -np.inf)
+            lo, hi = full((m, n_features), np.inf), full((m, n_features), -np.inf)
         return cls(
-            np.zeros(m), np.zeros((m, D)), np.zeros((m, k)), np.zeros((m, k)),
-            np.zeros((m, D, D)), np.zeros((m, D, k)), lo, hi,
+            full((m,), 0.0), full((m, D), 0.0), full((m, k), 0.0), full((m, k), 0.0),
+            full((m, D, D), 0.0), full((m, D, k), 0.0), lo, hi,
         )  # fmt: skip
+
+    def to_host(self) -> SufficientStats:
+        """The same statistics as numpy arrays (a device→host copy of each array for a GPU)."""
+        arrays = [None if a is None else host_array(a) for a in (
+            self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y, self.x_min, self.x_max)]  # fmt: skip
+        return SufficientStats(*arrays)
 
     def __add__(self, other: SufficientStats) -> SufficientStats:
         lo, hi = _range_union(self, other)
@@ -102,6 +120,16 @@ class SufficientStats:
         )  # fmt: skip
 
 
+def host_array(a: Any) -> np.ndarray:
+    """A numpy array of any namespace's array: numpy passes through, CuPy is copied
+    device→host, another namespace's array is moved to its namespace's default (host) device
+    first (array-api-strict's test devices refuse a direct numpy conversion)."""
+    if isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy"):
+        return to_host(a)
+    xp = array_namespace(a)
+    return np.asarray(a.to_device(xp.__array_namespace_info__().default_device()))
+
+
 def _range_union(a: SufficientStats, b: SufficientStats) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Range of the union of two sets' rows; unknown (None) if either is unknown."""
     if a.x_min is None or b.x_min is None:
@@ -119,14 +147,22 @@ def sums_precision(dtype) -> float:
     return 3e-7 if np.dtype(dtype) == np.float32 else 1e-13
 
 
-def check_finite(X: np.ndarray, y: np.ndarray | None, start: int, action: str = "fitting") -> None:
+def check_finite(X: Any, y: Any | None, start: int, action: str = "fitting") -> None:
     """Raise :class:`NonFiniteError` naming the first offending row if X or y has NaN/inf.
 
-    ``y`` may be None (prediction data); ``action`` completes "remove or impute those rows
-    before ...". Sparse ``X``: its stored entries are checked (no dense copy).
+    ``X`` and ``y`` may be arrays of any array-API namespace (one reduction on their device;
+    the rows are located on the host only when there is an error), or sparse ``X`` (its
+    stored entries are checked, no dense copy). ``y`` may be None (prediction data);
+    ``action`` completes "remove or impute those rows before ...".
     """
     for name, a in (("X", X), ("y", y)):
-        bad = None if a is None else nonfinite_rows(a)
+        if a is None:
+            continue
+        if isinstance(a, np.ndarray) or is_sparse(a):
+            bad = nonfinite_rows(a)
+        else:
+            xp = array_namespace(a)
+            bad = None if bool(xp.all(xp.isfinite(a))) else nonfinite_rows(host_array(a))
         if bad is not None:
             first = start + int(np.argmax(bad))
             stop = start + a.shape[0]
@@ -147,13 +183,14 @@ def sub_block_edges(start: int, stop: int, block_rows: int) -> list[tuple[int, i
 
 def block_stats(
     fmap: FeatureMap | Sequence[FeatureMap],
-    X: np.ndarray,
-    Y: np.ndarray,
+    X: Any,
+    Y: Any,
     start: int,
     *,
     weights=None,
     dtype: np.dtype | str = np.float64,
     block_rows: int = 8192,
+    device: str = "cpu",
 ) -> SufficientStats | list[SufficientStats]:
     """Statistics of rows ``[start, start + len(X))`` of a data set.
 
@@ -162,9 +199,11 @@ def block_stats(
     fmap : FeatureMap or sequence of FeatureMap
         Several maps (e.g. one per bandwidth) share one read of the block; one
         :class:`SufficientStats` is returned per map.
-    X : ndarray or scipy.sparse matrix of shape (rows, d)
-        Sparse blocks are read as CSR and multiplied as stored (memory O(nnz)).
-    Y : ndarray of shape (rows, k)
+    X : array of shape (rows, d)
+        numpy, or any array-API namespace (array-api-strict, CuPy): the pass runs in the
+        namespace of its inputs; or scipy.sparse (numpy pass, read as CSR and multiplied as
+        stored, memory O(nnz)).
+    Y : array of shape (rows, k)
     start : int
         Global index of the first row (for weights and error messages).
     weights : callable or partition, optional
@@ -173,62 +212,42 @@ def block_stats(
         ``n_groups`` and ``keep`` (the groups to return, e.g. the training rows of a holdout
         split, or every fold): rows are then sorted by group so each group is a contiguous slice
         and no feature row is copied or computed for a group that is not kept. Default: one set
-        of unit weights.
+        of unit weights. Both are evaluated on the host.
     dtype : float32 or float64
         Precision of the features and of the within-sub-block products.
     block_rows : int
         Rows are processed in sub-blocks aligned to global multiples of ``block_rows``, which
         bounds the feature memory to ``block_rows × D`` and makes each sub-block's product the
         same for any chunking whose boundaries are multiples of ``block_rows``.
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        A device *spec* (a string, so graphs stay picklable and each worker resolves its own
+        GPU). For a GPU, the block is copied to it once, the sub-blocks are sized from its free
+        memory (:func:`device_block_rows`, a power-of-two multiple or fraction of
+        ``block_rows``), every partial sum is accumulated in float64 on the GPU and the
+        statistics come back to the host once, at the end of the task.
 
     Returns
     -------
     SufficientStats or list of SufficientStats
-        With leading axis m (weight vectors or kept groups).
-
-    Notes
-    -----
-    One function on purpose: it is the inner loop of the one pass; keeping the sub-block
-    loop, the group sort and the accumulation together keeps the hot path readable and free
-    of per-call overhead.
+        Host (numpy) arrays with leading axis m (weight vectors or kept groups).
     """
     single = not isinstance(fmap, (list, tuple))  # any map (random features, Nyström) or a list
     maps = [fmap] if single else list(fmap)
     if is_sparse(X):
         X = as_csr(X, X.dtype)  # row slices and row gathers below
-    check_finite(X, Y, start)
-    stop = start + X.shape[0]
+    dev = resolve_device(device)
+    # the weights live on the host: rows are picked there, only the kept rows' indices move
     partition = weights if hasattr(weights, "groups") else None
-    W = None if weights is None or partition else np.asarray(weights(start, stop), dtype=np.float64)
+    W = None if weights is None or partition else np.asarray(weights(start, start + X.shape[0]), dtype=np.float64)
     m = len(partition.keep) if partition else (1 if W is None else W.shape[0])
-    accs = [SufficientStats.zeros(m, f.n_components, Y.shape[1], X.shape[1]) for f in maps]
-    # the range rides along the pass (d columns: no extra read); one array per set, shared by
-    # the maps (every map sees the same rows)
-    x_lo, x_hi = accs[0].x_min, accs[0].x_max
-    for acc in accs[1:]:
-        acc.x_min, acc.x_max = x_lo, x_hi
-    for lo, hi in sub_block_edges(start, stop, block_rows):
-        rows = slice(lo - start, hi - start)
-        x, y = X[rows], np.asarray(Y[rows], dtype=np.float64)
-        if partition is not None:
-            g = np.asarray(partition.groups(lo, hi))
-            order = np.argsort(g, kind="stable")
-            x, y = x[order], y[order]
-            bounds = np.searchsorted(g[order], np.arange(partition.n_groups + 1))
-            pieces = [(i, slice(bounds[j], bounds[j + 1])) for i, j in enumerate(partition.keep)]
-        else:
-            pieces = [(0, slice(None))]
-        _accumulate_range(x_lo, x_hi, x, pieces, None if W is None else W[:, rows])
-        for f, acc in zip(maps, accs):
-            for i, sl in pieces:
-                if x[sl].shape[0] == 0:
-                    continue
-                phi = f.transform_unscaled(x[sl], dtype)
-                if W is None:
-                    _accumulate(acc, i, phi, y[sl])
-                else:
-                    for j in range(m):
-                        _accumulate_weighted(acc, j, phi, y, W[j, rows])
+    if dev.is_gpu:
+        with dev.activate():
+            Xd, Yd = dev.asarray(X), dev.asarray(Y)  # one host→device copy per task
+            width = max(f.n_components for f in maps) + Yd.shape[1] + 1
+            rows = device_block_rows(block_rows, width, dtype, len(maps) * m, dev.free_memory())
+            accs = [acc.to_host() for acc in _pass(maps, Xd, Yd, start, (partition, W, m), dtype, rows)]
+    else:
+        accs = [acc.to_host() for acc in _pass(maps, X, Y, start, (partition, W, m), dtype, block_rows)]
     for f, acc in zip(maps, accs):
         # fold the constant feature scale into the small sums rather than the big blocks
         c = f.scale
@@ -238,53 +257,200 @@ def block_stats(
     return accs[0] if single else accs
 
 
-def _accumulate_range(lo: np.ndarray, hi: np.ndarray, x: np.ndarray, pieces, W: np.ndarray | None) -> None:
-    """Fold the rows of a sub-block into each set's range: rows of piece ``i`` (a partition
-    group) or, with weights ``W`` (m × rows), the rows of weight > 0 in set ``j``. Sparse
-    sub-blocks count their unstored zeros."""
-    if W is None:
-        for i, sl in pieces:
-            if x[sl].shape[0]:
-                bmin, bmax = column_min_max(x[sl])
-                np.minimum(lo[i], bmin, out=lo[i])
-                np.maximum(hi[i], bmax, out=hi[i])
-        return
-    for j in range(W.shape[0]):
-        keep = np.flatnonzero(W[j] > 0)
-        if keep.size:
-            bmin, bmax = column_min_max(x[keep])
-            np.minimum(lo[j], bmin, out=lo[j])
-            np.maximum(hi[j], bmax, out=hi[j])
+#: fraction of a GPU's free memory one task's sub-blocks may take (other tasks, the
+#: allocator's pool and the tree reduction need the rest)
+DEVICE_MEMORY_FRACTION = 0.25
+
+#: most rows of one GPU sub-block (beyond this a bigger product gains nothing)
+DEVICE_MAX_ROWS = 2**18
 
 
-def _accumulate(acc: SufficientStats, i: int, phi: np.ndarray, y: np.ndarray) -> None:
-    """Add unit-weight rows to set ``i``."""
-    # one gemm gives Φᵀy and Σφ = Φᵀ1 (cheaper than a float64 column sum of Φ)
-    ext = np.empty((y.shape[0], y.shape[1] + 1), dtype=phi.dtype)
-    ext[:, :-1], ext[:, -1] = y, 1.0
-    prod = phi.T @ ext
-    acc.n[i] += phi.shape[0]
-    acc.sum_phi[i] += prod[:, -1]
-    acc.phi_y[i] += prod[:, :-1]
-    acc.sum_y[i] += y.sum(axis=0)
-    acc.sum_yy[i] += (y * y).sum(axis=0)
-    acc.gram[i] += phi.T @ phi  # numpy dispatches AᵀA to BLAS syrk
+def device_block_rows(block_rows: int, width: int, dtype: np.dtype | str, n_sets: int, free_bytes: int) -> int:
+    """Rows of a GPU sub-block: ``block_rows`` times a power of two (or divided by one), the most
+    that fits :data:`DEVICE_MEMORY_FRACTION` of ``free_bytes``.
+
+    Per row a sub-block holds the product input ``[φ | y | 1]`` (``width`` columns) and up to
+    two feature temporaries of the same size; the float64 accumulators (``n_sets`` × width²)
+    and the product of one sub-block come first. Sub-block edges stay at global multiples of the
+    result, so the statistics do not depend on the chunking.
+
+    Raises
+    ------
+    DeviceError
+        When not even the accumulators and a 256-row sub-block fit.
+    """
+    item = np.dtype(dtype).itemsize
+    fixed = (n_sets + 1) * width * width * 8 + width * width * item
+    per_row = 3 * width * item
+    budget = int(free_bytes * DEVICE_MEMORY_FRACTION) - fixed
+    rows = block_rows
+    while rows * 2 <= DEVICE_MAX_ROWS and rows * 2 * per_row <= budget:
+        rows *= 2
+    while rows > 256 and rows * per_row > budget:
+        rows //= 2
+    if rows * per_row > budget:
+        need = (fixed + rows * per_row) / DEVICE_MEMORY_FRACTION
+        raise DeviceError(
+            f"the GPU has {free_bytes / 2**30:.2f} GiB free, but the streamed pass needs about "
+            f"{need / 2**30:.2f} GiB for {n_sets} set(s) of {width - 1} features; free GPU memory "
+            "(other processes, fewer dask threads per GPU), lower n_components, or fit on the CPU"
+        )
+    return rows
 
 
-def _accumulate_weighted(acc: SufficientStats, i: int, phi: np.ndarray, y: np.ndarray, w: np.ndarray) -> None:
-    """Add rows with weights ``w`` (e.g. bootstrap counts) to set ``i``; zero-weight rows skipped."""
+def _pass(maps: list, X: Any, Y: Any, start: int, sets: tuple, dtype, block_rows: int) -> list[SufficientStats]:
+    """The sub-block loop of :func:`block_stats`, in the namespace and on the device of ``X``;
+    ``sets`` = (row partition or None, host weights (m × rows) or None, m).
+
+    Notes
+    -----
+    One function on purpose: it is the inner loop of the one pass; keeping the sub-block
+    loop, the group sort and the accumulation together keeps the hot path readable and free
+    of per-call overhead.
+    """
+    sparse = is_sparse(X)
+    xp = array_namespace(Y) if sparse else array_namespace(X, Y)  # sparse X: a numpy pass
+    check_finite(X, Y, start)
+    stop = start + X.shape[0]
+    partition, W, m = sets
+    dev = array_device(Y) if sparse else array_device(X)
+    accs = [SufficientStats.zeros(m, f.n_components, Y.shape[1], X.shape[1], xp=xp, device=dev) for f in maps]
+    # the range rides along the pass (d columns: no extra read); one array per set, shared by
+    # the maps (every map sees the same rows)
+    x_lo, x_hi = accs[0].x_min, accs[0].x_max
+    for acc in accs[1:]:
+        acc.x_min, acc.x_max = x_lo, x_hi
+    buffers = _ProductBuffers(dtype, min(block_rows, X.shape[0]))
+    for lo, hi in sub_block_edges(start, stop, block_rows):
+        rows = slice(lo - start, hi - start)
+        x, y = (X[rows] if sparse else X[rows, ...]), xp.astype(Y[rows, ...], xp.float64)
+        if partition is not None:
+            g = np.asarray(partition.groups(lo, hi))
+            order = np.argsort(g, kind="stable")
+            x, y = _take_rows(xp, x, order), _take_rows(xp, y, order)
+            bounds = np.searchsorted(g[order], np.arange(partition.n_groups + 1))
+            pieces = [(i, slice(int(bounds[j]), int(bounds[j + 1]))) for i, j in enumerate(partition.keep)]
+        else:
+            pieces = [(0, slice(0, hi - lo))]
+        _accumulate_range(xp, x_lo, x_hi, x, pieces, None if W is None else W[:, rows])
+        for f, acc in zip(maps, accs):
+            for i, sl in pieces:
+                if sl.stop == sl.start:
+                    continue
+                P = buffers.products_input(f, x[sl] if sparse else x[sl, ...], y[sl, ...])
+                if W is None:
+                    _accumulate(xp, acc, i, P, y[sl, ...])
+                else:
+                    for j in range(m):
+                        _accumulate_weighted(xp, acc, j, P, y, W[j, rows])
+    return accs
+
+
+class _ProductBuffers:
+    """Builds a sub-block's product input ``P = [φ | y | 1]`` (rows × (D + k + 1)), so one
+    symmetric product PᵀP gives ΦᵀΦ, Φᵀy and Σφ = Φᵀ1 at once.
+
+    numpy: the features are written straight into a buffer reused across sub-blocks (one
+    allocation per task and width, no copy); other namespaces concatenate.
+    """
+
+    def __init__(self, dtype: np.dtype | str, rows: int) -> None:
+        self.dtype, self.rows = np.dtype(dtype), max(rows, 1)
+        self._buffers: dict[int, np.ndarray] = {}
+
+    def products_input(self, fmap: FeatureMap, x: Any, y: Any) -> Any:
+        D, k, r = fmap.n_components, y.shape[1], x.shape[0]
+        if isinstance(x, np.ndarray) or is_sparse(x):
+            width = D + k + 1
+            if width not in self._buffers:
+                self._buffers[width] = np.empty((self.rows, width), dtype=self.dtype)
+            P = self._buffers[width][:r]
+            if _writes_into(fmap):
+                fmap.transform_unscaled(x, self.dtype, out=P[:, :D])
+            else:  # a map without ``out=`` (e.g. polynomial features): one copy
+                P[:, :D] = fmap.transform_unscaled(x, self.dtype)
+            P[:, D : D + k] = y
+            P[:, D + k] = 1.0
+            return P
+        xp = array_namespace(x)
+        phi = fmap.transform_unscaled(x, self.dtype)
+        dt = phi.dtype
+        ones = xp.ones((r, 1), dtype=dt, device=array_device(x))
+        return xp.concat([phi, xp.astype(y, dt), ones], axis=1)
+
+
+@functools.cache
+def _writes_into_type(cls: type) -> bool:
+    return "out" in inspect.signature(cls.transform_unscaled).parameters
+
+
+def _writes_into(fmap) -> bool:
+    """Whether the map's ``transform_unscaled`` takes ``out=`` (fills a buffer in place)."""
+    return _writes_into_type(type(fmap))
+
+
+def _gram(xp, P: Any) -> Any:
+    """PᵀP (numpy dispatches AᵀA to BLAS syrk), float64."""
+    g = P.T @ P if isinstance(P, np.ndarray) else xp.matmul(xp.matrix_transpose(P), P)
+    return g if isinstance(g, np.ndarray) else xp.astype(g, xp.float64)
+
+
+def _add_products(acc: SufficientStats, i: int, g: Any) -> None:
+    """Add the blocks of ``g = PᵀP`` (P = [φ | y | 1]) to set ``i``: ΦᵀΦ, Φᵀy, Φᵀ1."""
+    D, k = acc.gram.shape[-1], acc.phi_y.shape[-1]
+    acc.gram[i, ...] += g[:D, :D]
+    acc.phi_y[i, ...] += g[:D, D : D + k]
+    acc.sum_phi[i, ...] += g[:D, D + k]
+
+
+def _accumulate(xp, acc: SufficientStats, i: int, P: Any, y: Any) -> None:
+    """Add unit-weight rows to set ``i`` (P: their product input, y: float64 targets)."""
+    _add_products(acc, i, _gram(xp, P))
+    acc.n[i] += y.shape[0]
+    acc.sum_y[i, ...] += xp.sum(y, axis=0)
+    acc.sum_yy[i, ...] += xp.sum(y * y, axis=0)
+
+
+def _accumulate_weighted(xp, acc: SufficientStats, i: int, P: Any, y: Any, w: np.ndarray) -> None:
+    """Add rows with host weights ``w`` (e.g. bootstrap counts) to set ``i``; zero-weight rows
+    skipped. (W^½P)ᵀ(W^½P) gives ΦᵀWΦ, ΦᵀWy and Φᵀw in one symmetric product."""
     keep = np.flatnonzero(w)
     if keep.size == 0:
         return
     wk = w[keep]
-    p, yk = phi[keep], y[keep]
-    acc.n[i] += wk.sum()
-    acc.sum_phi[i] += wk.astype(p.dtype) @ p
-    acc.sum_y[i] += wk @ yk
-    acc.sum_yy[i] += wk @ (yk * yk)
-    if np.all(wk == 1.0):
-        acc.gram[i] += p.T @ p
+    if keep.size < w.size:
+        P, y = _take_rows(xp, P, keep), _take_rows(xp, y, keep)
+    host = isinstance(P, np.ndarray)
+    wd = wk if host else xp.asarray(wk, device=array_device(P))
+    if not np.all(wk == 1.0):
+        root = np.sqrt(wk)
+        root = root.astype(P.dtype) if host else xp.astype(xp.asarray(root, device=array_device(P)), P.dtype)
+        P = P * root[:, None]
+    _add_products(acc, i, _gram(xp, P))
+    acc.n[i] += float(wk.sum())
+    acc.sum_y[i, ...] += xp.matmul(wd, y)
+    acc.sum_yy[i, ...] += xp.matmul(wd, y * y)
+
+
+def _take_rows(xp, a: Any, idx: np.ndarray) -> Any:
+    """Rows ``idx`` (host integers) of ``a``: fancy indexing on numpy, ``xp.take`` elsewhere."""
+    if isinstance(a, np.ndarray) or is_sparse(a):
+        return a[idx]
+    return xp.take(a, xp.asarray(idx.astype(np.int64), device=array_device(a)), axis=0)
+
+
+def _accumulate_range(xp, lo: Any, hi: Any, x: Any, pieces, W: np.ndarray | None) -> None:
+    """Fold the rows of a sub-block into each set's range: rows of piece ``i`` (a partition
+    group) or, with host weights ``W`` (m × rows), the rows of weight > 0 in set ``j``."""
+    if W is None:
+        parts = [(i, x[sl] if is_sparse(x) else x[sl, ...]) for i, sl in pieces]
     else:
-        ps = p * np.sqrt(wk).astype(p.dtype)[:, np.newaxis]
-        acc.gram[i] += ps.T @ ps  # ΦᵀWΦ = (W^½Φ)ᵀ(W^½Φ): still a syrk
-    acc.phi_y[i] += p.T @ (wk[:, np.newaxis] * yk).astype(p.dtype, copy=False)
+        parts = [(j, _take_rows(xp, x, np.flatnonzero(W[j] > 0))) for j in range(W.shape[0])]
+    for i, xs in parts:
+        if xs.shape[0] and (isinstance(xs, np.ndarray) or is_sparse(xs)):
+            bmin, bmax = column_min_max(xs)  # sparse: its unstored zeros count
+            np.minimum(lo[i], bmin, out=lo[i])
+            np.maximum(hi[i], bmax, out=hi[i])
+        elif xs.shape[0]:
+            lo[i, ...] = xp.minimum(lo[i, ...], xp.astype(xp.min(xs, axis=0), lo.dtype))
+            hi[i, ...] = xp.maximum(hi[i, ...], xp.astype(xp.max(xs, axis=0), hi.dtype))
