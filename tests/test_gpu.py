@@ -140,7 +140,7 @@ def test_device_gram_on_cupy_matches_the_dense_kernel():
 
     from bigkernel.kernels.factory import make_kernel
     from bigkernel.numerics.device_gram import DeviceGram
-    from bigkernel.numerics.namespace import to_numpy
+    from bigkernel.numerics.namespace import to_host
 
     X, _ = _data(3000)
     K = rbf_kernel(X, gamma=0.3)
@@ -148,9 +148,9 @@ def test_device_gram_on_cupy_matches_the_dense_kernel():
     for budget in (10**9, 20 * 2**20):
         op = DeviceGram(make_kernel("rbf", gamma=0.3), X, xp=cxp, memory_budget=budget, dtype="float64",
                         n_rhs=3, tile_size=1024)  # fmt: skip
-        np.testing.assert_allclose(to_numpy(op.matvec(cxp.asarray(V))), K @ V, rtol=1e-11, atol=1e-10)
+        np.testing.assert_allclose(to_host(op.matvec(cxp.asarray(V))), K @ V, rtol=1e-11, atol=1e-10)
         idx = np.array([0, 5, 2999])
-        np.testing.assert_allclose(to_numpy(op.columns(idx)), K[:, idx], rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(to_host(op.columns(idx)), K[:, idx], rtol=1e-12, atol=1e-13)
 
 
 def test_exact_model_predicts_on_the_gpu_when_its_device_says_so():

@@ -72,7 +72,7 @@ def test_gpu_sums_come_back_once_per_task(monkeypatch):
     fmap = make_feature_map("rbf", 4, 32, seed=0)
     copies = []
     real = sums.host_array
-    monkeypatch.setattr(sums, "host_array", lambda a: copies.append(type(a).__module__) or real(a))
+    monkeypatch.setattr(sums, "to_host", lambda a: copies.append(type(a).__module__) or real(a))
     monkeypatch.setattr(sums, "DEVICE_MAX_ROWS", 256)  # 24 sub-blocks of 256 rows
     sums.block_stats(fmap, X, Y, 0, block_rows=256, device="cuda")
     # one copy per statistic of the task, all from the device, not one per sub-block

@@ -17,7 +17,7 @@ from bigkernel.numerics.cg import conjugate_gradient
 from bigkernel.numerics.device_gram import DeviceGram
 from bigkernel.numerics.dual import solve_dual
 from bigkernel.numerics.gram_tiles import GramTiler
-from bigkernel.numerics.namespace import namespace, solve_triangular, to_numpy
+from bigkernel.numerics.namespace import namespace, solve_triangular, to_host
 from bigkernel.numerics.precond import LowRankPreconditioner, nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.resample import BootstrapWeights, percentile_band
 
@@ -47,7 +47,7 @@ def test_solve_triangular_dispatch_matches_scipy():
     got_np = solve_triangular(namespace(R), R, B, lower=False, trans=True)
     got_strict = solve_triangular(xps, _strict(R), _strict(B), lower=False, trans=True)
     np.testing.assert_allclose(got_np, want, rtol=1e-12)
-    np.testing.assert_allclose(to_numpy(got_strict), want, rtol=1e-12)
+    np.testing.assert_allclose(to_host(got_strict), want, rtol=1e-12)
 
 
 def test_cg_same_solution_on_both_namespaces():
@@ -64,9 +64,9 @@ def test_cg_same_solution_on_both_namespaces():
     res_st = conjugate_gradient(lambda V: Ks @ V, _strict(B), shift=shift, tol=1e-12, x0=_strict(x0))
     assert _is_strict(res_st.x)  # the vectors stayed in the input's namespace
     np.testing.assert_allclose(res_np.x, ref, rtol=1e-9, atol=1e-10)
-    np.testing.assert_allclose(to_numpy(res_st.x), res_np.x, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(to_host(res_st.x), res_np.x, rtol=1e-9, atol=1e-10)
     assert np.abs(res_st.n_iter - res_np.n_iter).max() <= 2  # rounding may move the stop by one
-    assert np.all(to_numpy(res_st.x)[:, 1] == 0.0)
+    assert np.all(to_host(res_st.x)[:, 1] == 0.0)
 
 
 def test_rpcholesky_and_nystroem_factors_agree_and_approximate_K():
@@ -84,7 +84,7 @@ def test_rpcholesky_and_nystroem_factors_agree_and_approximate_K():
     f_st = rpcholesky_factor(cols_st, xps.asarray(np.diag(K).copy()), 60, block_size=16, random_state=3)
     assert _is_strict(f_st.L)
     np.testing.assert_array_equal(f_st.pivots, f_np.pivots)  # the same host draws
-    np.testing.assert_allclose(to_numpy(f_st.L), f_np.L, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(to_host(f_st.L), f_np.L, rtol=1e-9, atol=1e-11)
     resid = np.trace(K - f_np.L @ f_np.L.T)
     assert resid == pytest.approx(f_np.residual_trace, rel=1e-6, abs=1e-9)
     assert f_st.residual_trace == pytest.approx(f_np.residual_trace, rel=1e-9, abs=1e-12)
@@ -92,7 +92,7 @@ def test_rpcholesky_and_nystroem_factors_agree_and_approximate_K():
 
     n_np = nystroem_factor(cols_np, 250, 40, random_state=4)
     n_st = nystroem_factor(cols_st, 250, 40, random_state=4)
-    np.testing.assert_allclose(to_numpy(n_st.L) @ to_numpy(n_st.L).T, n_np.L @ n_np.L.T, atol=1e-10)
+    np.testing.assert_allclose(to_host(n_st.L) @ to_host(n_st.L).T, n_np.L @ n_np.L.T, atol=1e-10)
 
 
 def test_low_rank_preconditioner_is_woodbury_on_both_namespaces():
@@ -106,8 +106,8 @@ def test_low_rank_preconditioner_is_woodbury_on_both_namespaces():
     np.testing.assert_allclose(p_np.apply_shifted(R, alphas), want, rtol=1e-10)
     got = p_st.apply_shifted(_strict(R), alphas)
     assert _is_strict(got)
-    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-10)
-    np.testing.assert_allclose(to_numpy(p_st.apply(_strict(R[:, 0]))), want[:, 0], rtol=1e-10)
+    np.testing.assert_allclose(to_host(got), want, rtol=1e-10)
+    np.testing.assert_allclose(to_host(p_st.apply(_strict(R[:, 0]))), want[:, 0], rtol=1e-10)
 
 
 @pytest.mark.parametrize(
@@ -134,12 +134,12 @@ def test_device_gram_matvec_columns_diag(kernel, reference, budget, dtype, xp):
     Vd = _strict(V) if xp == "strict" else V
     KV = op.matvec(Vd)
     assert namespace(KV) is namespace(Vd)
-    np.testing.assert_allclose(to_numpy(KV), K @ V, rtol=1e-12, atol=1e-11)
-    np.testing.assert_allclose(to_numpy(op.matvec(Vd[:, 0])), K @ V[:, 0], rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(to_host(KV), K @ V, rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(to_host(op.matvec(Vd[:, 0])), K @ V[:, 0], rtol=1e-12, atol=1e-11)
     idx = np.array([3, 77, 401])
-    np.testing.assert_allclose(to_numpy(op.columns(idx)), K[:, idx], rtol=1e-12, atol=1e-13)
-    np.testing.assert_array_equal(to_numpy(op.columns(idx))[idx, [0, 1, 2]], 1.0)
-    np.testing.assert_allclose(to_numpy(op.diag()), np.ones(500))
+    np.testing.assert_allclose(to_host(op.columns(idx)), K[:, idx], rtol=1e-12, atol=1e-13)
+    np.testing.assert_array_equal(to_host(op.columns(idx))[idx, [0, 1, 2]], 1.0)
+    np.testing.assert_allclose(to_host(op.diag()), np.ones(500))
 
 
 def test_device_gram_ard_rbf_matches_the_host_tiler():
@@ -148,7 +148,7 @@ def test_device_gram_ard_rbf_matches_the_host_tiler():
     K = GramTiler(kernel, X).dense()
     op = DeviceGram(kernel, X, xp=xps, memory_budget=10**8, dtype="float64", tile_size=128, panel_rows=32)
     V = np.random.default_rng(7).normal(size=(300, 1))
-    np.testing.assert_allclose(to_numpy(op.matvec(_strict(V))), K @ V, rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(to_host(op.matvec(_strict(V))), K @ V, rtol=1e-12, atol=1e-11)
 
 
 def test_solve_dual_same_on_both_namespaces_with_weights_and_probes():
@@ -210,13 +210,13 @@ def test_bootstrap_weights_and_percentile_band_on_both_namespaces():
     like = xps.asarray(np.zeros(2))
     W_np, W_st = w(100, 400), w(100, 400, like=like)
     assert _is_strict(W_st)
-    np.testing.assert_array_equal(to_numpy(W_st), W_np)  # drawn on the host: bitwise equal
+    np.testing.assert_array_equal(to_host(W_st), W_np)  # drawn on the host: bitwise equal
     P = np.random.default_rng(9).normal(size=(41, 7, 2))
     for level in (0.9, 0.5, 0.37):
         a = percentile_band(P, level)
         b = percentile_band(_strict(P), level)
         for got, want in zip(b, a):
-            np.testing.assert_allclose(to_numpy(got), want, rtol=1e-13, atol=1e-15)
+            np.testing.assert_allclose(to_host(got), want, rtol=1e-13, atol=1e-15)
 
 
 def test_spectral_path_with_eigh_in_another_namespace_gives_the_same_scores():
@@ -293,4 +293,4 @@ def test_device_gram_with_sparse_points_uses_host_blocks():
     op = DeviceGram(make_kernel("rbf", gamma=0.4), Xs, xp=xps, memory_budget=10**8, dtype="float64", tile_size=128)
     assert not op.fast
     V = np.random.default_rng(2).normal(size=(300, 1))
-    np.testing.assert_allclose(to_numpy(op.matvec(_strict(V))), K @ V, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(to_host(op.matvec(_strict(V))), K @ V, rtol=1e-10, atol=1e-10)

@@ -55,7 +55,7 @@ from bigkernel.models._posterior import evidence_state, read_evidence_state, set
 from bigkernel.numerics.device_gram import DeviceGram
 from bigkernel.numerics.dual import describe_df, solve_dual
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
-from bigkernel.numerics.namespace import as_namespace_array, namespace, take_rows, to_numpy
+from bigkernel.numerics.namespace import as_namespace_array, namespace, take_rows, to_host
 from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
 from bigkernel.numerics.primal import resolve_alphas
@@ -459,7 +459,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         op = operator(m, _reserve_bytes(n, d, m, rank))
         t = time.perf_counter()
         factor = None
-        diag_host = to_numpy(op.diag())
+        diag_host = to_host(op.diag())
         if rank and np.any(diag_host < 0):
             raise NotPSDError(
                 f"kernel {PRECOMPUTED if kernel is None else kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "

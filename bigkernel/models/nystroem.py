@@ -197,7 +197,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
                 self.alpha,
                 self.fit_intercept,
                 sums_precision(self.dtype),
-                **solve_device(getattr(self, "_device", None), solve_primal),
+                **solve_device(getattr(self, "_device", None)),
             ),
             fmap,
             ds.y.ndim,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Sequence
 from typing import ClassVar, Self
@@ -15,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import is_sparse, scale_from_sums
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError, DeviceError, ParameterError
+from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import column_sums_graph, stats_graph
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import check_kernel_name, sampler_problem
@@ -61,25 +60,17 @@ def stream_device(device) -> dict:
 
     The CPU adds nothing (the pass as it always was). A GPU passes its spec as text: each task
     resolves it where it runs (``"cuda"`` on a dask-cuda worker is that worker's own GPU; with
-    a distributed client the ordinal is dropped for that reason). A build whose pass has no
-    ``device`` argument refuses the GPU with :class:`DeviceError` rather than fit on the CPU.
+    a distributed client the ordinal is dropped for that reason).
     """
     if device is None or not device.is_gpu:
         return {}
-    if "device" not in inspect.signature(stats_graph).parameters:
-        raise DeviceError(
-            f"device={str(device)!r}: the streamed pass (random features, Nyström) of this "
-            "bigkernel build runs on the CPU only; use device='cpu', or the exact solver "
-            "(ExactKernelRidge), which runs on the GPU"
-        )
     return {"device": "cuda" if active_client() is not None else str(device)}
 
 
-def solve_device(device, solver) -> dict:
+def solve_device(device) -> dict:
     """The ``device`` keyword of the primal eigendecomposition (``solve_primal``, ``eigen_path``:
-    a GPU decomposes large D×D systems there), when ``solver`` takes one; else nothing (the
-    host's LAPACK: the same result, only slower for very large D)."""
-    if device is None or not device.is_gpu or "device" not in inspect.signature(solver).parameters:
+    a GPU decomposes large D×D systems there)."""
+    if device is None or not device.is_gpu:
         return {}
     return {"device": str(device)}
 
@@ -564,5 +555,5 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
     def _fit_from_stats(self, stats: SufficientStats, fmap: FeatureMap, y_ndim: int):
         """Set the fitted attributes from one set of statistics."""
         sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype),
-                           **solve_device(getattr(self, "_device", None), solve_primal))  # fmt: skip
+                           **solve_device(getattr(self, "_device", None)))  # fmt: skip
         return self._set_fitted(sol, fmap, y_ndim, stats)

@@ -190,9 +190,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         for st in stats:
             folds = st if split is not None else None
             total = st.total() if split is not None else st
-            path = eigen_path(
-                total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None), eigen_path)
-            )
+            path = eigen_path(total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None)))
             alphas = self._alpha_grid(path)
             alphas_per_gamma.append(alphas)
             dfs.append(path.df(alphas))
@@ -229,9 +227,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     def _refit_best(self, best_total, fmaps, gammas, alphas_per_gamma, y_ndim: int, eps: float) -> Self:
         """Fitted attributes at the best (γ, α) (``_best_index``) from that map's total statistics."""
         gi, ai = self._best_index
-        path = eigen_path(
-            best_total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None), eigen_path)
-        )
+        path = eigen_path(best_total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None)))
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
         spectrum = path.spectrum()

@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike
 from sklearn.exceptions import ConvergenceWarning
 
 from bigkernel.errors import DataError, NotPSDError, ParameterError
-from bigkernel.numerics.namespace import as_namespace_array, is_numpy, namespace, take_rows, to_numpy
+from bigkernel.numerics.namespace import as_namespace_array, is_numpy, namespace, take_rows, to_host
 from bigkernel.validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def _check_options(max_iter: int | None, recompute_every: int, n: int) -> int:
 
 def _breakdown(what: str, values: Any, cols: np.ndarray, it: int) -> None:
     """Raise NotPSDError if any of ``values`` (pᵀAp or rᵀz, any namespace) is not > 0."""
-    values = to_numpy(values)
+    values = to_host(values)
     bad = ~(values > 0)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
@@ -237,13 +237,13 @@ def conjugate_gradient(
     prec = _preconditioner(preconditioner, shifts, xp)
 
     # a zero right-hand side has the zero solution: report it converged with residual 0
-    b_norm = to_numpy(_col_norms(xp, Bm))
+    b_norm = to_host(_col_norms(xp, Bm))
     safe_norm = np.where(b_norm > 0, b_norm, 1.0)
     nonzero = as_namespace_array(xp, (b_norm > 0).astype(np.float64), like=Bm)
     X = xp.zeros_like(Bm) if x0 is None else _initial(xp, x0, Bm, squeeze) * nonzero
     all_cols = np.arange(m)
     R = Bm if x0 is None else (Bm - op(X, all_cols)) * nonzero
-    residual = to_numpy(_col_norms(xp, R)) / safe_norm
+    residual = to_host(_col_norms(xp, R)) / safe_norm
     converged = residual <= tols
     n_iter = np.zeros(m, dtype=np.int64)
 
@@ -270,7 +270,7 @@ def conjugate_gradient(
             Ra = Ba - op(Xa, active)
         else:
             Ra = Ra - APa * step
-        residual[active] = to_numpy(_col_norms(xp, Ra)) / safe_norm[active]
+        residual[active] = to_host(_col_norms(xp, Ra)) / safe_norm[active]
         n_iter[active] = it
         done = residual[active] <= tols[active]
         converged[active[done]] = True

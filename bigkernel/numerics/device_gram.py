@@ -42,7 +42,7 @@ import numpy as np
 from bigkernel.errors import ParameterError
 from bigkernel.kernels.base import Kernel
 from bigkernel.numerics.gram_tiles import MIN_TILE, GramPlan, GramTiler, plan_gram
-from bigkernel.numerics.namespace import as_namespace_array, device_of, take_rows, to_numpy
+from bigkernel.numerics.namespace import as_namespace_array, device_of, take_rows, to_host
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class DeviceGram:
     ) -> None:
         self.xp = xp
         on_device = hasattr(X, "__array_namespace__") and not isinstance(X, np.ndarray)
-        self.tiler = GramTiler(kernel, to_numpy(X) if on_device else X)  # scipy.sparse stays sparse
+        self.tiler = GramTiler(kernel, to_host(X) if on_device else X)  # scipy.sparse stays sparse
         n, d = self.tiler.n, self.tiler.d
         # the rbf formula on the device needs dense augmented points; sparse X: host blocks
         self.fast = self.tiler.fast and not self.tiler.sparse
@@ -246,7 +246,7 @@ class DeviceGram:
     # ------------------------------------------------------------------ columns, diagonal
     def columns(self, idx: Any) -> Any:
         """``K[:, idx]`` in float64 on the device (for the preconditioner)."""
-        idx = np.asarray(to_numpy(idx), dtype=np.int64)
+        idx = np.asarray(to_host(idx), dtype=np.int64)
         if not self.fast:
             return self._dev(self.tiler.columns(idx))
         xp = self.xp
@@ -329,5 +329,5 @@ class DeviceExpansion:
                     c1 = min(c0 + self.block, B.shape[0])  # the standard refuses stops past the end
                     K = xp.exp(xp.minimum(A @ xp.matrix_transpose(B[c0:c1, :]), 0.0))
                     acc = acc + K @ coef[c0:c1, :]
-                out[lo : lo + A.shape[0]] += scale * to_numpy(acc)
+                out[lo : lo + A.shape[0]] += scale * to_host(acc)
         return out

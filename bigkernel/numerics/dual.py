@@ -48,7 +48,7 @@ import numpy as np
 from bigkernel.errors import ParameterError
 from bigkernel.numerics.cg import conjugate_gradient
 from bigkernel.numerics.evidence import EvidencePath, evidence_path
-from bigkernel.numerics.namespace import as_namespace_array, device_of, is_numpy, namespace, to_numpy
+from bigkernel.numerics.namespace import as_namespace_array, device_of, is_numpy, namespace, to_host
 from bigkernel.numerics.precond import LowRankPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def _col_dot(A, B):
     xp = namespace(A)
     if is_numpy(xp):
         return np.einsum("ij,ij->j", A, B)
-    return to_numpy(xp.sum(A * B, axis=0))
+    return to_host(xp.sum(A * B, axis=0))
 
 
 def _check_sample_weight(sample_weight, n: int) -> np.ndarray | None:
@@ -215,7 +215,7 @@ def solve_dual(
         raise ParameterError(
             "choosing among several alphas needs df(alpha): give n_probes >= 2 (Hutchinson) or eigenvalues (exact)"
         )
-    s_host = _check_sample_weight(None if sample_weight is None else to_numpy(sample_weight), n)
+    s_host = _check_sample_weight(None if sample_weight is None else to_host(sample_weight), n)
     n_eff = n if s_host is None else float(s_host @ s_host)  # rows of the (repeated) data set
     s = None if s_host is None else as_namespace_array(xp, s_host, like=Y)
     if fit_intercept:
@@ -248,7 +248,7 @@ def solve_dual(
     res = conjugate_gradient(op, B, preconditioner=prec, shift=shift, tol=tols, max_iter=max_iter)
     X = res.x
     coefs = [X[:, j * k : (j + 1) * k] for j in range(A)]  # A × (n, k)
-    rss = alphas[:, None] ** 2 * np.stack([to_numpy(xp.sum(c**2, axis=0)) for c in coefs])  # (A, k)
+    rss = alphas[:, None] ** 2 * np.stack([to_host(xp.sum(c**2, axis=0)) for c in coefs])  # (A, k)
 
     df, df_se, method = _degrees_of_freedom(alphas, fit_intercept, eigenvalues, prec, Z, X[:, A * k :], n_eff)
     resid_df = n_eff - df
@@ -275,8 +275,8 @@ def solve_dual(
     else:
         # a = s ⊙ u; rows with c = 0 have u = 0. The weighted mean of K a is sᵀ(K̃u)/Σc.
         a, Ka_mean = s[:, None] * u, (s @ Ku) / n_eff
-    intercept = to_numpy(ybar - Ka_mean) if fit_intercept else np.zeros(k)
-    a = np.array(to_numpy(a), dtype=np.float64)  # the fitted model is host numpy, whatever ran it
+    intercept = to_host(ybar - Ka_mean) if fit_intercept else np.zeros(k)
+    a = np.array(to_host(a), dtype=np.float64)  # the fitted model is host numpy, whatever ran it
     n_iter = np.atleast_1d(res.n_iter)[best * k : (best + 1) * k]
     converged = bool(np.all(np.atleast_1d(res.converged)[: A * k]))
     info = {

@@ -19,7 +19,7 @@ LAPACK beyond the standard is dispatched here, in one place:
   rounding).
 
 Small host-side decisions (pivot sampling, rejection loops, breakdown checks) copy a few
-numbers to the host with :func:`to_numpy`; everything of size ``n`` stays on the device.
+numbers to the host with :func:`to_host`; everything of size ``n`` stays on the device.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from bigkernel.devices import to_host
+
 __all__ = [
     "as_namespace_array",
     "device_of",
@@ -41,7 +43,7 @@ __all__ = [
     "namespace",
     "solve_triangular",
     "take_rows",
-    "to_numpy",
+    "to_host",
 ]
 
 
@@ -66,15 +68,6 @@ def is_cupy(xp: ModuleType) -> bool:
 def device_of(a: Any) -> Any:
     """The device of array ``a`` (for allocations beside it)."""
     return array_api_compat.device(a)
-
-
-def to_numpy(a: Any) -> np.ndarray:
-    """A host numpy array of any namespace's array (CuPy: device → host copy)."""
-    if isinstance(a, np.ndarray):
-        return a
-    if type(a).__module__.startswith("cupy"):
-        return a.get()
-    return np.asarray(a)
 
 
 def as_namespace_array(xp: ModuleType, a: Any, *, like: Any = None, dtype: Any = None) -> Any:
@@ -104,7 +97,7 @@ def eigh_on(xp: ModuleType) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarr
     def eigh(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Md = as_namespace_array(xp, np.ascontiguousarray(np.asarray(M).T))  # lower of Mᵀ = upper of M
         w, V = xp.linalg.eigh(Md)
-        return to_numpy(w), to_numpy(V)
+        return to_host(w), to_host(V)
 
     return eigh
 

@@ -46,7 +46,7 @@ from bigkernel.numerics.namespace import (
     namespace,
     solve_triangular,
     take_rows,
-    to_numpy,
+    to_host,
 )
 from bigkernel.validation import check_int
 
@@ -152,7 +152,7 @@ def _fetch(columns: Columns, idx: np.ndarray, n: int):
 def _psd_inv_sqrt(W: np.ndarray, rtol: float | None = None) -> np.ndarray:
     """``U Λ^{-1/2}`` over the eigenpairs of symmetric ``W`` above round-off, so that
     ``C (U Λ^{-1/2})`` squared gives ``C W⁺ Cᵀ``. ``W`` is small: computed on the host."""
-    W = to_numpy(W)
+    W = to_host(W)
     w, U = np.linalg.eigh(0.5 * (W + W.T))
     top = max(float(w[-1]), 0.0)
     cut = (rtol if rtol is not None else W.shape[0] * np.finfo(float).eps * 10) * top
@@ -220,7 +220,7 @@ def rpcholesky_factor(
     xp = namespace(diag) if hasattr(diag, "shape") else namespace()
     d = as_namespace_array(xp, diag, dtype=xp.float64)
     d = xp.reshape(xp.asarray(d, copy=True), (-1,))
-    d_host = to_numpy(d).astype(np.float64, copy=True)  # pivots are drawn on the host
+    d_host = to_host(d).astype(np.float64, copy=True)  # pivots are drawn on the host
     n = d_host.size
     if n == 0 or not np.all(np.isfinite(d_host)) or d_host.min() < 0:
         raise DataError("diag must be a non-empty array of finite values >= 0 (a kernel diagonal)")
@@ -241,7 +241,7 @@ def rpcholesky_factor(
         if k:
             G = G - F[:, :k] @ xp.matrix_transpose(take_rows(xp, F[:, :k], uniq))  # residual columns
         fetched += len(uniq)
-        H = to_numpy(take_rows(xp, G, uniq))[inv][:, inv]  # residual kernel on the candidates
+        H = to_host(take_rows(xp, G, uniq))[inv][:, inv]  # residual kernel on the candidates
         accepted = _rejection_pivots(H, d_host[S], S, rng)
         T = np.unique(S[accepted])  # accepted pivots (distinct by construction)
         F_new = _residual_factor(take_rows(xp, G, np.searchsorted(uniq, T), axis=1), T)
@@ -252,7 +252,7 @@ def rpcholesky_factor(
         k += t
         pivots.extend(T.tolist())
         d = _downdate(xp, d, F_new, T)
-        d_host = to_numpy(d).astype(np.float64, copy=True)
+        d_host = to_host(d).astype(np.float64, copy=True)
         rounds += 1
     logger.debug(
         "rpcholesky: rank %d in %d rounds, %d columns fetched, residual trace %.3g",
@@ -306,7 +306,7 @@ def _residual_factor(G: np.ndarray, T: np.ndarray) -> np.ndarray:
     eigen-decomposition (drops directions lost to round-off).
     """
     xp = namespace(G)
-    core = to_numpy(take_rows(xp, G, T))  # small (t × t): factored on the host
+    core = to_host(take_rows(xp, G, T))  # small (t × t): factored on the host
     core = 0.5 * (core + core.T)
     try:
         R = cholesky(core, lower=False)
@@ -363,7 +363,7 @@ class LowRankPreconditioner:
         L = as_namespace_array(xp, L, dtype=xp.float64)
         if L.ndim != 2:
             raise DataError(f"L must be 2-D (n, r), found shape {tuple(L.shape)}")
-        G = to_numpy(xp.matrix_transpose(L) @ L)  # r × r: eigh on the host
+        G = to_host(xp.matrix_transpose(L) @ L)  # r × r: eigh on the host
         # one BLAS thread: eigh of an r × r matrix is many small calls, which multi-threaded
         # OpenBLAS slows down badly when the cores are busy (measured 9 s instead of 0.2 s)
         with threadpool_limits(limits=1):
@@ -398,7 +398,7 @@ class LowRankPreconditioner:
     def apply_shifted(self, R: ArrayLike, shift: ArrayLike) -> np.ndarray:
         """``(LLᵀ + shift_j I)⁻¹ r_j`` per column: the exact low-rank preconditioner for each
         column's own α (for CG with ``matvec = K`` and ``shift = alphas``)."""
-        s = np.asarray(to_numpy(shift), dtype=np.float64)
+        s = np.asarray(to_host(shift), dtype=np.float64)
         if np.any(~(s > 0)) or not np.all(np.isfinite(s)):
             raise ParameterError(f"shifts must be finite and > 0 for this preconditioner, found {s.tolist()}")
         return self._apply(R, s)

@@ -73,7 +73,7 @@ class SufficientStats:
 
     def to_host(self) -> SufficientStats:
         """The same statistics as numpy arrays (a device→host copy of each array for a GPU)."""
-        arrays = [None if a is None else host_array(a) for a in (
+        arrays = [None if a is None else to_host(a) for a in (
             self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y, self.x_min, self.x_max)]  # fmt: skip
         return SufficientStats(*arrays)
 
@@ -120,16 +120,6 @@ class SufficientStats:
         )  # fmt: skip
 
 
-def host_array(a: Any) -> np.ndarray:
-    """A numpy array of any namespace's array: numpy passes through, CuPy is copied
-    device→host, another namespace's array is moved to its namespace's default (host) device
-    first (array-api-strict's test devices refuse a direct numpy conversion)."""
-    if isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy"):
-        return to_host(a)
-    xp = array_namespace(a)
-    return np.asarray(a.to_device(xp.__array_namespace_info__().default_device()))
-
-
 def _range_union(a: SufficientStats, b: SufficientStats) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Range of the union of two sets' rows; unknown (None) if either is unknown."""
     if a.x_min is None or b.x_min is None:
@@ -162,7 +152,7 @@ def check_finite(X: Any, y: Any | None, start: int, action: str = "fitting") -> 
             bad = nonfinite_rows(a)
         else:
             xp = array_namespace(a)
-            bad = None if bool(xp.all(xp.isfinite(a))) else nonfinite_rows(host_array(a))
+            bad = None if bool(xp.all(xp.isfinite(a))) else nonfinite_rows(to_host(a))
         if bad is not None:
             first = start + int(np.argmax(bad))
             stop = start + a.shape[0]
