@@ -16,75 +16,22 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 import psutil
+
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import busy_cpu_seconds, process_cluster, write_json
 from threadpoolctl import threadpool_info, threadpool_limits
 
 logger = logging.getLogger("bench_bootstrap")
-
-
-class RSSSampler:
-    """Samples the summed RSS of this process and all its descendants in a thread."""
-
-    def __init__(self, interval: float = 0.05) -> None:
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._proc = psutil.Process()
-
-    def current(self) -> int:
-        total = 0
-        for p in [self._proc, *self._proc.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:  # a process that just exited
-                pass
-        return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.current())
-            self._stop.wait(self.interval)
-
-    def reset(self) -> None:
-        self.peak = self.current()
-
-    def cpu_seconds(self) -> float:
-        """CPU time (user + system) used so far by this process and its live descendants."""
-        total = 0.0
-        for p in [self._proc, *self._proc.children(recursive=True)]:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                pass
-        return total
-
-    def __enter__(self) -> RSSSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def busy_cpu_seconds() -> tuple[float, float]:
-    """Machine-wide CPU seconds so far: (busy in this machine's processes, stolen by the host)."""
-    t = psutil.cpu_times()
-    busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
-    return busy, getattr(t, "steal", 0.0)
 
 
 def syrk_seconds(n: int, D: int, dtype: str, threads: int | None, repeats: int) -> float:
@@ -118,8 +65,6 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("distributed").setLevel(logging.WARNING)
 
-    from distributed import Client, LocalCluster
-
     from bigkernel import RandomFeatureRidge
     from bigkernel.bands.bootstrap import bootstrap, eval_grid
     from bigkernel.data.sources import open_source
@@ -148,21 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
         ds = open_source(data, chunk_rows=args.chunk_rows)
         X_eval = eval_grid(ds.X.compute(), 0, args.n_eval)
         est = RandomFeatureRidge(gamma=0.1, n_components=args.D, alpha=1.0, random_state=0, dtype=args.dtype)
-        with (
-            RSSSampler() as rss,
-            LocalCluster(
-                n_workers=args.workers,
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-            ) as cluster,
-            Client(cluster) as client,
-        ):
-            client.run(lambda: __import__("bigkernel.bands.bootstrap"))  # warm the imports
-            results["worker_blas_threads"] = sorted(
-                {i["num_threads"] for info in client.run(threadpool_info).values() for i in info}
-            )
+        with process_cluster(args.workers, results) as (rss, client):
             for rep in range(args.repeats):
                 for bs in args.batch_sizes:
                     store = os.path.join(workdir, f"store-b{bs}.zarr")
@@ -245,8 +176,7 @@ def main(argv: list[str] | None = None) -> dict:
         "should be ~0 %)"
     )
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=2)
+        write_json(args.out, results)
     return results
 
 

@@ -35,7 +35,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -49,7 +48,7 @@ import psutil
 from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_bootstrap import RSSSampler, busy_cpu_seconds
+from _bench import busy_cpu_seconds, process_cluster, write_json
 
 logger = logging.getLogger("bench_bootstrap_exact")
 
@@ -230,8 +229,6 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    from distributed import Client, LocalCluster
-
     from bigkernel.bands.bootstrap import bootstrap, default_batch_size, eval_grid
     from bigkernel.bands.plans import make_plan
     from bigkernel.data.sources import as_dataset
@@ -280,21 +277,7 @@ def main(argv: list[str] | None = None) -> dict:
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-bootstrap-exact-")
     own_workdir = args.workdir is None
     try:
-        with (
-            RSSSampler() as rss,
-            LocalCluster(
-                n_workers=W,
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-            ) as cluster,
-            Client(cluster) as client,
-        ):
-            client.run(lambda: __import__("bigkernel.bands.bootstrap"))  # warm the imports
-            results["worker_blas_threads"] = sorted(
-                {i["num_threads"] for info in client.run(threadpool_info).values() for i in info}
-            )
+        with process_cluster(W, results) as (rss, client):
             for solver in args.solvers:
                 est = make_estimator(solver, args)
                 store = os.path.join(workdir, f"store-{solver}.zarr")
@@ -407,8 +390,7 @@ def main(argv: list[str] | None = None) -> dict:
         for o in run["other_processes"]:
             print(f"  during {run['solver']}: pid {o['pid']} used {o['cpu_seconds']} CPU s: {o['command']}")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=2)
+        write_json(args.out, results)
     return results
 
 

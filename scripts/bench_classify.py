@@ -23,18 +23,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import time
 
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import dispatch_measurement, load_text, measurement_runner, peak_rss_mb, write_rows
+
 GAMMA, ALPHA, D_FEATURES = 0.5, 1e-2, 10
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _data(n: int, seed: int, n_classes: int):
@@ -70,7 +65,7 @@ def m_ours(n: int, D: int, n_classes: int, task: str, threads: int, n_test: int)
         t = time.perf_counter()
         est.fit(X, target)
         fit_s = time.perf_counter() - t
-    out = {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb()}
+    out = {"time_s": fit_s, "peak_rss_mb": peak_rss_mb()}
     if n_test and task == "classify":
         Xt, yt = _data(n_test, 2, n_classes)
         out["accuracy"] = float(np.mean(est.predict(Xt) == yt))
@@ -97,19 +92,13 @@ def m_sklearn(n: int, D: int, n_classes: int, n_test: int) -> dict:
     fit_s = time.perf_counter() - t
     Xt, yt = _data(n_test, 2, n_classes)
     acc = float(np.mean(model.predict(feat.transform(Xt)) == yt))
-    return {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), "accuracy": acc}
+    return {"time_s": fit_s, "peak_rss_mb": peak_rss_mb(), "accuracy": acc}
 
 
 MEASUREMENTS = {"ours": m_ours, "sklearn": m_sklearn}
 
 
-def run(kind: str, **kwargs) -> dict:
-    """Run one measurement in a fresh interpreter and return its JSON result."""
-    cmd = [sys.executable, __file__, "_measure", kind, json.dumps(kwargs)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+run = measurement_runner(__file__)
 
 
 # ----------------------------------------------------------------------------- cases
@@ -159,8 +148,7 @@ def _table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
-        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+    if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--case", choices=["a", "b", "all"], default="all")
@@ -179,11 +167,8 @@ def main() -> None:
         rows += case_b(n, args.D or 2048, args.threads, n if args.sklearn_n is None else args.sklearn_n)
     load = os.getloadavg()
     print(_table(rows))
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump({"rows": rows, "load_average": load, "argv": sys.argv[1:]}, f, indent=2)
+    print(f"load average {load_text(load)}")
+    write_rows(args.out, rows, load)
 
 
 if __name__ == "__main__":

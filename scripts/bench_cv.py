@@ -21,18 +21,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import time
 
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import dispatch_measurement, measurement_runner, peak_rss_mb, write_json
+
 GAMMAS = [0.05, 0.1, 0.2, 0.5, 1.0]
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _data(n: int, seed: int):
@@ -62,7 +57,7 @@ def m_search(n: int, D: int, folds: int, n_test: int) -> dict:
         t = time.perf_counter()
         est.fit(X, y)
         fit_s = time.perf_counter() - t
-    out = {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), "best": est.best_params_}
+    out = {"time_s": fit_s, "peak_rss_mb": peak_rss_mb(), "best": est.best_params_}
     if n_test:
         Xt, yt = _data(n_test, 2)
         out["rmse"] = float(np.sqrt(np.mean((est.predict(Xt) - yt) ** 2)))
@@ -85,7 +80,7 @@ def m_plain(n: int, D: int) -> dict:
             t = time.perf_counter()
             est.fit(X, y)
             total += time.perf_counter() - t
-    return {"time_s": total, "peak_rss_mb": _peak_rss_mb()}
+    return {"time_s": total, "peak_rss_mb": peak_rss_mb()}
 
 
 def m_syrk(n: int, D: int, times: int) -> dict:
@@ -102,7 +97,7 @@ def m_syrk(n: int, D: int, times: int) -> dict:
             G += P.T @ P
         if rest:
             G += P[:rest].T @ P[:rest]
-    return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb()}
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb()}
 
 
 def m_gridsearch(n: int, D: int, folds: int) -> dict:
@@ -122,7 +117,7 @@ def m_gridsearch(n: int, D: int, folds: int) -> dict:
     )
     t = time.perf_counter()
     search.fit(X, y)
-    return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb(), "best": search.best_params_}
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb(), "best": search.best_params_}
 
 
 def m_brute(n: int, D: int, n_test: int) -> dict:
@@ -145,16 +140,11 @@ def m_brute(n: int, D: int, n_test: int) -> dict:
 MEASUREMENTS = {"search": m_search, "plain": m_plain, "syrk": m_syrk, "gridsearch": m_gridsearch, "brute": m_brute}
 
 
-def run(kind: str, **kwargs) -> dict:
-    r = subprocess.run([sys.executable, __file__, "_measure", kind, json.dumps(kwargs)], capture_output=True, text=True)
-    if r.returncode != 0:
-        return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+run = measurement_runner(__file__)
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
-        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+    if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--case", choices=["large", "small", "all"], default="all")
@@ -165,7 +155,6 @@ def main() -> None:
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--out", default="bench_results/bench_cv.json")
     args = p.parse_args()
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     rows = []
     if args.case in ("large", "all"):
         n, D = int(args.n_large), args.D_large
@@ -203,8 +192,7 @@ def main() -> None:
                 "rmse_ratio_chosen_to_best": search.get("rmse", float("nan")) / brute.get("rmse", float("nan")),
             },
         ]
-    with open(args.out, "w") as f:
-        json.dump({"rows": rows, "cpus": os.cpu_count()}, f, indent=2)
+    write_json(args.out, {"rows": rows, "cpus": os.cpu_count()})
     for r in rows:
         extras = {k: v for k, v in r.items() if k not in ("case", "what")}
         print(

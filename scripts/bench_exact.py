@@ -34,20 +34,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import cpu_seconds, dispatch_measurement, machine_info, measurement_runner, peak_rss_gb, write_json
+
 GAMMA, ALPHA, D_FEATURES, N_TEST = 0.5, 1e-2, 10, 5000
-
-
-def _peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
 
 
 def _data(n: int, seed: int):
@@ -57,29 +51,20 @@ def _data(n: int, seed: int):
     return a[:, :D_FEATURES], a[:, D_FEATURES]
 
 
-def _cpu_seconds() -> tuple[float, float]:
-    """(this process's CPU seconds, the machine's busy CPU seconds) so far."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    busy = (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, busy
-
-
 # ----------------------------------------------------------------------------- measurements
 def m_sklearn(n: int, pred_path: str) -> dict:
     import numpy as np
     from sklearn.kernel_ridge import KernelRidge
 
     X, y = _data(n, seed=1)
-    c0, b0 = _cpu_seconds()
+    c0, b0 = cpu_seconds()
     t = time.perf_counter()
     model = KernelRidge(kernel="rbf", gamma=GAMMA, alpha=ALPHA).fit(X, y)
     fit_s = time.perf_counter() - t
-    c1, b1 = _cpu_seconds()
+    c1, b1 = cpu_seconds()
     Xt, _ = _data(N_TEST, seed=2)
     np.save(pred_path, model.predict(Xt))
-    return {"fit_s": fit_s, "peak_rss_gb": _peak_rss_gb(), "others_cpu_s": max(0.0, (b1 - b0) - (c1 - c0))}
+    return {"fit_s": fit_s, "peak_rss_gb": peak_rss_gb(), "others_cpu_s": max(0.0, (b1 - b0) - (c1 - c0))}
 
 
 def m_exact(n: int, pred_path: str | None, preconditioner: str | None, n_probes: int | None = None) -> dict:
@@ -92,16 +77,16 @@ def m_exact(n: int, pred_path: str | None, preconditioner: str | None, n_probes:
     est = ExactKernelRidge(gamma=GAMMA, alpha=ALPHA, fit_intercept=False, tol=1e-6, random_state=0,
                            preconditioner=preconditioner, n_probes=n_probes)  # fmt: skip
     with dask.config.set(scheduler="threads", num_workers=2):
-        c0, b0 = _cpu_seconds()
+        c0, b0 = cpu_seconds()
         t = time.perf_counter()
         est.fit(X, y)
         fit_s = time.perf_counter() - t
-        c1, b1 = _cpu_seconds()
+        c1, b1 = cpu_seconds()
         Xt, yt = _data(N_TEST, seed=2)
         pred = est.predict(Xt)
     info = est.solver_info_
     out = {
-        "fit_s": fit_s, "peak_rss_gb": _peak_rss_gb(), "others_cpu_s": max(0.0, (b1 - b0) - (c1 - c0)),
+        "fit_s": fit_s, "peak_rss_gb": peak_rss_gb(), "others_cpu_s": max(0.0, (b1 - b0) - (c1 - c0)),
         "n_iter": int(est.n_iter_), "residual": float(est.residual_), "df": est.df_, "df_stderr": est.df_stderr_,
         "rank": info["rank"], "preconditioner_s": info["preconditioner_seconds"],
         "gram": info["gram"], "memory_budget_gb": info["memory_budget"] / 1e9,
@@ -118,14 +103,7 @@ MEASUREMENTS = {"sklearn": m_sklearn, "exact": m_exact}
 _ENV = dict(os.environ)
 
 
-def run(kind: str, **kwargs) -> dict:
-    """Run one measurement in a fresh interpreter and return its JSON result."""
-    cmd = [sys.executable, __file__, "_measure", kind, json.dumps(kwargs)]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=_ENV)
-    if r.returncode != 0:
-        tail = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
-        return {"error": f"exit {r.returncode} {tail}".strip()}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+run = measurement_runner(__file__, env=_ENV, on_error="exit")
 
 
 def _rel_rms(a, b) -> float:
@@ -149,8 +127,7 @@ def _table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
-        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+    if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=float, default=20_000, help="rows of the comparison with sklearn")
@@ -167,7 +144,6 @@ def main() -> None:
     if args.openblas_coretype:
         _ENV["OPENBLAS_CORETYPE"] = args.openblas_coretype
     n, n_large = int(args.n), int(args.n_large)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     rows: list[dict] = []
     summary: dict = {}
     t0 = time.perf_counter()
@@ -219,13 +195,9 @@ def main() -> None:
                 ),
             )
             rows.append(big)
-    import numpy
-
-    result = {"rows": rows, "summary": summary, "total_s": time.perf_counter() - t0, "machine": {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "numpy": numpy.__version__, "OPENBLAS_CORETYPE": _ENV.get("OPENBLAS_CORETYPE")}}  # fmt: skip
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
+    machine = machine_info(OPENBLAS_CORETYPE=_ENV.get("OPENBLAS_CORETYPE"))
+    result = {"rows": rows, "summary": summary, "total_s": time.perf_counter() - t0, "machine": machine}
+    write_json(args.out, result)
     print(_table(rows))
     for k, v in summary.items():
         print(f"{k}: {v:.3g}")

@@ -32,15 +32,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import subprocess
-import sys
 import time
 
-# scripts/ is on sys.path when this runs as a script: the resource helpers of the exact benchmark
-from bench_exact import _cpu_seconds, _peak_rss_gb
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import cpu_seconds, dispatch_measurement, machine_info, measurement_runner, peak_rss_gb, write_json
 
 GAMMAS = [0.02, 0.05, 0.1, 0.2, 0.5]
 N_TEST = 5000
@@ -62,13 +58,13 @@ def _data(n: int, seed: int):
 class _Timer:
     def __enter__(self):
         self.load0 = os.getloadavg()[0]
-        self.c0, self.b0 = _cpu_seconds()
+        self.c0, self.b0 = cpu_seconds()
         self.t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.t0
-        c1, b1 = _cpu_seconds()
+        c1, b1 = cpu_seconds()
         self.others_cpu_s = max(0.0, (b1 - self.b0) - (c1 - self.c0))
         self.load = round(max(self.load0, os.getloadavg()[0]), 2)
 
@@ -77,7 +73,7 @@ class _Timer:
             "time_s": self.seconds,
             "others_cpu_s": self.others_cpu_s,
             "load_1min": self.load,
-            "peak_rss_gb": _peak_rss_gb(),
+            "peak_rss_gb": peak_rss_gb(),
         }
 
 
@@ -170,10 +166,8 @@ def m_size(n: int) -> dict:
 
 def sizes(ns: list[int], out: str) -> None:
     rows = [{"what": f"ExactKernelRidgeCV one γ × 20 α, n={n:,}", **run("size", n=n)} for n in ns]
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        machine = {"cpus": os.cpu_count(), "OPENBLAS_CORETYPE": _ENV.get("OPENBLAS_CORETYPE")}
-        json.dump({"rows": rows, "machine": machine}, f, indent=2)
+    machine = {"cpus": os.cpu_count(), "OPENBLAS_CORETYPE": _ENV.get("OPENBLAS_CORETYPE")}
+    write_json(out, {"rows": rows, "machine": machine})
     print(f"{'what':44s} {'time s':>8s} {'Gram s':>7s} {'eigh s':>8s} {'score s':>8s} {'RSS GB':>7s} {'load':>5s}")
     for r in rows:
         if "error" in r:
@@ -196,14 +190,7 @@ MEASUREMENTS = {
 _ENV = dict(os.environ)
 
 
-def run(kind: str, **kwargs) -> dict:
-    """Run one measurement in a fresh interpreter and return its JSON result."""
-    cmd = [sys.executable, __file__, "_measure", kind, json.dumps(kwargs)]
-    r = subprocess.run(cmd, check=False, capture_output=True, text=True, env=_ENV)
-    if r.returncode != 0:
-        tail = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
-        return {"error": f"exit {r.returncode} {tail}".strip()}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+run = measurement_runner(__file__, env=_ENV, on_error="exit")
 
 
 def _max_rel_diff(a: dict, b: dict) -> float:
@@ -211,8 +198,7 @@ def _max_rel_diff(a: dict, b: dict) -> float:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
-        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+    if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=2000)
@@ -260,16 +246,11 @@ def main() -> None:
         summary["loo_small_same_best"] = ours_small["best"] == loo_small["best"]
     for r in rows:
         r.pop("scores", None)
-    import numpy
     import scipy
 
-    result = {"rows": rows, "summary": summary, "total_s": time.perf_counter() - t0, "machine": {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "numpy": numpy.__version__, "scipy": scipy.__version__,
-        "OPENBLAS_CORETYPE": _ENV.get("OPENBLAS_CORETYPE")}}  # fmt: skip
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
+    machine = machine_info(scipy=scipy.__version__, OPENBLAS_CORETYPE=_ENV.get("OPENBLAS_CORETYPE"))
+    result = {"rows": rows, "summary": summary, "total_s": time.perf_counter() - t0, "machine": machine}
+    write_json(args.out, result)
     head = f"{'what':58s} {'time s':>9s} {'load':>5s} {'others CPU s':>12s}  best / test RMSE"
     print(head + "\n" + "-" * len(head))
     for r in rows:

@@ -35,21 +35,18 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import os
 import platform
-import resource
 import sys
 import tempfile
 import time
 
 import numpy as np
 
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import peak_rss_mb, write_json
+
 GAMMA, ALPHA, D_FEATURES = 0.5, 1e-2, 10
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _data(n: int, seed: int):
@@ -126,7 +123,7 @@ def _rf_fit(n: int, D: int, device: str, X=None, y=None, chunk_rows=None) -> dic
     with dask.config.set(scheduler="threads"):
         t = time.perf_counter()
         est.fit(X, y)
-    return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb(), "df": est.df_}
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb(), "df": est.df_}
 
 
 def case_rf(args, device: str) -> dict:
@@ -191,7 +188,7 @@ def _exact(n: int, device: str, xp_name: str | None, rank: int | None, tol: floa
         "n": n, "fit_s": fit_s, "n_iter": int(est.n_iter_), "residual": float(est.residual_),
         "gram": est.solver_info_["gram"], "rank": est.solver_info_["rank"],
         "optimality_rel_err": float(np.abs(f - target).max() / np.abs(y[idx]).max()),
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
     }  # fmt: skip
     return est, info
 
@@ -369,9 +366,7 @@ def main(argv=None) -> int:
     print(f"GPU: {res['gpu']}   CPU cores: {res['cpu_count']}   load {res['load_avg']}")
     print(_table(res))
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=2, default=str)
+        write_json(args.out, res, default=str)
     return 0
 
 

@@ -16,40 +16,17 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import threading
-import time
 
 import numpy as np
-import psutil
 
-
-class PeakRSS:
-    """Peak RSS of this process while the block runs (sampled every 20 ms)."""
-
-    def __enter__(self) -> PeakRSS:
-        self._proc, self.peak, self._stop = psutil.Process(), 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-            self._stop.wait(0.02)
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import load_text, timed, write_json
 
 
 def _timed(fn):
-    with PeakRSS() as rss:
-        t = time.perf_counter()
-        out = fn()
-        seconds = time.perf_counter() - t
-    return out, seconds, rss.peak / 2**20
+    seconds, peak, out = timed(fn)
+    return out, seconds, peak / 2**20
 
 
 def case_explicit_vs_exact(n: int, d: int, degree: int) -> dict:
@@ -102,10 +79,9 @@ def main() -> None:
     load = os.getloadavg()
     for row in rows:
         print("  ".join(f"{k}={v}" for k, v in row.items()))
-    print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; cpus: {os.cpu_count()}")
+    print(f"load average: {load_text(load)}; cpus: {os.cpu_count()}")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"rows": rows, "loadavg": load, "cpus": os.cpu_count()}, f, indent=2)
+        write_json(args.out, {"rows": rows, "loadavg": load, "cpus": os.cpu_count()})
 
 
 if __name__ == "__main__":

@@ -19,46 +19,15 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
-import threading
-import time
 
 import numpy as np
-import psutil
+
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import timed, write_json
 from threadpoolctl import threadpool_info
-
-
-class PeakRSS:
-    """Peak RSS of this process while the block runs (sampled every 20 ms)."""
-
-    def __init__(self) -> None:
-        self.proc, self.peak, self._stop = psutil.Process(), 0, threading.Event()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            self._stop.wait(0.02)
-
-    def __enter__(self) -> PeakRSS:
-        self.peak = self.proc.memory_info().rss
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._t.join()
-
-
-def timed(fn):
-    with PeakRSS() as rss:
-        t = time.perf_counter()
-        out = fn()
-        dt = time.perf_counter() - t
-    return dt, rss.peak, out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio return_std / predict = {ratio:.2f} (target <= 2.0) on {a.n_eval:,} points; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")  # fmt: skip
     if a.out:
-        with open(a.out, "w") as f:
-            json.dump(result, f, indent=2)
+        write_json(a.out, result)
     return 0
 
 

@@ -27,19 +27,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import dispatch_measurement, machine_info, measurement_runner, peak_rss_mb, write_json
+
 GAMMA, ALPHA, D_FEATURES = 0.5, 1e-2, 10
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _data(n: int, seed: int):
@@ -79,7 +74,7 @@ def m_syrk(n: int, D: int, dtype: str, block_rows: int, threads: int = 1, blas: 
         t = time.perf_counter()
         G = sum(pool.map(task, range(threads)))
         elapsed = time.perf_counter() - t
-    return {"time_s": elapsed, "peak_rss_mb": _peak_rss_mb(), "checksum": float(G[0, 0])}
+    return {"time_s": elapsed, "peak_rss_mb": peak_rss_mb(), "checksum": float(G[0, 0])}
 
 
 def m_pass(n: int, D: int, dtype: str, chunk_rows: int, dask_threads: int) -> dict:
@@ -101,7 +96,7 @@ def m_pass(n: int, D: int, dtype: str, chunk_rows: int, dask_threads: int) -> di
         t = time.perf_counter()
         (stats,) = compute(graph)
         elapsed = time.perf_counter() - t
-    return {"time_s": elapsed, "peak_rss_mb": _peak_rss_mb(), "checksum": float(np.trace(stats.gram[0]))}
+    return {"time_s": elapsed, "peak_rss_mb": peak_rss_mb(), "checksum": float(np.trace(stats.gram[0]))}
 
 
 def m_eigh(D: int) -> dict:
@@ -113,7 +108,7 @@ def m_eigh(D: int) -> dict:
     G = A @ A.T
     t = time.perf_counter()
     scipy.linalg.eigh(G, driver="evd", check_finite=False)
-    return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb()}
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb()}
 
 
 #: the limit's candidates: syrk block sizes and (threads, BLAS threads per thread) splits
@@ -175,7 +170,7 @@ def m_ours(
         t = time.perf_counter()
         est.fit(X, y)
         fit_s = time.perf_counter() - t
-    out = {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), "n_chunks": int(np.ceil(n / (chunk_rows or n)))}
+    out = {"time_s": fit_s, "peak_rss_mb": peak_rss_mb(), "n_chunks": int(np.ceil(n / (chunk_rows or n)))}
     if n_test:
         Xt, yt = _data(n_test, seed=2)
         out["rmse"] = float(np.sqrt(np.mean((est.predict(Xt) - yt) ** 2)))
@@ -197,7 +192,7 @@ def m_sklearn(n: int, D: int, n_test: int) -> dict:
     fit_s = time.perf_counter() - t
     Xt, yt = _data(n_test, seed=2)
     rmse = float(np.sqrt(np.mean((model.predict(feat.transform(Xt)) - yt) ** 2)))
-    return {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), "rmse": rmse}
+    return {"time_s": fit_s, "peak_rss_mb": peak_rss_mb(), "rmse": rmse}
 
 
 def m_prepass(source: str, chunk_rows: int, dask_threads: int) -> dict:
@@ -210,7 +205,7 @@ def m_prepass(source: str, chunk_rows: int, dask_threads: int) -> dict:
     with dask.config.set(scheduler="threads", num_workers=dask_threads):
         t = time.perf_counter()
         dask.compute(ds.X.mean(axis=0), ds.X.std(axis=0))
-        return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb()}
+        return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb()}
 
 
 MEASUREMENTS = {
@@ -218,13 +213,7 @@ MEASUREMENTS = {
 }  # fmt: skip
 
 
-def run(kind: str, **kwargs) -> dict:
-    """Run one measurement in a fresh interpreter and return its JSON result."""
-    cmd = [sys.executable, __file__, "_measure", kind, json.dumps(kwargs)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+run = measurement_runner(__file__)
 
 
 # ----------------------------------------------------------------------------- cases
@@ -356,8 +345,7 @@ def _table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
-        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+    if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--case", choices=["a", "b", "chunking", "standardize", "all"], default="all")
@@ -370,7 +358,6 @@ def main() -> None:
     p.add_argument("--out", default="bench_results/bench_rff.json")
     args = p.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     rows: list[dict] = []
     t0 = time.perf_counter()
     if args.case in ("a", "all"):
@@ -382,15 +369,8 @@ def main() -> None:
         rows += case_chunking(int(args.n or 4e5), args.D or 2048)
     if args.case in ("standardize", "all"):
         rows += case_standardize(int(args.n or 3e6), args.D or 1024, args.data_dir)
-    import platform
-
-    import numpy
-
-    result = {"rows": rows, "total_s": time.perf_counter() - t0, "machine": {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "numpy": numpy.__version__}}  # fmt: skip
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
+    result = {"rows": rows, "total_s": time.perf_counter() - t0, "machine": machine_info()}
+    write_json(args.out, result)
     print(_table(rows))
     print(f"\nwrote {args.out} ({result['total_s']:.0f}s)")
 

@@ -29,21 +29,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
+
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import dispatch_measurement, measurement_runner, peak_rss_mb, write_json
 
 ALPHA = 1e-2
 BLOCK = 50_000
 TOPICS = 50
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _data(n: int, d: int, nnz_row: int, seed: int):
@@ -87,7 +82,7 @@ def m_product(n: int, d: int, nnz_row: int, D: int) -> dict:
     W = np.random.default_rng(0).standard_normal((d, D))
     t = time.perf_counter()
     Z = X @ W
-    return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb(), "checksum": float(Z[0, 0])}
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb(), "checksum": float(Z[0, 0])}
 
 
 def _rmse(predict, d: int, nnz_row: int, n_test: int) -> dict:
@@ -115,7 +110,7 @@ def m_bigkernel(n: int, d: int, nnz_row: int, D: int, dtype: str, n_test: int, n
         t = time.perf_counter()
         est.fit(X, y)
         fit_s = time.perf_counter() - t
-    return {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), **_rmse(est.predict, d, nnz_row, n_test)}
+    return {"time_s": fit_s, "peak_rss_mb": peak_rss_mb(), **_rmse(est.predict, d, nnz_row, n_test)}
 
 
 def m_sklearn(n: int, d: int, nnz_row: int, D: int, n_test: int) -> dict:
@@ -129,7 +124,7 @@ def m_sklearn(n: int, d: int, nnz_row: int, D: int, n_test: int) -> dict:
     fit_s = time.perf_counter() - t
     return {
         "time_s": fit_s,
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
         **_rmse(lambda Z: model.predict(feat.transform(Z)), d, nnz_row, n_test),
     }
 
@@ -152,13 +147,7 @@ MEASUREMENTS = {
 }
 
 
-def run(kind: str, **kwargs) -> dict:
-    """Run one measurement in a fresh interpreter and return its JSON result."""
-    cmd = [sys.executable, __file__, "_measure", kind, json.dumps(kwargs)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+run = measurement_runner(__file__)
 
 
 def _table(rows: list[dict]) -> str:
@@ -177,8 +166,7 @@ def _table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
-        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+    if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=200_000)
@@ -223,9 +211,7 @@ def main() -> None:
         "total_s": time.perf_counter() - t0,
         "rows": rows,
     }
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
+    write_json(args.out, result)
     print(_table(rows))
     print(f"\nnnz={result['nnz']:,}  density={result['density']:.4%}  load average at the end {load}")
     print(f"wrote {args.out} ({result['total_s']:.0f}s)")

@@ -23,18 +23,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import time
 
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import dispatch_measurement, load_text, measurement_runner, peak_rss_mb, write_rows
+
 GAMMA, ALPHA, D_FEATURES, TOL = 0.5, 1e-2, 10, 1e-4
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _data(n: int, seed: int):
@@ -68,7 +63,7 @@ def m_fit(n: int, D: int, loss: str, n_test: int) -> dict:
     est.fit(X, y)
     fit_s = time.perf_counter() - t0
     Xt, yt = _data(n_test, seed=2)
-    out = {"time_s": fit_s, "peak_rss_mb": _peak_rss_mb(), "accuracy": float(np.mean(est.predict(Xt) == yt))}
+    out = {"time_s": fit_s, "peak_rss_mb": peak_rss_mb(), "accuracy": float(np.mean(est.predict(Xt) == yt))}
     out["passes"] = int(est.n_iter_)
     if loss != "squared_error":
         out["converged"] = bool(est.converged_.all())
@@ -99,20 +94,14 @@ def m_linearsvc(n: int, D: int, n_test: int) -> dict:
     return {
         "time_s": ours_s, "linearsvc_time_s": ref_s, "accuracy": acc_ours, "linearsvc_accuracy": acc_ref,
         "accuracy_diff_points": 100 * (acc_ours - acc_ref), "coef_rel_diff": coef_err, "passes": int(est.n_iter_),
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),
     }  # fmt: skip
 
 
 MEASUREMENTS = {"fit": m_fit, "linearsvc": m_linearsvc}
 
 
-def run(kind: str, **kwargs) -> dict:
-    """One measurement in a fresh subprocess (its own peak RSS)."""
-    cmd = [sys.executable, __file__, "_measure", kind, json.dumps(kwargs)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+run = measurement_runner(__file__)
 
 
 def case_a(n: int, D: int) -> list[dict]:
@@ -159,8 +148,7 @@ def _table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
-        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+    if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--case", choices=["a", "b", "all"], default="all")
@@ -176,11 +164,8 @@ def main() -> None:
     if args.case in ("b", "all"):
         rows += case_b(args.svc_n, args.D)
     print(_table(rows))
-    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; after: {os.getloadavg()[0]:.2f}")
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump({"rows": rows, "load_average": load, "argv": sys.argv[1:]}, f, indent=2)
+    print(f"load average before: {load_text(load)}; after: {os.getloadavg()[0]:.2f}")
+    write_rows(args.out, rows, load)
 
 
 if __name__ == "__main__":

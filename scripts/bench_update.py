@@ -25,21 +25,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
+
+# scripts/ is on sys.path when a benchmark runs as a script
+from _bench import dispatch_measurement, measurement_runner, peak_rss_mb, write_json
 
 #: rows per chunk of old and new data alike, so that both passes use every core (a batch of new
 #: rows in one chunk would run on one thread)
 CHUNK_ROWS = 32_768
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _data(n: int, seed: int):
@@ -64,14 +59,14 @@ def m_refit(n_old: int, n_new: int, D: int, folder: str) -> dict:
     X, y = np.vstack([X0, X1]), np.concatenate([y0, y1])
     t = time.perf_counter()
     est = _model(D).fit(X, y)
-    return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb(), "alpha": est.alpha_}
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb(), "alpha": est.alpha_}
 
 
 def m_prepare(n_old: int, n_new: int, D: int, folder: str) -> dict:
     """Not timed: the model of the old rows, saved (what ``bigkernel run`` leaves)."""
     X0, y0 = _data(n_old, 0)
     _model(D).fit(X0, y0).save(os.path.join(folder, "model.zarr"), overwrite=True)
-    return {"time_s": 0.0, "peak_rss_mb": _peak_rss_mb()}
+    return {"time_s": 0.0, "peak_rss_mb": peak_rss_mb()}
 
 
 def m_update(n_old: int, n_new: int, D: int, folder: str) -> dict:
@@ -83,7 +78,7 @@ def m_update(n_old: int, n_new: int, D: int, folder: str) -> dict:
     model = bigkernel.load(os.path.join(folder, "model.zarr"))
     model.partial_fit_dataset(as_dataset(X1, y1, chunk_rows=CHUNK_ROWS))
     model.save(os.path.join(folder, "updated.zarr"), overwrite=True)
-    return {"time_s": time.perf_counter() - t, "peak_rss_mb": _peak_rss_mb(), "alpha": model.alpha_}
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb(), "alpha": model.alpha_}
 
 
 MEASUREMENTS = {"refit": m_refit, "prepare": m_prepare, "update": m_update}
@@ -99,16 +94,11 @@ def _store_bytes(path: str, skip_prefix: str | None = None) -> int:
     return total
 
 
-def run(kind: str, **kwargs) -> dict:
-    r = subprocess.run([sys.executable, __file__, "_measure", kind, json.dumps(kwargs)], capture_output=True, text=True)
-    if r.returncode:
-        raise SystemExit(f"{kind} failed:\n{r.stderr}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+run = measurement_runner(__file__, on_error="raise")
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
-        print(json.dumps(MEASUREMENTS[sys.argv[2]](**json.loads(sys.argv[3]))))
+    if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     p.add_argument("--n-old", type=lambda s: int(float(s)), default=1_000_000)
@@ -134,11 +124,7 @@ def main() -> None:
     print(
         f"model store: {sizes['with_stats_mb']:.1f} MB with the statistics, {sizes['without_stats_mb']:.1f} MB without"
     )
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(
-            {"args": vars(args), "rows": rows, "ratio": ratio, "sizes": sizes, "cpus": os.cpu_count()}, f, indent=2
-        )
+    write_json(args.out, {"args": vars(args), "rows": rows, "ratio": ratio, "sizes": sizes, "cpus": os.cpu_count()})
 
 
 if __name__ == "__main__":

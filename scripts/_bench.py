@@ -1,0 +1,234 @@
+"""The harness the ``scripts/bench_*.py`` benchmarks share (not part of the bigkernel package).
+
+Each benchmark runs ``python scripts/bench_x.py``, so ``scripts/`` is on ``sys.path`` and the
+scripts import this module as ``from _bench import ...``.
+
+- One measurement per fresh interpreter (``measurement_runner`` / ``dispatch_measurement``):
+  ``ru_maxrss`` is then that measurement's own peak RSS, not the largest of the whole run.
+- ``PeakRSS`` / ``timed``: peak RSS sampled while a block runs, for benchmarks that measure
+  several things in one process.
+- ``RSSSampler``: summed RSS and CPU time of this process and its children (a LocalCluster's
+  worker processes); ``process_cluster``: such a cluster, workers warmed, BLAS threads noted.
+- ``cpu_seconds`` / ``busy_cpu_seconds``: this process's and the machine's busy CPU seconds
+  (what others took meanwhile).
+- ``write_json``, ``write_rows``, ``machine_info``, ``load_text``: the output every benchmark writes alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+MEASURE = "_measure"  # argv[1] of the child interpreter that runs one measurement
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS in MiB (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_rss_gb() -> float:
+    """This process's peak RSS in GB (10^9 bytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """(this process's CPU seconds, the machine's busy CPU seconds) so far."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    busy = (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, busy
+
+
+def dispatch_measurement(measurements: Mapping[str, Callable[..., dict]]) -> bool:
+    """In the child interpreter (``script _measure <name> <json kwargs>``): run the measurement,
+    print its result as the last stdout line and return True; otherwise return False."""
+    if len(sys.argv) > 1 and sys.argv[1] == MEASURE:
+        print(json.dumps(measurements[sys.argv[2]](**json.loads(sys.argv[3]))))
+        return True
+    return False
+
+
+def measurement_runner(
+    script: str, env: Mapping[str, str] | None = None, on_error: str = "tail"
+) -> Callable[..., dict]:
+    """``run(kind, **kwargs)``: the measurement ``kind`` of ``script`` in a fresh interpreter.
+
+    Its result is the child's last stdout line (JSON). A failed child gives
+    ``{"error": <last stderr line, or "exit N">}`` (``on_error="tail"``),
+    ``{"error": "exit N <last stderr line>"}`` (``"exit"``), or stops the benchmark (``"raise"``).
+    ``env`` is read at each call, so a script may fill it after building the runner.
+    """
+
+    def run(kind: str, **kwargs: Any) -> dict:
+        cmd = [sys.executable, script, MEASURE, kind, json.dumps(kwargs)]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=None if env is None else dict(env))
+        if r.returncode != 0:
+            if on_error == "raise":
+                raise SystemExit(f"{kind} failed:\n{r.stderr}")
+            tail = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+            if on_error == "exit":
+                return {"error": f"exit {r.returncode} {tail}".strip()}
+            return {"error": tail or f"exit {r.returncode}"}
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    return run
+
+
+def write_json(path: str, obj: Any, **dump_kwargs: Any) -> None:
+    """Write ``obj`` as indented JSON, creating the folder."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2, **dump_kwargs)
+
+
+def write_rows(path: str | None, rows: list[dict], load: tuple[float, float, float]) -> None:
+    """Write the rows, the load average and the command line as JSON, if a path is given."""
+    if path:
+        write_json(path, {"rows": rows, "load_average": load, "argv": sys.argv[1:]})
+
+
+def machine_info(**extra: Any) -> dict:
+    """CPUs, platform, Python and numpy versions, then ``extra``."""
+    import numpy
+
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        **extra,
+    }
+
+
+def load_text(load: tuple[float, float, float] | None = None) -> str:
+    """The 1, 5 and 15 minute load averages (now unless given), two decimals each."""
+    load = os.getloadavg() if load is None else load
+    return f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+
+
+class PeakRSS:
+    """Peak RSS (bytes) of this process while the block runs (sampled every 20 ms)."""
+
+    def __enter__(self) -> PeakRSS:
+        import psutil
+
+        self._proc, self._stop = psutil.Process(), threading.Event()
+        self.peak = self._proc.memory_info().rss
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+            self._stop.wait(0.02)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, int, Any]:
+    """(seconds, peak RSS bytes, result) of ``fn()``."""
+    with PeakRSS() as rss:
+        t = time.perf_counter()
+        out = fn()
+        seconds = time.perf_counter() - t
+    return seconds, rss.peak, out
+
+
+class RSSSampler:
+    """Samples the summed RSS of this process and all its descendants in a thread."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        import psutil
+
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._proc = psutil.Process()
+
+    def _family(self) -> list:
+        return [self._proc, *self._proc.children(recursive=True)]
+
+    def current(self) -> int:
+        import psutil
+
+        total = 0
+        for p in self._family():
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:  # a process that just exited
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.current())
+            self._stop.wait(self.interval)
+
+    def reset(self) -> None:
+        self.peak = self.current()
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by this process and its live descendants."""
+        import psutil
+
+        total = 0.0
+        for p in self._family():
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    def __enter__(self) -> RSSSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def busy_cpu_seconds() -> tuple[float, float]:
+    """Machine-wide CPU seconds so far: (busy in this machine's processes, stolen by the host)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+    return busy, getattr(t, "steal", 0.0)
+
+
+@contextmanager
+def process_cluster(n_workers: int, results: dict) -> Iterator[tuple[RSSSampler, Any]]:
+    """(RSS sampler, client) of a LocalCluster of one-thread worker processes, its bigkernel
+    bootstrap imports warmed; the workers' BLAS thread counts go to ``results``."""
+    from distributed import Client, LocalCluster
+    from threadpoolctl import threadpool_info
+
+    with (
+        RSSSampler() as rss,
+        LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        client.run(lambda: __import__("bigkernel.bands.bootstrap"))  # warm the imports
+        results["worker_blas_threads"] = sorted(
+            {i["num_threads"] for info in client.run(threadpool_info).values() for i in info}
+        )
+        yield rss, client
