@@ -409,7 +409,7 @@ def test_bad_estimator_parameters(params, match, line, job_match, tmp_path, data
         ("alpha: -1.0", "model.alpha", "found -1.0"),
         ("alpha: .nan", "model.alpha", "NaN is not allowed"),
         ("alpha: .inf", "model.alpha", "must be finite"),
-        ("alpha: auto", "model.alpha", "'gcv' or 'cv', found 'auto' (string)"),
+        ("alpha: auto", "model.alpha", "'gcv', 'cv' or 'evidence', found 'auto' (string)"),
         ("alpha: []", "model.alpha", "the list is empty"),
         ("alpha: [1.0, -2.0]", "model.alpha", "item 1: expected a number > 0"),
         (

@@ -308,7 +308,7 @@ def test_config_error_is_the_estimator_rule_at_the_yaml_key(key, owner, value):
 
 
 def test_config_keyword_forms():
-    assert "model.alpha: expected a number > 0, a non-empty list of numbers > 0, 'loo', 'gcv' or 'cv'" in (
+    assert "model.alpha: expected a number > 0, a non-empty list of numbers > 0, 'loo', 'gcv', 'cv' or 'evidence'" in (
         config_error({"alpha": -1.0})
     )
     assert "model.cv: expected an integer >= 2, found 1" in config_error({"cv": 1})
@@ -354,7 +354,7 @@ def test_one_default_noise_read_by_spec_config_and_cli(tmp_path):
     from bigkernel.cli import main
     from bigkernel.data.synthetic import DEFAULT_NOISE, SyntheticSpec
 
-    assert DEFAULT_NOISE == {"friedman1": 1.0, "sine": 0.3}
+    assert DEFAULT_NOISE == {"friedman1": 1.0, "sine": 0.3, "classes": 1.0}
     assert SyntheticSpec("sine", 10, 1).noise == 0.3 and SyntheticSpec("friedman1", 10, 10).noise == 1.0
     assert SyntheticSpec("sine", 10, 1, 0.0).noise == 0.0
     for kind in DEFAULT_NOISE:

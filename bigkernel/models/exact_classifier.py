@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from numpy.typing import ArrayLike
 
 from bigkernel.io.model_store import register_model
-from bigkernel.models._base import Floats, KernelLike, RandomStateLike
+from bigkernel.models._base import DeviceLike, Floats, KernelLike, RandomStateLike
 from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, store_init_params
 from bigkernel.models._svm import SVM_CONSTRAINTS, refuse_svm_loss
 from bigkernel.models.exact import ExactKernelRidge
@@ -29,7 +29,7 @@ class ExactKernelClassifier(_ClassifierBase):
     Parameters
     ----------
     kernel, alpha, gamma, degree, coef0, length_scale, nu, kernel_params, fit_intercept, tol,
-    max_iter, preconditioner, rank, memory_budget, dtype, n_probes, standardize, random_state
+    max_iter, preconditioner, rank, memory_budget, dtype, n_probes, standardize, random_state, device
         As in :class:`~bigkernel.ExactKernelRidge`.
     class_weight : dict, "balanced" or None, default=None
         Weight per class, multiplying ``sample_weight`` (see
@@ -70,6 +70,7 @@ class ExactKernelClassifier(_ClassifierBase):
         n_probes: int | None = None,
         standardize: bool = False,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
         class_weight: dict | str | None = None,
         loss: str = "squared_error",
     ) -> None:
@@ -98,7 +99,7 @@ class KernelClassifier(_ClassifierBase):
     ----------
     kernel, alpha, gamma, degree, coef0, length_scale, nu, kernel_params, fit_intercept, solver,
     memory_budget, n_components, landmarks, tol, max_iter, preconditioner, rank, n_probes,
-    dtype, standardize, random_state
+    dtype, standardize, random_state, device
         As in :class:`~bigkernel.KernelRidge`.
     class_weight : dict, "balanced" or None, default=None
         Weight per class, multiplying ``sample_weight``.
@@ -142,6 +143,7 @@ class KernelClassifier(_ClassifierBase):
         dtype: str = "auto",
         standardize: bool = False,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
         class_weight: dict | str | None = None,
         loss: str = "squared_error",
     ) -> None:

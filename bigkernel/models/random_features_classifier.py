@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from numpy.typing import ArrayLike, DTypeLike
 
 from bigkernel.io.model_store import register_model
-from bigkernel.models._base import Floats, KernelLike, RandomStateLike
+from bigkernel.models._base import DeviceLike, Floats, KernelLike, RandomStateLike
 from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, store_init_params
 from bigkernel.models._svm import _PrimalSVMMixin
 from bigkernel.models.nystroem import NystroemRidge
@@ -48,7 +48,7 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
     Parameters
     ----------
     kernel, gamma, length_scale, nu, degree, coef0, n_components, sampler, form, alpha,
-    fit_intercept, random_state, dtype, chunk_rows, standardize
+    fit_intercept, random_state, dtype, chunk_rows, standardize, device
         As in :class:`~bigkernel.RandomFeatureRidge`.
     class_weight : dict, "balanced" or None, default=None
         Weight per class, multiplying ``sample_weight``: a dict ``{label: weight}``, or
@@ -88,6 +88,7 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
         alpha: float | Floats | str = 1.0,
         fit_intercept: bool = True,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
@@ -125,7 +126,7 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
     Parameters
     ----------
     kernel, gamma, degree, coef0, length_scale, nu, kernel_params, n_components, landmarks,
-    alpha, fit_intercept, random_state, dtype, chunk_rows, standardize
+    alpha, fit_intercept, random_state, dtype, chunk_rows, standardize, device
         As in :class:`~bigkernel.NystroemRidge`.
     class_weight : dict, "balanced" or None, default=None
         As in :class:`RandomFeatureClassifier`.
@@ -164,6 +165,7 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
         alpha: float | Floats | str = 1.0,
         fit_intercept: bool = True,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,

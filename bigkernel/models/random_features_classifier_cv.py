@@ -23,7 +23,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.graph.stream import block_sums_graph
 from bigkernel.io.model_store import register_model
-from bigkernel.models._base import GRID, Grid, RandomStateLike, Weights
+from bigkernel.models._base import GRID, DeviceLike, Grid, RandomStateLike, Weights
 from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, _kept_rows, store_init_params
 from bigkernel.models.random_features import feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
@@ -77,7 +77,7 @@ class RandomFeatureClassifierCV(_ClassifierBase):
     cv : int, default=5
         Number of folds (at least 2).
     nu, degree, coef0, n_components, sampler, form, fit_intercept, random_state, dtype,
-    chunk_rows, standardize
+    chunk_rows, standardize, device
         As in :class:`~bigkernel.RandomFeatureRidge`.
     class_weight : dict, "balanced" or None, default=None
         Weights the fits (multiplying ``sample_weight``); the score is plain accuracy.
@@ -117,6 +117,7 @@ class RandomFeatureClassifierCV(_ClassifierBase):
         form: str = "cos",
         fit_intercept: bool = True,
         random_state: RandomStateLike = None,
+        device: DeviceLike = "cpu",
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
