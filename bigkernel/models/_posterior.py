@@ -21,17 +21,42 @@ from bigkernel.runtime import compute
 #: what ``predict`` returns: the mean, or (mean, std) / (mean, cov) with return_std / return_cov
 Prediction = ArrayOut | tuple[ArrayOut, ArrayOut]
 
-#: what a model saved before the posterior existed says when asked for one
-_NO_POSTERIOR = (
-    "{name} was fitted (or saved) before bigkernel kept what the posterior needs (the signal "
-    "variance and the eigenvectors of the fit); refit it to use return_std / return_cov"
+#: a store without the signal variance (saved by an older bigkernel, or from an exact fit at
+#: n > 2000 by a version that did not estimate it there) says so when asked for a posterior
+_SAVED_WITHOUT_POSTERIOR = (
+    "{name} was loaded from a store saved without what the posterior needs (the signal variance "
+    "sigma2_, and for the primal models the eigenvectors of the fit): it was written by an older "
+    "bigkernel (or, for an exact fit at n > 2000, by one that did not estimate sigma2_ there); "
+    "refit it to use return_std / return_cov"
 )
+
+
+def _no_posterior_message(est, s2: np.ndarray) -> str:
+    """Why ``est`` has no posterior: loaded from an older store, or fitted with a σ² that is not
+    finite (the quadratic form below its rounding error)."""
+    name = type(est).__name__
+    if getattr(est, "_saved_without_posterior", False):
+        return _SAVED_WITHOUT_POSTERIOR.format(name=name)
+    if not np.all(np.isfinite(s2)) and getattr(est, "evidence_", None) is None:
+        return f"{name} was fitted without an estimate of the signal variance (sigma2_ is NaN): no posterior"
+    if not np.all(np.isfinite(s2)):
+        return (
+            f"{name} was fitted, but its signal variance sigma2_ = {s2.tolist()} is not finite: the quadratic "
+            f"form y'(K + alpha·I)^-1 y is below its rounding error at alpha_={getattr(est, 'alpha_', np.nan):.3g} "
+            "(y is interpolated); refit with a larger alpha to use return_std / return_cov"
+        )
+    return (
+        f"{name} was fitted, but the posterior's directions are not available in this object (sigma2_ is); "
+        "refit it to use return_std / return_cov"
+    )
 
 
 def set_evidence(est, ev: EvidencePath | None, best: int, single: bool) -> None:
     """``sigma2_``, ``log_marginal_likelihood_`` and ``log_marginal_likelihood_path_`` from an
-    evidence path and the chosen index (NaN when unknown)."""
+    evidence path and the chosen index (NaN when unknown: σ² needs only the quadratic forms, the
+    evidence value also the log-determinants; the path is None when none is known)."""
     est.evidence_ = ev
+    est._saved_without_posterior = False
     if ev is None:
         est.sigma2_ = est.log_marginal_likelihood_ = np.nan
         est.log_marginal_likelihood_path_ = None
@@ -39,7 +64,7 @@ def set_evidence(est, ev: EvidencePath | None, best: int, single: bool) -> None:
     lml = ev.log_likelihood()  # (A, k) profile over σ²
     s2 = ev.sigma2()[best]
     total = lml.sum(axis=1)
-    est.log_marginal_likelihood_path_ = total
+    est.log_marginal_likelihood_path_ = total if np.isfinite(ev.log_det).any() else None
     est.log_marginal_likelihood_ = float(total[best])
     est.sigma2_ = float(s2[0]) if single else np.asarray(s2, dtype=np.float64)
 
@@ -66,6 +91,7 @@ def read_evidence_state(est, attrs: dict, arrays: dict[str, np.ndarray], single:
     est.evidence_ = None if meta is None else EvidencePath(
         arrays["evidence_alphas"], arrays["evidence_quad"], arrays["evidence_log_det"], float(meta["n"]),
         bool(meta["fit_intercept"]))  # fmt: skip
+    est._saved_without_posterior = "sigma2" not in arrays
     if "sigma2" not in arrays:
         est.sigma2_ = est.log_marginal_likelihood_ = np.nan
         est.log_marginal_likelihood_path_ = None
@@ -80,7 +106,7 @@ def check_has_posterior(est, posterior) -> np.ndarray:
     """The per-target σ² (k,), or a clear error when the model has no posterior."""
     s2 = np.atleast_1d(np.asarray(getattr(est, "sigma2_", np.nan), dtype=np.float64))
     if posterior is None or not np.all(np.isfinite(s2)):
-        raise DataError(_NO_POSTERIOR.format(name=type(est).__name__))
+        raise DataError(_no_posterior_message(est, s2))
     return s2
 
 
@@ -113,7 +139,7 @@ def predict_output(
     sigma2 = check_has_posterior(est, posterior)  # before building it (the exact path factors K + αI)
     post = posterior()
     if post is None:
-        raise DataError(_NO_POSTERIOR.format(name=type(est).__name__))
+        raise DataError(_no_posterior_message(est, sigma2))
     k = sigma2.size
     model = MeanStdModel(post, coef, intercept, sigma2, transform)
     if isinstance(X, da.Array):

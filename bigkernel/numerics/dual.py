@@ -113,7 +113,9 @@ class DualSolution:
     converged: bool
     n_matvec: int
     info: dict = field(default_factory=dict)
-    evidence: EvidencePath | None = None  # with the eigenvalues only (the log-determinant)
+    #: quadratic forms at every α (so ``sigma2``) always; log-determinants from the eigenvalues
+    #: or the caller's ``log_dets``, else NaN
+    evidence: EvidencePath | None = None
 
 
 def _centre(V, s=None):
@@ -159,6 +161,7 @@ def solve_dual(
     random_state: int | np.random.Generator | None = None,
     sample_weight: np.ndarray | None = None,
     criterion: str = "gcv",
+    log_dets: np.ndarray | None = None,
 ) -> DualSolution:
     """Solve kernel ridge for every target and α in one preconditioned CG run.
 
@@ -188,9 +191,13 @@ def solve_dual(
         ``intercept`` are those of ``f`` on the original scale.
     criterion : {"gcv", "evidence"}, default="gcv"
         How several α are chosen: smallest GCV, or largest profile evidence
-        (:mod:`bigkernel.numerics.evidence`; needs ``eigenvalues`` for the log-determinant).
-        The evidence of every α is returned whenever ``eigenvalues`` are given; its quadratic
-        form ``ycᵀa(α)`` comes from the same CG solutions.
+        (:mod:`bigkernel.numerics.evidence`; needs ``eigenvalues`` or ``log_dets`` for the
+        log-determinant). The evidence path is always returned: its quadratic forms
+        ``ycᵀa(α)`` (and so the signal variance) come from the same CG solutions; its
+        log-determinants are NaN without ``eigenvalues`` or ``log_dets``.
+    log_dets : ndarray of shape (A,), optional
+        ``log|K̄ + αI|`` per α over the likelihood's dimensions when ``eigenvalues`` are not
+        given (:func:`~bigkernel.numerics.evidence.cholesky_log_det`).
 
     Returns
     -------
@@ -207,9 +214,9 @@ def solve_dual(
     alphas = np.asarray(alphas, dtype=np.float64)
     n, k = Y.shape
     A = alphas.size
-    if criterion == "evidence" and eigenvalues is None:
+    if criterion == "evidence" and eigenvalues is None and log_dets is None:
         raise ParameterError(
-            "choosing alpha by the evidence needs the eigenvalues (the log-determinant of K + alpha·I)"
+            "choosing alpha by the evidence needs the eigenvalues or log_dets (the log-determinant of K + alpha·I)"
         )
     if A > 1 and eigenvalues is None and n_probes < 2:
         raise ParameterError(
@@ -254,10 +261,9 @@ def solve_dual(
     resid_df = n_eff - df
     with np.errstate(invalid="ignore", divide="ignore"):
         gcv = np.where(resid_df[:, None] > 0, n_eff * rss / resid_df[:, None] ** 2, np.inf)
-    ev = None
-    if eigenvalues is not None:
-        quad = np.einsum("ik,aik->ak", Yc, coefs)  # ycᵀ(K̄ + αI)⁻¹yc per α and target
-        ev = evidence_path(eigenvalues, quad, alphas, n_eff, fit_intercept)
+    # ycᵀ(K̄ + αI)⁻¹yc per α and target (host: the evidence is a host object)
+    quad = np.stack([_col_dot(Yc, c) for c in coefs])
+    ev = evidence_path(eigenvalues, quad, alphas, n_eff, fit_intercept, log_det=log_dets)
     if A > 1:
         best = ev.best() if criterion == "evidence" else int(np.nanargmin(gcv.mean(axis=1)))
     else:
