@@ -17,7 +17,7 @@ from bigkernel import (
     RandomFeatureRidge,
     RandomFeatureRidgeCV,
 )
-from bigkernel.numerics.evidence import evidence_path
+from bigkernel.numerics.evidence import cholesky_log_det, evidence_path, log_det_path
 
 pytestmark = pytest.mark.numerics
 
@@ -172,15 +172,94 @@ def test_multi_target_sums_independent_targets():
     np.testing.assert_allclose(m.sigma2_, [p.sigma2_ for p in parts], rtol=1e-10)
 
 
-def test_exact_evidence_refused_above_the_eigenvalue_limit(monkeypatch):
+def test_exact_evidence_refused_above_the_cholesky_limit(monkeypatch):
+    import bigkernel.models.exact as exact
+
+    monkeypatch.setattr(exact, "EXACT_DF_MAX_N", 20)
+    monkeypatch.setattr(exact, "EXACT_EVIDENCE_MAX_N", 50)
+    X, y = sine(60)
+    with pytest.raises(ParameterError, match="n <= 50 when the dense.*n=60.*NystroemRidge or RandomFeatureRidge"):
+        ExactKernelRidge(alpha="evidence").fit(X, y)
+    with pytest.raises(ParameterError, match="fit half the memory budget"):  # 16·n² bytes > budget / 2
+        ExactKernelRidge(alpha="evidence", memory_budget=16 * 40 * 40).fit(X[:40], y[:40])
+    m = ExactKernelRidge(alpha=0.1).fit(X, y)  # fixed alpha: σ² always, the evidence value not
+    assert np.isnan(m.log_marginal_likelihood_) and m.log_marginal_likelihood_path_ is None
+    assert np.isfinite(m.sigma2_) and np.isnan(m.evidence_.log_det).all()
+
+
+def _weights(kind, n):
+    rng = np.random.default_rng(5)
+    return {"none": None, "counts": rng.integers(1, 4, n).astype(float), "real": rng.uniform(0.3, 2.0, n)}[kind]
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize("weights", ["none", "counts", "real"])
+def test_exact_beyond_the_eigenvalue_limit_equals_the_eigenvalue_path(monkeypatch, fit_intercept, weights):
+    """Above EXACT_DF_MAX_N (forced here at small n): σ² from the dual solution's quadratic form
+    and, with alpha="evidence", the evidence from one Cholesky factor per α equal the values of
+    the eigenvalue path (and the dense formula)."""
+    import bigkernel.models.exact as exact
+
+    X, y = sine(90, seed=11)
+    w = _weights(weights, 90)
+    kw = dict(gamma=1.0, fit_intercept=fit_intercept, tol=1e-12)
+    small_fixed = ExactKernelRidge(alpha=0.05, **kw).fit(X, y, sample_weight=w)
+    small_ev = ExactKernelRidge(alpha="evidence", **kw).fit(X, y, sample_weight=w)
+    monkeypatch.setattr(exact, "EXACT_DF_MAX_N", 50)
+    big_fixed = ExactKernelRidge(alpha=0.05, **kw).fit(X, y, sample_weight=w)
+    big_ev = ExactKernelRidge(alpha="evidence", **kw).fit(X, y, sample_weight=w)
+    assert np.isnan(big_fixed.log_marginal_likelihood_) and np.isnan(big_fixed.df_)  # really the large-n branch
+    assert big_fixed.sigma2_ == pytest.approx(small_fixed.sigma2_, rel=1e-9)
+    np.testing.assert_allclose(big_ev.alphas_, small_ev.alphas_, rtol=1e-14)
+    np.testing.assert_allclose(big_ev.evidence_.log_det, small_ev.evidence_.log_det, rtol=1e-9)
+    np.testing.assert_allclose(big_ev.log_marginal_likelihood_path_, small_ev.log_marginal_likelihood_path_, rtol=1e-9)
+    assert big_ev.alpha_ == small_ev.alpha_ and big_ev.sigma2_ == pytest.approx(small_ev.sigma2_, rel=1e-9)
+    if weights == "none":  # and the independent dense formula
+        K = big_ev.kernel_(X)
+        want = [dense_log_evidence(K, y, a, None, fit_intercept) for a in big_ev.alphas_]
+        np.testing.assert_allclose(big_ev.log_marginal_likelihood_path_, want, rtol=1e-9)
+    if weights == "counts":  # repeated rows
+        r = np.repeat(np.arange(90), w.astype(int))
+        rep = ExactKernelRidge(alpha=0.05, **kw).fit(X[r], y[r])
+        assert big_fixed.sigma2_ == pytest.approx(rep.sigma2_, rel=1e-9)
+
+
+def test_sigma2_beyond_the_eigenvalue_limit_is_gaussian_process_regressor_maximiser(monkeypatch):
+    """Without intercept σ̂² = yᵀ(K + αI)⁻¹y / n, the σ² maximising scikit-learn's evidence of the
+    kernel σ²k (noise σ²α); checked against GaussianProcessRegressor's own quadratic form."""
     import bigkernel.models.exact as exact
 
     monkeypatch.setattr(exact, "EXACT_DF_MAX_N", 50)
-    X, y = sine(60)
-    with pytest.raises(ParameterError, match="NystroemRidge or RandomFeatureRidge with alpha='evidence'"):
-        ExactKernelRidge(alpha="evidence").fit(X, y)
-    m = ExactKernelRidge(alpha=0.1).fit(X, y)  # no eigenvalues: no evidence, said as NaN
-    assert np.isnan(m.log_marginal_likelihood_) and m.evidence_ is None
+    X, y = sine(120, seed=12, d=2)
+    gamma, alpha = 0.7, 0.05
+    m = ExactKernelRidge(gamma=gamma, alpha=alpha, fit_intercept=False, tol=1e-12).fit(X, y)
+    gp = GaussianProcessRegressor(RBF(1 / np.sqrt(2 * gamma)), alpha=alpha, optimizer=None).fit(X, y)
+    assert m.sigma2_ == pytest.approx(y @ gp.alpha_ / y.size, rel=1e-9)
+    # the evidence of σ²k at noise σ²α is GPR's at σ² = 1 shifted: largest at sigma2_
+    K = m.kernel_(X)
+    at = [dense_log_evidence(K, y, alpha, m.sigma2_ * f, False) for f in (0.95, 1.0, 1.05)]
+    assert at[1] > max(at[0], at[2])
+
+
+def test_cholesky_log_det_equals_the_spectrum():
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((40, 25))
+    K = A @ A.T  # rank 25: zero eigenvalues as in a smooth kernel
+    c = rng.uniform(0.5, 3.0, 40)
+    for w in (None, c):
+        s = np.ones(40) if w is None else np.sqrt(w)
+        Kt = s[:, None] * K * s[None, :]
+        n = 40.0 if w is None else float(w.sum())
+        for fit_intercept in (False, True):
+            M = Kt
+            if fit_intercept:
+                H = np.eye(40) - np.outer(s, s) / (s @ s)
+                M = H @ Kt @ H
+            lam = np.linalg.eigvalsh(0.5 * (M + M.T))
+            for a in (1e-3, 0.5):
+                want = log_det_path(lam, [a], n - 1.0 if fit_intercept else n)[0]
+                assert cholesky_log_det(K, a, fit_intercept, w) == pytest.approx(want, rel=1e-10)
+    assert np.isnan(cholesky_log_det(-K - np.eye(40), 0.1, False))  # not positive definite
 
 
 def test_evidence_path_log_det_counts_dimensions():

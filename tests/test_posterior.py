@@ -240,3 +240,58 @@ def test_precomputed_kernel_has_no_posterior_and_says_so():
     assert m.predict(K[:5]).shape == (5,)
     with pytest.raises(DataError, match="precomputed kernel gives only"):
         m.predict(K[:5], return_std=True)
+
+
+def test_exact_std_beyond_the_eigenvalue_limit_equals_gaussian_process_regressor():
+    """n = 2,500 > EXACT_DF_MAX_N (no eigenvalues, the dense-posterior branch): sigma2_ is known
+    and the std over √sigma2_ is scikit-learn's; KernelRidge on the exact path too."""
+    import bigkernel.models.exact as exact
+
+    n = 2500
+    assert n > exact.EXACT_DF_MAX_N
+    rng = np.random.default_rng(13)
+    X = rng.uniform(0, 1, (n, 1))
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    Xt = np.linspace(-0.1, 1.1, 30)[:, None]
+    gamma, alpha = 20.0, 0.01
+    m = ExactKernelRidge(gamma=gamma, alpha=alpha, fit_intercept=False, tol=1e-12).fit(X, y)
+    assert np.isnan(m.log_marginal_likelihood_)  # not computed at a fixed alpha above the limit
+    gp = GaussianProcessRegressor(RBF(1 / np.sqrt(2 * gamma)), alpha=alpha, optimizer=None).fit(X, y)
+    assert m.sigma2_ == pytest.approx(y @ gp.alpha_ / n, rel=1e-9)
+    mean, std = m.predict(Xt, return_std=True)
+    g_mean, g_std = gp.predict(Xt, return_std=True)
+    np.testing.assert_allclose(mean, g_mean, atol=1e-8)
+    np.testing.assert_allclose(std / np.sqrt(m.sigma2_), g_std, rtol=1e-7, atol=1e-10)
+    k = KernelRidge(gamma=gamma, alpha=alpha, fit_intercept=False, solver="exact", tol=1e-12).fit(X, y)
+    assert k.sigma2_ == pytest.approx(m.sigma2_, rel=1e-9)
+
+
+def test_large_n_branch_saves_sigma2_and_predicts_std_after_load(monkeypatch, tmp_path):
+    import bigkernel.models.exact as exact
+
+    monkeypatch.setattr(exact, "EXACT_DF_MAX_N", 50)
+    X, y = sine(120, seed=14)
+    m = ExactKernelRidge(gamma=1.0, alpha=0.05, tol=1e-12).fit(X, y)
+    Xt = np.linspace(-2, 2, 11)[:, None]
+    std = m.predict(Xt, return_std=True)[1]
+    k = m.kernel_
+    _, cov_ref = kriging(k(X), k(Xt, X), k(Xt), y, 0.05, True)
+    np.testing.assert_allclose(std**2 / m.sigma2_, np.diag(cov_ref), rtol=1e-8, atol=1e-13)
+    m.save(str(tmp_path / "m.zarr"))
+    back = bigkernel.load(str(tmp_path / "m.zarr"))
+    assert back.sigma2_ == m.sigma2_ and np.isnan(back.log_marginal_likelihood_)
+    np.testing.assert_array_equal(back.predict(Xt, return_std=True)[1], std)
+
+
+def test_no_posterior_says_why(tmp_path):
+    """A fitted model with a σ² that is not finite is not told to have been 'saved before'; a
+    store without sigma2 (an older bigkernel) is."""
+    X, y = sine(60, seed=15)
+    m = ExactKernelRidge(gamma=1.0, alpha=0.1).fit(X, y)
+    m.sigma2_ = np.nan  # as a fit whose quadratic form is below its rounding error
+    with pytest.raises(DataError, match="was fitted, but its signal variance sigma2_.*not finite") as err:
+        m.predict(X[:3], return_std=True)
+    assert "older" not in str(err.value)
+    m.save(str(tmp_path / "m.zarr"))  # saved without sigma2: loads as an old store would
+    with pytest.raises(DataError, match="saved without what the posterior needs.*older bigkernel"):
+        bigkernel.load(str(tmp_path / "m.zarr")).predict(X[:3], return_std=True)

@@ -428,6 +428,26 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             "fit_seconds": round(time.perf_counter() - t0, 3), "device": str(self._device),
         })  # fmt: skip
 
+    def _log_det_source(self, n: int, budget: int) -> tuple[bool, bool, bool]:
+        """``(small, by_evidence, by_cholesky)``: whether the eigenvalues of the centred Gram
+        matrix are taken (exact df and evidence), whether α is chosen by the evidence and whether
+        its log-determinants come from Cholesky factors instead (or a clear error when neither
+        fits)."""
+        # exact df needs the dense centred Gram matrix three times over (eigvalsh): small n only
+        small = n <= EXACT_DF_MAX_N and 3 * 8 * n * n <= budget // 2
+        by_evidence = isinstance(self.alpha, str) and self.alpha == "evidence"
+        # beyond the eigenvalues, the evidence of the grid from one Cholesky factor per α
+        by_cholesky = by_evidence and not small
+        if by_cholesky and (n > EXACT_EVIDENCE_MAX_N or 16 * n * n > budget // 2):
+            raise ParameterError(
+                f"alpha='evidence' on the exact path needs the log-determinant of K + alpha·I for 7 alphas: from "
+                f"the eigenvalues for n <= {EXACT_DF_MAX_N}, else from one Cholesky factor per alpha for n <= "
+                f"{EXACT_EVIDENCE_MAX_N:,} when the dense n × n matrix and its factor ({16 * n * n / 1e9:.2f} GB) fit half "
+                f"the memory budget ({budget / 1e9:.2f} GB); here n={n:,}. Use NystroemRidge or RandomFeatureRidge with "
+                "alpha='evidence' (evidence from the sums, any n), alpha='gcv', or a larger memory_budget"
+            )
+        return small, by_evidence, by_cholesky
+
     def _solve(
         self,
         kernel: Kernel,
@@ -450,20 +470,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         rank = min(n, self.rank or default_exact_rank(n, budget)) if self.preconditioner else 0
         alphas_fixed = None if isinstance(self.alpha, str) else resolve_alphas(self.alpha)[0]
         n_alphas = EXACT_GCV_GRID.size if alphas_fixed is None else alphas_fixed.size
-        # exact df needs the dense centred Gram matrix three times over (eigvalsh): small n only
-        small = n <= EXACT_DF_MAX_N and 3 * 8 * n * n <= budget // 2
+        small, by_evidence, by_cholesky = self._log_det_source(n, budget)
         asked = self.n_probes is None and small or bool(self.n_probes)
-        by_evidence = isinstance(self.alpha, str) and self.alpha == "evidence"
-        # beyond the eigenvalues, the evidence of the grid from one Cholesky factor per α
-        by_cholesky = by_evidence and not small
-        if by_cholesky and (n > EXACT_EVIDENCE_MAX_N or 16 * n * n > budget // 2):
-            raise ParameterError(
-                f"alpha='evidence' on the exact path needs the log-determinant of K + alpha·I for 7 alphas: from "
-                f"the eigenvalues for n <= {EXACT_DF_MAX_N}, else from one Cholesky factor per alpha for n <= "
-                f"{EXACT_EVIDENCE_MAX_N:,} when the dense n × n matrix and its factor ({16 * n * n / 1e9:.2f} GB) fit half "
-                f"the memory budget ({budget / 1e9:.2f} GB); here n={n:,}. Use NystroemRidge or RandomFeatureRidge with "
-                "alpha='evidence' (evidence from the sums, any n), alpha='gcv', or a larger memory_budget"
-            )
         want_df = asked or n_alphas > 1 or by_evidence  # GCV over several α needs df(α)
         exact_df = want_df and small
         probes = (self.n_probes or DEFAULT_PROBES) if want_df and not exact_df else 0
@@ -634,7 +642,9 @@ def _cholesky_log_dets(source, alphas: np.ndarray, fit_intercept: bool, sample_w
     t = time.perf_counter()
     K = source.dense()
     out = np.array([cholesky_log_det(K, a, fit_intercept, sample_weight) for a in alphas])
-    logger.info("evidence by %d Cholesky factors at n=%s: %.2fs", alphas.size, f"{K.shape[0]:,}", time.perf_counter() - t)
+    logger.info(
+        "evidence by %d Cholesky factors at n=%s: %.2fs", alphas.size, f"{K.shape[0]:,}", time.perf_counter() - t
+    )
     return out
 
 
