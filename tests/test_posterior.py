@@ -295,3 +295,25 @@ def test_no_posterior_says_why(tmp_path):
     m.save(str(tmp_path / "m.zarr"))  # saved without sigma2: loads as an old store would
     with pytest.raises(DataError, match="saved without what the posterior needs.*older bigkernel"):
         bigkernel.load(str(tmp_path / "m.zarr")).predict(X[:3], return_std=True)
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cg_posterior_std_and_cov_with_weights_equal_the_dense_factor(monkeypatch, fit_intercept, weighted):
+    """The batched-CG posterior (forced at n = 300) gives the covariance and weighted fits'
+    variances of the Cholesky posterior (noise σ²α/cᵢ, intercept's regressor √c)."""
+    import bigkernel.models._dual as dual_models
+
+    X, y = sine(300, seed=16)
+    w = np.random.default_rng(2).uniform(0.2, 3.0, 300) if weighted else None
+    Xt = np.linspace(-2.5, 2.5, 37)[:, None]
+    kw = dict(gamma=1.0, alpha=0.02, fit_intercept=fit_intercept, tol=1e-10)
+    m = ExactKernelRidge(**kw).fit(X, y, sample_weight=w)
+    std, cov = m.predict(Xt, return_std=True)[1], m.predict(Xt, return_cov=True)[1]
+    monkeypatch.setattr(dual_models, "DENSE_POSTERIOR_MAX_N", 100)
+    m2 = ExactKernelRidge(**kw).fit(X, y, sample_weight=w)
+    cg_std, cg_cov = m2.predict(Xt, return_std=True)[1], m2.predict(Xt, return_cov=True)[1]
+    assert type(m2._posterior_cache[1]).__name__ == "CGPosterior"
+    np.testing.assert_allclose(cg_std, std, rtol=1e-6)
+    np.testing.assert_allclose(cg_cov, cov, rtol=1e-6, atol=1e-9 * np.abs(cov).max())
+    np.testing.assert_allclose(np.diag(cg_cov), cg_std**2, rtol=1e-7)

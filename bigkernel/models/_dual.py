@@ -154,8 +154,9 @@ class _DualPredictor:
             ``GaussianProcessRegressor(kernel, alpha=alpha_, optimizer=None)``; here
             ``σ² = sigma2_`` (and, with an intercept, its flat-prior uncertainty is included; see
             :mod:`bigkernel.numerics.posterior`). The first call factors ``K + αI`` (kept with the
-            estimator, not saved); above :data:`DENSE_POSTERIOR_MAX_N` points the variances come
-            from batched CG solves instead.
+            estimator, not saved); above :data:`DENSE_POSTERIOR_MAX_N` points (or when the n × n
+            matrix does not fit half the memory budget) the variances come from batched CG solves
+            instead — weighted fits and ``return_cov`` included. ``sigma2_`` is known at every n.
         return_cov : bool, default=False
             Also return the posterior covariance at the points (at most
             :data:`~bigkernel.numerics.posterior.COV_MAX_ROWS`).
@@ -196,20 +197,15 @@ class _DualPredictor:
         sw = getattr(self, "posterior_weights_", None)
         if n <= DENSE_POSTERIOR_MAX_N and 8 * n * n <= resolve_memory_budget(getattr(self, "memory_budget", None)) // 2:
             post = DensePosterior(tiler, self.alpha_, self.fit_intercept, sample_weight=sw)
-        elif sw is not None:
-            raise DataError(
-                f"return_std of a weighted exact fit at n_samples={n:,} needs one Cholesky factor of "
-                f"K + alpha·diag(1/c) (n <= {DENSE_POSTERIOR_MAX_N:,}); the batched-CG posterior has no weights: "
-                "use NystroemRidge or RandomFeatureRidge (weights enter their sums)"
-            )
         else:
-            post = self._cg_posterior()
+            post = self._cg_posterior(sw)
         self._posterior_cache = (key, post)
         return post
 
-    def _cg_posterior(self) -> CGPosterior:
+    def _cg_posterior(self, sample_weight: np.ndarray | None = None) -> CGPosterior:
         """Batched CG over an in-process Gram operator (the cache takes half the budget), with a
-        randomly pivoted Cholesky preconditioner of the fit's default rank."""
+        randomly pivoted Cholesky preconditioner of the fit's default rank (of ``K``; scaled by
+        the weights' square roots in :class:`CGPosterior`)."""
         tiler = self._expansion.tiler
         n = tiler.n
         budget = resolve_memory_budget(getattr(self, "memory_budget", None))
@@ -218,7 +214,7 @@ class _DualPredictor:
         factor = rpcholesky_factor(gram.columns, gram.diag(), rank, random_state=int_seed(self.random_state)).L
         logger.info("posterior variance of the exact path by CG: n=%s, preconditioner rank %d", f"{n:,}", rank)
         return CGPosterior(gram, self.alpha_, self.fit_intercept, factor=factor, tol=min(getattr(self, "tol", 1e-6), 1e-8),
-                           max_iter=getattr(self, "max_iter", None))  # fmt: skip
+                           max_iter=getattr(self, "max_iter", None), sample_weight=sample_weight)  # fmt: skip
 
     # ----------------------------------------------------------------- persistence
     def _dual_arrays(self) -> dict[str, np.ndarray]:

@@ -28,7 +28,8 @@ ridge fit is the posterior mean and the posterior variance of ``f(x)`` is
   with ``alpha=α`` at σ² = 1) — :class:`DensePosterior` from one Cholesky factor of ``C`` (n up
   to a few 10⁴), or, for larger n, the equivalent centred form
   ``k̃(x, x) − k̃(x)ᵀ(K̄ + αI)⁻¹k̃(x) + α/n`` (``k̃(x) = H(k(x) − K1/n)``) with many right-hand
-  sides through preconditioned CG (:func:`cg_unit_variance`).
+  sides through preconditioned CG (:func:`cg_unit_variance`; covariances too, and weighted
+  fits with ``1`` replaced by ``s = √c`` and ``n`` by ``Σc``).
 
 The classes return the *unit* variance (σ² = 1); the estimators multiply by each target's
 ``sigma2_``.
@@ -284,6 +285,45 @@ class DensePosterior:
         return 0.5 * (C + C.T)
 
 
+def _cg_centred_system(matvec, cross, Z, *, fit_intercept, k_mean, s):
+    """``(op, B, r)`` of the CG posterior: the operator ``V ↦ (K̄ + 0)V`` of the (weighted,
+    centred) system, the right-hand sides ``k̃(Z)`` (n, m) and ``r = k̃``'s correction of the
+    prior: ``k(z, z') − r(z) − r(z') + k_bar`` is ``k̃(z, z')`` (r, k_bar: zeros without intercept).
+
+    With square-root weights ``s`` the system is that of ``K̃ = diag(s) K diag(s)`` with the
+    intercept's regressor ``s`` instead of ``1`` (:mod:`bigkernel.numerics.dual`): ``n`` becomes
+    ``sᵀs = Σc``, the mean ``1ᵀv/n`` the weighted ``sᵀv/sᵀs`` and ``k(z)`` becomes ``s ⊙ k(z)``.
+    """
+    B = np.asarray(cross(Z), dtype=np.float64).T.copy()  # (n, m)
+    n = B.shape[0]
+    w = np.ones(n) if s is None else np.asarray(s, dtype=np.float64)
+    ww = float(w @ w)
+    if s is not None:
+        B *= w[:, None]
+
+        def kmat(V: np.ndarray) -> np.ndarray:
+            return w[:, None] * matvec(w[:, None] * V)
+    else:
+        kmat = matvec
+    if not fit_intercept:
+        return kmat, B, np.zeros(B.shape[1]), 0.0
+    if k_mean is None:
+        raise DataError("the CG posterior with an intercept needs k_mean = K̃s/sᵀs (K1/n without weights)")
+
+    def centre(V: np.ndarray) -> np.ndarray:
+        return V - w[:, None] * ((w @ V) / ww)[None, :]
+
+    r = (w @ B) / ww  # the (weighted) training mean of k(z)
+    k_bar = float(w @ k_mean) / ww
+    B -= k_mean[:, None]
+    B = centre(B)
+
+    def op(V: np.ndarray) -> np.ndarray:
+        return centre(kmat(centre(V)))
+
+    return op, B, r, k_bar
+
+
 def cg_unit_variance(
     matvec: Callable[[np.ndarray], np.ndarray],
     cross: Callable[[np.ndarray], np.ndarray],
@@ -296,13 +336,14 @@ def cg_unit_variance(
     preconditioner: Any = None,
     tol: float = 1e-8,
     max_iter: int | None = None,
+    sqrt_weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """Unit posterior variance of the exact model at the rows of ``Z`` by CG, one column each.
 
     ``(K̄ + αI) V = k̃(Z)`` is solved for every point of ``Z`` together (each CG iteration is one
     Gram matvec with ``len(Z)`` columns), then ``Var/σ² = k̃(z, z) − k̃(z)ᵀV [+ α/n]`` (see the
-    module docstring). The error of a quadratic form is about the square of the relative
-    residual: ``tol=1e-8`` gives ~1e-16·‖k̃‖²/α.
+    module docstring). The error of ``k̃(z)ᵀV`` is ``V*ᵀr`` for the CG residual ``r``: relative
+    ``tol=1e-8`` leaves ~1e-8 of the explained part.
 
     Parameters
     ----------
@@ -316,39 +357,36 @@ def cg_unit_variance(
     alpha : float
     fit_intercept : bool
     k_mean : ndarray of shape (n,), optional
-        ``K1/n`` (with intercept; one matvec, computed once by the caller).
+        ``K1/n`` (with intercept; one matvec, computed once by the caller); with weights
+        ``K̃s/sᵀs``.
     preconditioner : LowRankPreconditioner, optional
         For ``K̄`` (built on the centred factor), applied with the shift α.
     tol, max_iter
         CG stopping rule.
+    sqrt_weights : ndarray of shape (n,), optional
+        ``s = √c`` of a weighted fit (row i's noise ``σ²α/cᵢ``; integer ``c`` = repeated rows).
     """
-    B = np.asarray(cross(Z), dtype=np.float64).T.copy()  # (n, m)
+    op, B, r, k_bar = _cg_centred_system(matvec, cross, Z, fit_intercept=fit_intercept, k_mean=k_mean,
+                                         s=sqrt_weights)  # fmt: skip
     n = B.shape[0]
-    base = np.asarray(kdiag, dtype=np.float64).copy()
-    if fit_intercept:
-        if k_mean is None:
-            raise DataError("cg_unit_variance with an intercept needs k_mean = K1/n")
-        base += -2.0 * B.mean(axis=0) + float(k_mean.mean())
-        B -= k_mean[:, None]
-        B -= B.mean(axis=0)
-
-        def op(V: np.ndarray) -> np.ndarray:
-            Vc = V - V.mean(axis=0)
-            KV = matvec(Vc)
-            return KV - KV.mean(axis=0)
-    else:
-        op = matvec
+    base = np.asarray(kdiag, dtype=np.float64) - 2.0 * r + k_bar
     res = conjugate_gradient(op, B, preconditioner=preconditioner, shift=alpha, tol=tol, max_iter=max_iter)
     X = res.x.reshape(n, -1)
     var = base - np.einsum("ij,ij->j", B, X)
-    return np.maximum(var, 0.0) + (alpha / n if fit_intercept else 0.0)
+    return np.maximum(var, 0.0) + (alpha / _rows(sqrt_weights, n) if fit_intercept else 0.0)
+
+
+def _rows(s: np.ndarray | None, n: int) -> float:
+    """Rows of the fit: ``n``, or ``Σc = sᵀs`` with weights."""
+    return float(n) if s is None else float(s @ s)
 
 
 class CGPosterior:
-    """Unit posterior variance of the exact model by batched CG (:func:`cg_unit_variance`), for
-    n beyond one Cholesky factor: every block of test points is one CG run with a column per
-    point over the in-process Gram operator (:class:`~bigkernel.numerics.gram_tiles.LocalGram`),
-    preconditioned by a low-rank factor of ``K`` (centred with the intercept).
+    """Unit posterior variance (and covariance) of the exact model by batched CG
+    (:func:`cg_unit_variance`), for n beyond one Cholesky factor: every block of test points is
+    one CG run with a column per point over the in-process Gram operator
+    (:class:`~bigkernel.numerics.gram_tiles.LocalGram`), preconditioned by a low-rank factor of
+    ``K`` (centred with the intercept).
 
     Parameters
     ----------
@@ -362,19 +400,28 @@ class CGPosterior:
     max_iter : int, optional
     block : int, default=256
         Test points per CG run (columns of every matvec).
+    sample_weight : ndarray of shape (n,), optional
+        Row weights ``c > 0`` of the fit (the posterior of :class:`DensePosterior` with weights).
     """
 
     def __init__(self, gram, alpha: float, fit_intercept: bool, *, factor: np.ndarray | None = None,
-                 tol: float = 1e-8, max_iter: int | None = None, block: int = 256) -> None:  # fmt: skip
+                 tol: float = 1e-8, max_iter: int | None = None, block: int = 256,
+                 sample_weight: np.ndarray | None = None) -> None:  # fmt: skip
         from bigkernel.numerics.precond import LowRankPreconditioner
 
         self.gram, self.alpha, self.fit_intercept = gram, float(alpha), bool(fit_intercept)
         self.tol, self.max_iter, self.block = float(tol), max_iter, int(block)
         n = gram.tiler.n
-        self.k_mean = gram.matvec(np.ones((n, 1)))[:, 0] / n if fit_intercept else None
+        self.s = None if sample_weight is None else np.sqrt(np.asarray(sample_weight, dtype=np.float64))
+        w = np.ones(n) if self.s is None else self.s
+        self.k_mean = None
+        if fit_intercept:  # K̃s/sᵀs (K1/n without weights)
+            self.k_mean = w * gram.matvec((w * w)[:, None])[:, 0] / float(w @ w)
         self.prec = None
         if factor is not None:
-            L = factor - factor.mean(axis=0) if fit_intercept else factor
+            L = factor if self.s is None else w[:, None] * factor
+            if fit_intercept:
+                L = L - w[:, None] * ((w @ L) / float(w @ w))[None, :]
             self.prec = LowRankPreconditioner(L, self.alpha)
 
     def _variance(self, Z: np.ndarray) -> np.ndarray:
@@ -382,7 +429,7 @@ class CGPosterior:
         return cg_unit_variance(
             self.gram.matvec, tiler.cross, tiler.kernel.diag(Z), Z, alpha=self.alpha,
             fit_intercept=self.fit_intercept, k_mean=self.k_mean, preconditioner=self.prec, tol=self.tol,
-            max_iter=self.max_iter,
+            max_iter=self.max_iter, sqrt_weights=self.s,
         )  # fmt: skip
 
     def unit_variance(self, Z: np.ndarray) -> np.ndarray:
@@ -401,11 +448,22 @@ class CGPosterior:
         return self.gram.tiler.cross(Z) @ coef + intercept, self.unit_variance(Z)
 
     def unit_cov(self, Z: np.ndarray) -> np.ndarray:
-        """Not offered by CG (the diagonal only): a clear error."""
-        raise DataError(
-            f"return_cov on the exact path needs one Cholesky factor of K + alpha·I; at n={self.gram.tiler.n:,} "
-            "only return_std (batched CG) is available"
-        )
+        """``Cov f(Z) / σ²``, shape (m, m) (call :func:`check_cov_rows` first): the right-hand
+        sides ``k̃(Z)`` (n × m) are kept, and each block of ``block`` columns is one CG run."""
+        Z = np.asarray(Z, dtype=np.float64)
+        tiler = self.gram.tiler
+        op, B, r, k_bar = _cg_centred_system(self.gram.matvec, tiler.cross, Z, fit_intercept=self.fit_intercept,
+                                             k_mean=self.k_mean, s=self.s)  # fmt: skip
+        C = np.asarray(tiler.kernel(Z), dtype=np.float64) - r[:, None] - r[None, :] + k_bar
+        for lo in range(0, Z.shape[0], self.block):
+            Bj = B[:, lo : lo + self.block]
+            res = conjugate_gradient(op, Bj, preconditioner=self.prec, shift=self.alpha, tol=self.tol,
+                                     max_iter=self.max_iter)  # fmt: skip
+            C[:, lo : lo + Bj.shape[1]] -= B.T @ res.x.reshape(B.shape[0], -1)
+        C = 0.5 * (C + C.T)
+        if self.fit_intercept:
+            C += self.alpha / _rows(self.s, B.shape[0])
+        return C
 
 
 class MeanStdModel:
