@@ -83,8 +83,9 @@ __all__ = [
 EXACT_DF_MAX_N = 2000
 #: ``alpha="evidence"`` above :data:`EXACT_DF_MAX_N` and up to this n: one Cholesky factor of
 #: ``K + αI`` per α of the 7-point grid gives the log-determinants (the dense K and one factor,
-#: 16·n² bytes, must fit half the memory budget). Measured (2 loaded cores, OpenBLAS): one
-#: factor 0.6 s at n = 3,000, 7.6 s at n = 6,000 (O(n³): ~35 s at 10,000, so ~4 min per fit)
+#: 16·n² bytes, must fit half the memory budget). Measured (``scripts/bench_exact_evidence.py``,
+#: 2 cores): the evidence fit takes 1.7 s / 8.8 s / 34 s at n = 3,000 / 6,000 / 10,000 (3×, 9×,
+#: 14× the fixed-α fit; 2.6 GB peak at 10,000)
 EXACT_EVIDENCE_MAX_N = 10_000
 #: Hutchinson probes when df is needed (several α) and ``n_probes`` is None
 DEFAULT_PROBES = 8
@@ -131,8 +132,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         ``"evidence"``: the same grid by the largest evidence (n <= 2000: the log-determinant
         comes from the eigenvalues; up to n = 10,000, when the dense n × n matrix and one factor
         fit half the memory budget, from one Cholesky factor of ``K + αI`` per α, O(n³) each:
-        ~0.6 s at n = 3,000, ~8 s at n = 6,000 per α; larger n raises, naming the estimators
-        that can).
+        the fit takes ~3× a fixed-α fit at n = 3,000, ~9× at 6,000, ~14× at 10,000; larger n
+        raises, naming the estimators that can).
     gamma : float, default=None
         Kernel bandwidth (scikit-learn's meaning); default 1/n_features.
     degree : int, default=3
@@ -211,8 +212,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     log_marginal_likelihood_ : float
         The profile evidence at ``alpha_``. It needs ``log|K + αI|``: computed for n <= 2000
         (eigenvalues, every α) and with ``alpha="evidence"`` (see ``alpha``); NaN otherwise —
-        one Cholesky factor costs O(n³) (~8 s at n = 6,000, 5× the fit itself), too much to
-        spend on every fit at a fixed α.
+        one Cholesky factor costs O(n³) (with the dense Gram matrix 0.9× the fixed-α fit's time
+        at n = 3,000, 2.7× at 6,000, 3.8× at 10,000), too much to spend on every fit.
     log_marginal_likelihood_path_ : ndarray of shape (n_alphas,) or None
         The evidence along ``alphas_``; None when not computed.
     evidence_ : EvidencePath
