@@ -212,12 +212,15 @@ def test_exact_beyond_the_eigenvalue_limit_equals_the_eigenvalue_path(monkeypatc
     assert big_fixed.sigma2_ == pytest.approx(small_fixed.sigma2_, rel=1e-9)
     np.testing.assert_allclose(big_ev.alphas_, small_ev.alphas_, rtol=1e-14)
     np.testing.assert_allclose(big_ev.evidence_.log_det, small_ev.evidence_.log_det, rtol=1e-9)
-    np.testing.assert_allclose(big_ev.log_marginal_likelihood_path_, small_ev.log_marginal_likelihood_path_, rtol=1e-9)
+    # a log evidence can be near 0: its agreement is absolute (a log-determinant of ~100 agrees to ~1e-12)
+    np.testing.assert_allclose(
+        big_ev.log_marginal_likelihood_path_, small_ev.log_marginal_likelihood_path_, rtol=1e-9, atol=1e-7
+    )
     assert big_ev.alpha_ == small_ev.alpha_ and big_ev.sigma2_ == pytest.approx(small_ev.sigma2_, rel=1e-9)
     if weights == "none":  # and the independent dense formula
         K = big_ev.kernel_(X)
         want = [dense_log_evidence(K, y, a, None, fit_intercept) for a in big_ev.alphas_]
-        np.testing.assert_allclose(big_ev.log_marginal_likelihood_path_, want, rtol=1e-9)
+        np.testing.assert_allclose(big_ev.log_marginal_likelihood_path_, want, rtol=1e-9, atol=1e-7)
     if weights == "counts":  # repeated rows
         r = np.repeat(np.arange(90), w.astype(int))
         rep = ExactKernelRidge(alpha=0.05, **kw).fit(X[r], y[r])
