@@ -9,9 +9,12 @@ import contextvars
 import logging
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import dask
+import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from bigkernel.errors import ClusterError
@@ -73,6 +76,60 @@ def blas_threads_for(dask_threads: int, cores: int | None = None) -> int:
     """BLAS threads per Dask thread so that their product does not exceed the cores."""
     cores = cores or os.cpu_count() or 1
     return max(1, cores // max(1, dask_threads))
+
+
+#: numpy inputs with fewer rows are predicted on the calling thread (a pool costs more than it saves)
+THREADED_MIN_ROWS = 16_384
+#: row tasks of :func:`map_rows` start at multiples of this: a multiple of every feature
+#: sub-block and kernel tile, so each row is computed the same way for any split
+ROW_ALIGN = 8192
+#: a task's output is at most about this many bytes (``transform`` returns n × D features)
+ROW_TASK_BYTES = 64 * 2**20
+
+
+def map_rows(fn: Callable, X, n_outputs: int, dtype=np.float64, *, threads: int | None = None) -> np.ndarray:
+    """``fn`` over row slices of an in-memory ``X`` on the local threads, into one array.
+
+    What the threaded scheduler does for a dask array, without a graph, for numpy (or
+    scipy.sparse) inputs of ``predict`` / ``transform``: their cosines and kernel tiles are
+    single-threaded numpy, so one call would leave all cores but one idle. Rows are cut at
+    multiples of :data:`ROW_ALIGN`, two tasks per thread or more, and BLAS gets
+    ``cores // threads`` threads per task (as in :func:`compute`).
+
+    Runs ``fn(X)`` directly for fewer than :data:`THREADED_MIN_ROWS` rows, with one local
+    thread (``scheduler="sync"``), and off the main thread: inside a dask task (a worker's or
+    the threaded scheduler's thread) the cores are already busy.
+
+    Parameters
+    ----------
+    fn : callable
+        numpy rows (m, d) → array (m, n_outputs); must be thread-safe (it is what dask's
+        threaded scheduler runs per chunk).
+    X : ndarray or scipy.sparse matrix of shape (n, d)
+    n_outputs : int
+    dtype : dtype, default=float64
+        Of the output.
+    threads : int, optional
+        Default: :func:`local_threads`.
+
+    Returns
+    -------
+    ndarray of shape (n, n_outputs)
+    """
+    threads = local_threads() if threads is None else int(threads)
+    n = X.shape[0]
+    if threads <= 1 or n < THREADED_MIN_ROWS or threading.current_thread() is not threading.main_thread():
+        return fn(X)
+    cap = max(ROW_ALIGN, ROW_TASK_BYTES // max(1, n_outputs * np.dtype(dtype).itemsize))
+    rows = max(ROW_ALIGN, min(-(-n // (2 * threads)), cap) // ROW_ALIGN * ROW_ALIGN)
+    out = np.empty((n, n_outputs), dtype=dtype)
+
+    def task(lo: int) -> None:
+        out[lo : lo + rows] = fn(X[lo : lo + rows])
+
+    with _blas_limits(blas_threads_for(threads)), ThreadPoolExecutor(threads) as pool:
+        list(pool.map(task, range(0, n, rows)))  # list(): re-raise a task's error here
+    return out
 
 
 def compute(*graphs, client=None, label: str = "pass"):

@@ -25,6 +25,7 @@ from bigkernel.io.model_store import save_model
 from bigkernel.io.predictions import predict_to_zarr
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
+from bigkernel.runtime import map_rows
 from bigkernel.validation import Constraint, Interval, ListOf, Options, is_integer, validate_params
 
 # --------------------------------------------------------------------------------------------
@@ -323,7 +324,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         else:
             check_real(X, "X")
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
-            out = model(X)
+            out = map_rows(model, X, model.n_outputs)
         return out[:, 0] if single else out
 
     # ----------------------------------------------------------------- training range

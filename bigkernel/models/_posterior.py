@@ -16,7 +16,7 @@ from bigkernel.graph.stream import predict_graph
 from bigkernel.models._base import SPARSE_OK, ArrayOut
 from bigkernel.numerics.evidence import EvidencePath
 from bigkernel.numerics.posterior import MeanStdModel, check_cov_rows
-from bigkernel.runtime import compute
+from bigkernel.runtime import compute, map_rows
 
 #: what ``predict`` returns: the mean, or (mean, std) / (mean, cov) with return_std / return_cov
 Prediction = ArrayOut | tuple[ArrayOut, ArrayOut]
@@ -127,7 +127,7 @@ def predict_output(
     check_real(X, "X")
     X = validate_data(est, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
     if return_std:
-        both = model(X)
+        both = map_rows(model, X, model.n_outputs)
         mean, std = both[:, :k], both[:, k:]
         return (mean[:, 0], std[:, 0]) if single else (mean, std)
     check_cov_rows(X.shape[0])

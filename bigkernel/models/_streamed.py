@@ -25,7 +25,7 @@ from bigkernel.io.predictions import transform_to_zarr
 from bigkernel.models._base import SPARSE_OK
 from bigkernel.numerics.primal import FeatureBlocks, solve_primal
 from bigkernel.numerics.sums import SufficientStats, sums_precision
-from bigkernel.runtime import compute
+from bigkernel.runtime import compute, map_rows
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def transform_features(est: Any, fmap: Any, X: Any, dtype: str) -> np.ndarray | 
         return predict_graph(Xd, blocks, blocks.n_outputs, dtype=blocks.dtype)
     check_real(X, "X")
     X = validate_data(est, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
-    return blocks(X)
+    return map_rows(blocks, X, blocks.n_outputs, blocks.dtype)
 
 
 class FeaturesOutMixin:
