@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bigkernel._sparse import as_array
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ConfigError, DeviceError
 from bigkernel.graph.stream import block_sums_graph
@@ -117,7 +118,7 @@ def evaluate_classifier(ds: Dataset, est, split: HoldoutSplit, client) -> tuple[
     if head:
         X, y = head
         hold = split.groups(0, X.shape[0]) == 1
-        Xh = np.asarray(X)[hold]
+        Xh = as_array(X)[hold]  # a sparse block (a .npz source) stays sparse
         dec = _decision(est, Xh) if Xh.shape[0] else np.empty((0,))
         sample = (_plain_labels(np.asarray(y)[hold]), dec, np.flatnonzero(hold).astype(np.int64))
     return scores, sample

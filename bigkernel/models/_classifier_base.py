@@ -32,6 +32,7 @@ from bigkernel.data.validate import check_X_metadata
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import save_model
 from bigkernel.models._base import (
+    SPARSE_OK,
     ArrayIn,
     ArrayOut,
     RowWeights,
@@ -210,6 +211,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_label = False
+        tags.input_tags.sparse = True  # scipy.sparse X: read as stored, never densified (as the regressors)
         return tags
 
     # ----------------------------------------------------------------- parameters
@@ -235,7 +237,8 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or dask array of shape (n_samples, n_features)
+        X : array-like, scipy.sparse matrix or dask array of shape (n_samples, n_features)
+            Sparse X (CSR/CSC, or dask chunks of them) is read as stored, never densified.
         y : array-like or dask array of shape (n_samples,)
             Class labels of any type (ints, strings, bools). A dask array is computed once
             (the labels only); the ±1 targets are made chunk by chunk.
@@ -255,7 +258,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
             self._set_input_facts(X.dtype)
         else:
             check_real(X, "X")  # text of numbers is not converted silently (labels y may be text)
-            X = validate_data(self, X, reset=True, ensure_all_finite=False, dtype=[np.float64, np.float32])
+            X = validate_data(self, X, reset=True, ensure_all_finite=False, dtype=[np.float64, np.float32], **SPARSE_OK)
             self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
         y = labels_in_memory(y)
         if y.shape[0] != X.shape[0]:
@@ -315,7 +318,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or dask array of shape (n_samples, n_features)
+        X : array-like, scipy.sparse matrix or dask array of shape (n_samples, n_features)
 
         Returns
         -------
@@ -324,7 +327,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "estimator_")
         if not isinstance(X, da.Array):
             check_real(X, "X")
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
         return self.estimator_.predict(X)
 
     def predict(self, X: ArrayIn) -> ArrayOut:
@@ -332,7 +335,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or dask array of shape (n_samples, n_features)
+        X : array-like, scipy.sparse matrix or dask array of shape (n_samples, n_features)
 
         Returns
         -------
