@@ -3,7 +3,9 @@
 Target (issue 12): return_std for 1e6 points at D = 2048 costs <= 2x predict. Both are timed in
 the same run on the same numpy X, alternating (predict, return_std) ``--repeats`` times; the
 ratio of the medians is reported, with the peak RSS of each call (sampled in a thread), the
-number r of posterior directions kept (of D) and df at the chosen alpha.
+number r of posterior directions kept (of D) and df at the chosen alpha. ``predict_one_thread``
+is predict with dask's sync scheduler: numpy rows on the calling thread, as before
+``runtime.map_rows`` spread them over the local threads.
 
 The posterior std costs, per row, the features (shared with the mean: one feature block serves
 both), the float64 cast and centring of the block, and one ``(rows, D) @ (D, r)`` product:
@@ -23,6 +25,7 @@ import os
 import platform
 import sys
 
+import dask
 import numpy as np
 
 # scripts/ is on sys.path when a benchmark runs as a script
@@ -57,12 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     t_fit, rss_fit, _ = timed(lambda: est.fit(Xf, yf))
     r = int(est.posterior_.vecs.shape[1])
 
-    runs = {"predict": [], "return_std": []}
-    peaks = {"predict": 0, "return_std": 0}
+    def one_thread(fn):
+        """The call as before ``runtime.map_rows``: numpy rows on the calling thread only."""
+        with dask.config.set(scheduler="sync"):
+            return fn()
+
+    runs = {"predict": [], "return_std": [], "predict_one_thread": []}
+    peaks = dict.fromkeys(runs, 0)
     for _ in range(a.repeats):
         for name, fn in (
             ("predict", lambda: est.predict(Xe)),
             ("return_std", lambda: est.predict(Xe, return_std=True)),
+            ("predict_one_thread", lambda: one_thread(lambda: est.predict(Xe))),
         ):
             dt, peak, _ = timed(fn)
             runs[name].append(dt)
@@ -77,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         "posterior_rtol": est.posterior_.rtol, "fit_seconds": t_fit, "fit_peak_rss_gb": rss_fit / 1e9,
         "predict_seconds": runs["predict"], "return_std_seconds": runs["return_std"],
         "ratio_return_std_over_predict": ratio, "target_ratio": 2.0,
+        "predict_one_thread_seconds": runs["predict_one_thread"],
+        "threads_speedup_predict": med["predict_one_thread"] / med["predict"],
         "predict_peak_rss_gb": peaks["predict"] / 1e9, "return_std_peak_rss_gb": peaks["return_std"] / 1e9,
         "load_average": load, "cpus": os.cpu_count(), "blas": blas, "python": sys.version.split()[0],
         "machine": platform.processor() or platform.machine(),
@@ -84,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"RandomFeatureRidge {a.kind} d={d} D={a.D} {a.dtype}: fit n={a.n_fit:,} in {t_fit:.1f}s, "
           f"alpha={est.alpha_:.3g} df={est.df_:.1f}, posterior keeps r={r} of {a.D} directions")  # fmt: skip
     print(f"{'call':<22}{'seconds (median)':>18}{'runs':>26}{'peak RSS GB':>14}")
-    for name in ("predict", "return_std"):
+    for name in runs:
         shown = ", ".join(f"{t:.2f}" for t in runs[name])
         print(f"{name:<22}{med[name]:>18.2f}{shown:>26}{peaks[name] / 1e9:>14.2f}")
+    print(f"predict on the local threads: {med['predict_one_thread'] / med['predict']:.2f}x faster than on one")
     print(f"ratio return_std / predict = {ratio:.2f} (target <= 2.0) on {a.n_eval:,} points; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")  # fmt: skip
     if a.out:

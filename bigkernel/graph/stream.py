@@ -111,12 +111,21 @@ def stats_graph(
     if weights is not None and not isinstance(weights, Delayed):
         weights = dask.delayed(weights, pure=True)  # one key, not a copy in every task
     if str(device) == "cpu":
-        rows = refine_row_chunks(X.chunks[0], SUB_BLOCKS_PER_TASK * block_rows)
-        if rows != X.chunks[0]:
-            X, Y = X.rechunk({0: rows}), Y.rechunk({0: rows})
+        X, Y = split_row_tasks(X, Y, block_rows)
     kw = dict(weights=weights, dtype=dtype, block_rows=block_rows, device=str(device))
     parts = [dask.delayed(block_stats, pure=True)(fmap_d, xb, yb, start, **kw) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name="stats-sum")
+
+
+def split_row_tasks(X: da.Array, Y: da.Array | None, block_rows: int) -> tuple[da.Array, da.Array | None]:
+    """``X`` and ``Y`` with their row chunks cut into tasks of at most
+    :data:`SUB_BLOCKS_PER_TASK` sub-blocks of ``block_rows`` (at global multiples, so the
+    sub-blocks do not change): a numpy input of fewer than 131,072 rows is one chunk, which
+    would keep all dask threads but one idle (BLAS is pinned to one thread per dask thread)."""
+    rows = refine_row_chunks(X.chunks[0], SUB_BLOCKS_PER_TASK * block_rows)
+    if rows == X.chunks[0]:
+        return X, Y
+    return X.rechunk({0: rows}), (None if Y is None else Y.rechunk({0: rows}))
 
 
 def block_sums_graph(X: da.Array, Y: da.Array | None, func: Callable, *args: Any, **kwargs: Any) -> Delayed:

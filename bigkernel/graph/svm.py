@@ -12,7 +12,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
-from bigkernel.graph.stream import block_sums_graph
+from bigkernel.graph.stream import block_sums_graph, split_row_tasks
 from bigkernel.numerics.sums import check_finite, sub_block_edges
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, accumulate_block, fold_scale
 
@@ -68,4 +68,5 @@ def svm_pass_graph(
     feature map already wrapped in ``dask.delayed`` (one key shared by every pass).
     """
     fmap_d = fmap_key if fmap_key is not None else dask.delayed(fmap, pure=True)
+    X, Y = split_row_tasks(X, Y, block_rows)
     return block_sums_graph(X, Y, svm_block_sums, fmap_d, state, weights, dtype=dtype, block_rows=block_rows)

@@ -21,7 +21,7 @@ from numpy.typing import DTypeLike
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
-from bigkernel.graph.stream import block_sums_graph
+from bigkernel.graph.stream import block_sums_graph, split_row_tasks
 from bigkernel.io.model_store import register_model
 from bigkernel.models._base import GRID, DeviceLike, Grid, RandomStateLike, Weights
 from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, _kept_rows, store_init_params
@@ -177,11 +177,11 @@ class RandomFeatureClassifierCV(_ClassifierBase):
         )
         codes = self._codes(ds)
         dtype = str(np.dtype(self.dtype))
+        block_rows = feature_block_rows(self.n_components, dtype)
+        X, codes = split_row_tasks(ds.X, codes, block_rows)
         graph = block_sums_graph(
-            ds.X, codes, fold_correct_counts, fmaps, decisions,
-            folds_of=folds_of, dtype=dtype,
-            block_rows=feature_block_rows(self.n_components, dtype),
-        )  # fmt: skip
+            X, codes, fold_correct_counts, fmaps, decisions, folds_of=folds_of, dtype=dtype, block_rows=block_rows
+        )
         (counts,) = compute(graph, label="cv-score")
         n = counts[0, :, -1]
         logger.info("scored %d (γ, α) points on %d folds in one pass", counts.shape[0] * (counts.shape[2] - 1), n.size)
