@@ -412,3 +412,23 @@ def test_local_passes_cap_blas_threads_and_never_raise_them():
         assert compute(dask.delayed(blas_threads)(0))[0] == 1
     with dask.config.set(scheduler="threads", num_workers=os.cpu_count()):
         assert compute(dask.delayed(blas_threads)(0))[0] == 1  # one BLAS thread per Dask thread
+
+
+def test_exact_evidence_bootstrap_refuses_replicates_beyond_the_memory_budget():
+    """Above the eigenvalue limit each replicate of alpha='evidence' holds K and a Cholesky
+    factor (16·n² bytes): W at once must fit half the budget, as one fit must."""
+    from bigkernel.bands.plans import make_plan
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.models.exact import EXACT_DF_MAX_N
+
+    n = EXACT_DF_MAX_N + 100
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(n, 2))
+    ds = as_dataset(X, np.sin(3 * X[:, 0]))
+    each = 16 * n * n
+    est = ExactKernelRidge(alpha="evidence", memory_budget=int(3.5 * each))  # half: 1.75 × each
+    E = X[:5]
+    make_plan(est, ds, E, 0, workers=1)  # one at a time fits
+    with pytest.raises(ParameterError, match=r"alpha='evidence'\) at n=2,100.*2 run at once.*set_params\(alpha="):
+        make_plan(est, ds, E, 0, workers=2)
+    make_plan(ExactKernelRidge(alpha=1e-2, memory_budget=int(3.5 * each)), ds, E, 0, workers=2)  # fixed α: no factor

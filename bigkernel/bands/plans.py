@@ -65,6 +65,7 @@ from bigkernel.io.band_store import BootstrapStore, array_digest
 from bigkernel.kernels.registry import is_precomputed, kernel_spec
 from bigkernel.models.exact import (
     DEFAULT_PROBES,
+    EXACT_DF_MAX_N,
     ExactKernelRidge,
     device_budget,
     resolve_memory_budget,
@@ -467,6 +468,23 @@ def _with_counts(data: tuple[np.ndarray, np.ndarray], weights: BootstrapWeights)
     return X, Y, weights(0, X.shape[0])
 
 
+def _check_evidence_memory(est: ExactKernelRidge, n: int, budget: int, workers: int) -> None:
+    """Refuse ``alpha="evidence"`` above the eigenvalue limit when the replicates running at
+    once would each hold the dense K and a Cholesky factor (16·n² bytes) beyond the half of the
+    budget that one fit may give them (the fit's own check sees one solve, not ``workers``)."""
+    if not (isinstance(est.alpha, str) and est.alpha == "evidence") or n <= EXACT_DF_MAX_N:
+        return
+    each = 16 * n * n
+    if workers > 1 and workers * each > budget // 2:
+        raise ParameterError(
+            f"bootstrap of ExactKernelRidge(alpha='evidence') at n={n:,}: each replicate chooses alpha by "
+            f"one Cholesky factor per alpha, holding the dense n × n matrix and its factor ({each / 1e9:.2f} GB), "
+            f"and {workers} run at once: {workers * each / 1e9:.2f} GB is more than half the memory budget "
+            f"({budget / 2e9:.2f} of {budget / 1e9:.2f} GB). Fix alpha to the full fit's (est.set_params(alpha=est.alpha_)), run "
+            "fewer workers at once, or raise memory_budget"
+        )
+
+
 class _ExactPlan:
     """Replicate plan of :class:`~bigkernel.ExactKernelRidge` (see the module docstring)."""
 
@@ -486,6 +504,7 @@ class _ExactPlan:
         kernel = est.kernel_ if fitted else work._make_kernel(d)
         budget = resolve_memory_budget(work.memory_budget)
         n = X.shape[0]
+        _check_evidence_memory(work, n, budget, workers)
         self.n_coef = n + 1
         self.max_batch_size = EXACT_MAX_BATCH
         self._data = dask.delayed((X, Y), pure=True)
