@@ -343,3 +343,19 @@ def test_column_subset_of_a_multi_file_parquet_dataset(sources):
         np.testing.assert_array_equal(ds.X.compute(), df[x].to_numpy())
         if y:
             np.testing.assert_array_equal(ds.y.compute(), df[y].to_numpy())
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_columns_are_taken_by_name_not_position(sources, named_model, tmp_path, suffix):
+    """A target-first, reordered table gives the same data, model and predictions as the
+    ordered one (read_csv(usecols=...) keeps the file's order: issue 19's silent mis-assignment)."""
+    m, model, df = named_model
+    shuffled = df[["target", "name"] + COLS[::-1]]
+    path = tmp_path / f"shuffled{suffix}"
+    shuffled.to_csv(path, index=False) if suffix == ".csv" else shuffled.to_parquet(path)
+    ds = open_source(path, x=COLS, y="target")
+    np.testing.assert_array_equal(ds.X.compute(), df[COLS].to_numpy())
+    np.testing.assert_array_equal(ds.y.compute(), df["target"].to_numpy())
+    out = tmp_path / "p.csv"
+    assert main(["-q", "predict", str(model), str(path), "-o", str(out)]) == 0
+    np.testing.assert_allclose(pd.read_csv(out)["y_pred"], m.predict(df[COLS]), rtol=1e-12)

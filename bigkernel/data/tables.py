@@ -65,7 +65,9 @@ def open_table(
     # lengths=True) raises "lengths does not match". Partition sizes are ours to choose anyway
     # (the array is rechunked to chunk_rows), so the conversion runs without it.
     with dask.config.set({"optimization.tune.active": False}):
-        df = _read(path, xs + ys)
+        # columns by name, in the order asked for: read_csv(usecols=...) keeps the file's order,
+        # so a target-first CSV would otherwise hand y to X by position
+        df = _read(path, xs + ys)[xs + ys]
         bad = {c: str(t) for c, t in df.dtypes.items() if not _numeric(t) and not (labels and c in ys)}
         if bad:
             raise DataError(
