@@ -113,7 +113,7 @@ def _add_update_parser(sub) -> None:
         "--y",
         default=None,
         help="zarr: name of the y array (default y); table: y column(s), comma-separated "
-        "(default y); .npy X: the .npy file of y (required)",
+        "(default: the target column(s) the model was fitted on, else y); .npy X: the .npy file of y (required)",
     )
     up.add_argument("--metrics", default=None, help="also write the row counts and new α as JSON here")
     up.add_argument("--chunk-rows", type=_count, default=None, help="rows per chunk (default: auto)")
@@ -211,7 +211,9 @@ def _cmd_update(args) -> int:
     updatable_part(model)  # and a model that cannot take rows, before any data is read
     target = check_update_paths(args.model, args.data, args.output, args.in_place, args.overwrite)
     if is_table(args.data):
-        ys = [c.strip() for c in (args.y or "y").split(",") if c.strip()]
+        # the model's own target column(s) when it was fitted on named ones, as X's columns
+        saved = getattr(model, "_target_names_in", None) or ["y"]
+        ys = [c.strip() for c in args.y.split(",") if c.strip()] if args.y else saved
         ds = open_source(
             args.data, _x_columns(args.x, model, args.data), ys[0] if len(ys) == 1 else ys, chunk_rows=args.chunk_rows
         )

@@ -5,7 +5,7 @@ an estimator declares, beside its ``__init__``, a table ``{name: [constraint, ..
 valid when it satisfies at least one constraint of its list. :func:`validate_params` checks a
 table and raises :class:`InvalidParameterError` (a :class:`~bigkernel.errors.ParameterError`)
 naming the parameter, every allowed form, the value found and the fix. The job config reads the
-same tables (``bigkernel/jobs/config.py``), so each rule is written once.
+same tables (``bigkernel/jobs/config/``), so each rule is written once.
 
 Constraints
 -----------
@@ -13,7 +13,8 @@ Constraints
     A number within bounds (``None``: unbounded). Booleans are never numbers, and a ``Real``
     interval holds finite numbers only (NaN and ±inf are refused).
 ``Options(type, options)``
-    One of a few values of ``type`` (``Options(str, ("cos", "cossin"))``).
+    One of a few values of ``type`` (``Options(str, ("cos", "cossin"))``); text matches
+    regardless of case and surrounding spaces (``"COS"``), as kernel names do.
 ``ListOf(interval)``
     A non-empty 1-D list, tuple or array whose every item is in ``interval``.
 ``None``
@@ -47,6 +48,7 @@ __all__ = [
     "ListOf",
     "Options",
     "check_int",
+    "canonical_params",
     "check_param",
     "describe",
     "is_integer",
@@ -194,7 +196,15 @@ class Options(Constraint):
     def is_satisfied_by(self, value: Any) -> bool:
         if isinstance(value, (bool, np.bool_)) and self.type is not bool:
             return False
-        return isinstance(value, self.type) and value in self.options
+        return isinstance(value, self.type) and (value in self.options or self.canonical(value) is not None)
+
+    def canonical(self, value: Any) -> Any:
+        """The option ``value`` names when text options are matched regardless of case (as
+        kernel names are: ``"GCV"`` names ``"gcv"``); None when it names none."""
+        if self.type is not str or not isinstance(value, str):
+            return None
+        key = value.strip().casefold()
+        return next((o for o in self.options if o.casefold() == key), None)
 
     def describe(self) -> str:
         shown = [repr(v) if isinstance(v, str) else str(v) for v in self.options]
@@ -401,6 +411,21 @@ def validate_params(
             _check(name, value, constraints[name], caller, (defaults or {}).get(name, _MISSING))
 
 
+def canonical_params(constraints: Mapping[str, Sequence[Any]], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The text options of ``params`` spelled otherwise than their table spells them
+    (``{"alpha": "gcv"}`` for ``alpha="GCV"``): what a fit sets back, so that the code reading
+    them compares one spelling. Values that are no text option are left out."""
+    out = {}
+    for name, value in params.items():
+        if name not in constraints or not isinstance(value, str):
+            continue
+        for c in map(make_constraint, constraints[name]):
+            if isinstance(c, Options) and value not in c.options and c.canonical(value) is not None:
+                out[name] = c.canonical(value)
+                break
+    return out
+
+
 _MISSING = object()
 
 
@@ -423,7 +448,7 @@ def check_param(
     """Return ``value`` if it satisfies one of ``constraints``; raise
     :class:`InvalidParameterError` otherwise (see :func:`validate_params`)."""
     _check(name, value, constraints, caller, default)
-    return value
+    return canonical_params({name: constraints}, {name: value}).get(name, value)
 
 
 def check_int(

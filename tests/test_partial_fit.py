@@ -104,12 +104,33 @@ def test_fit_replaces_what_partial_fit_had_seen():
     _assert_same_model(m, RandomFeatureRidge(n_components=32, random_state=0).fit(X[200:], y[200:]), X)
 
 
+@pytest.mark.parametrize("cls", [RandomFeatureRidge, NystroemRidge])
+@pytest.mark.parametrize("first", ["fit", "partial_fit"])
+def test_standardized_models_update_with_their_frozen_scaling(cls, first, tmp_path):
+    """standardize=True: the scaling comes from the fit (or the first batch) and stays; the
+    updated model equals the same updates of a plain model on rows scaled by it by hand (raw
+    scales: one column ~1e4), and a saved model updates after load as the fitted one does."""
+    X, y = friedman(900, seed=15)
+    X = X * np.array([1e4, 1, 1, 1e-3, 1, 1, 1, 1, 1, 1])
+    kw = dict(n_components=24, alpha=[0.01, 0.1, 1.0], random_state=3)
+    m = getattr(cls(standardize=True, **kw), first)(X[:500], y[:500])
+    mean, scale = X[:500].mean(axis=0), X[:500].std(axis=0)
+    np.testing.assert_allclose(m.scaler_mean_, mean, rtol=1e-12)
+    np.testing.assert_allclose(m.scaler_scale_, scale, rtol=1e-12)
+    back = bigkernel.load(m.save(str(tmp_path / "m.zarr")))
+    m.partial_fit(X[500:], y[500:])
+    back.partial_fit(X[500:], y[500:])
+    Xs = (X - mean) / scale  # by hand; Nyström landmarks come from the first rows alike
+    ref = getattr(cls(**kw), first)(Xs[:500], y[:500]).partial_fit(Xs[500:], y[500:])
+    np.testing.assert_allclose(m.scaler_mean_, mean, rtol=1e-12)  # frozen, not re-estimated
+    assert m.n_samples_fit_ == ref.n_samples_fit_ == 900 and m.alpha_ == ref.alpha_
+    assert _rel(m.coef_, ref.coef_) < 1e-8
+    np.testing.assert_allclose(m.predict(X), ref.predict(Xs), rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(back.predict(X), m.predict(X), rtol=1e-10, atol=1e-10)
+
+
 def test_refusals():
     X, y = friedman(300, seed=15)
-    with pytest.raises(ParameterError, match="standardize=True"):
-        RandomFeatureRidge(standardize=True).partial_fit(X, y)
-    with pytest.raises(ParameterError, match="standardize=True"):
-        NystroemRidge(standardize=True, n_components=10).fit(X, y).partial_fit(X, y)
     m = RandomFeatureRidge(n_components=16, random_state=0).partial_fit(X, y)
     with pytest.raises(ValueError, match="expecting 10 features"):
         m.partial_fit(X[:, :3], y)
@@ -239,6 +260,32 @@ def test_update_from_a_csv_table(two_parts, tmp_path, cli):
     updated = bigkernel.load(str(tmp_path / "u.zarr"))
     assert list(updated.feature_names_in_) == cols
     assert _rel(updated.coef_, ref.coef_) < 1e-10
+
+
+def test_update_of_a_standardized_job_model_finds_its_target_by_name(two_parts, tmp_path, cli):
+    """A job fitted on a target-first CSV (target ``price``, standardize on, raw scales) is
+    updated from a reordered CSV with no --y: the model's own target column is read, and the
+    result equals the library's partial_fit of the loaded model."""
+    import pandas as pd
+
+    (X0, y0), (X1, y1) = _read(two_parts / "old.zarr"), _read(two_parts / "new.zarr")
+    cols = [f"c{i}" for i in range(6)]
+    X0, X1 = X0 * 1e3, X1 * 1e3
+    pd.DataFrame(X0, columns=cols).assign(price=y0)[["price", *cols]].to_csv(tmp_path / "old.csv", index=False)
+    pd.DataFrame(X1, columns=cols).assign(price=y1)[[*cols[::-1], "price"]].to_csv(tmp_path / "new.csv", index=False)
+    (tmp_path / "job.yaml").write_text(
+        f"name: t\noutput: out\ndata:\n  train: {{path: old.csv, x: {json.dumps(cols)}, y: price}}\n"
+        "  holdout_fraction: 0\nmodel: {gamma: 0.2, n_components: 32, alpha: [0.1, 1.0], standardize: true}\n"
+        "progress: false\nplots: false\ncluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
+    )
+    assert cli("run", str(tmp_path / "job.yaml"), "-q").returncode == 0
+    model_path = str(tmp_path / "out" / "model.zarr")
+    r = cli("update", model_path, str(tmp_path / "new.csv"), "-o", str(tmp_path / "u.zarr"), "-q")
+    assert r.returncode == 0, r.stderr
+    updated = bigkernel.load(str(tmp_path / "u.zarr"))
+    api = bigkernel.load(model_path).partial_fit(pd.DataFrame(X1, columns=cols), y1)
+    assert updated.n_samples_fit_ == 4100
+    _assert_same_model(updated, api, pd.DataFrame(X0[:300], columns=cols), tol=1e-12)
 
 
 def test_update_refusals(two_parts, tmp_path, cli):

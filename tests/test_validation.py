@@ -9,7 +9,7 @@ from typing import get_args
 
 import numpy as np
 import pytest
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 
 import bigkernel
 from bigkernel.errors import ConfigError, ParameterError
@@ -95,6 +95,36 @@ def test_options():
     assert nus.describe() == "one of 0.5, 1.5, 2.5"
     assert not accepts(Options(Integral, (0, 1)), True)  # a boolean is never one of the numbers
     assert Options(str, {"b", "a"}).options == ("a", "b")  # a set is sorted: the message is stable
+    # text matches regardless of case and spaces, as kernel names do; the table's spelling back
+    assert accepts(c, "COS") and accepts(c, " CosSin ") and c.canonical("COS") == "cos"
+    assert c.canonical("sin") is None and Options(Real, (0.5,)).canonical("0.5") is None
+
+
+def test_text_options_are_case_insensitive_in_fit_and_in_jobs(tmp_path):
+    """alpha="GCV" (and every text option) fits as the table's spelling, as kernel="RBF"; the
+    estimator keeps what the user gave until fit (clone and get_params see it unchanged)."""
+    X, y = friedman(300, seed=3)
+    kw = dict(n_components=32, random_state=0, gamma=0.2)
+    loud = bigkernel.RandomFeatureRidge(alpha="GCV", sampler="Orthogonal", form="COS", dtype="Float64", **kw)
+    assert clone(loud).get_params()["alpha"] == "GCV"
+    ref = bigkernel.RandomFeatureRidge(alpha="gcv", sampler="orthogonal", form="cos", dtype="float64", **kw)
+    np.testing.assert_array_equal(loud.fit(X, y).coef_, ref.fit(X, y).coef_)
+    assert (loud.alpha, loud.sampler, loud.form, loud.dtype) == ("gcv", "orthogonal", "cos", "float64")
+    assert bigkernel.KernelRidge(solver="Random_Features", n_components=16).fit(X, y).solver_ == "random_features"
+    assert check_param("interval", "Prediction", [Options(str, ("confidence", "prediction"))]) == "prediction"
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: t\noutput: out\ndata:\n  make: {kind: Friedman1, n_samples: 500, n_features: 5, path: d.zarr}\n"
+        "model: {kernel: RBF, alpha: GCV, sampler: Orthogonal, form: COS, dtype: Float32, solver: Auto}\n"
+    )
+    cfg = job_config.load_config(str(job))
+    assert (cfg.data.make.kind, cfg.model.kernel, cfg.model.alpha, cfg.model.sampler) == (
+        "friedman1",
+        "rbf",
+        "gcv",
+        "orthogonal",
+    )
+    assert (cfg.model.form, cfg.model.dtype, cfg.model.solver) == ("cos", "float32", "auto")
 
 
 def test_list_of():

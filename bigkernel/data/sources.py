@@ -23,13 +23,15 @@ class Dataset:
     """A validated data set: X (n, d) and optional y (n,) or (n, k), sharing row chunks.
 
     ``columns`` names X's columns when they were selected by name from a table (the model's
-    ``feature_names_in_``); None for arrays.
+    ``feature_names_in_``), ``target_names`` y's (saved with the model, so ``bigkernel update``
+    finds the target by name); None for arrays.
     """
 
     X: da.Array
     y: da.Array | None
     source: str
     columns: tuple[str, ...] | None = None
+    target_names: tuple[str, ...] | None = None
 
 
 def _is_url(path: str) -> bool:
@@ -228,12 +230,13 @@ def open_source(
     path = str(path)
     from bigkernel.data.tables import is_table, open_table
 
-    columns = None
+    columns = target_names = None
     if is_table(path):
         X, Y = open_table(path, x, y, labels=labels)
         rows = chunk_rows or default_chunk_rows(X.shape[1], X.dtype.itemsize)
         X = X.rechunk({0: rows})
         columns = (x,) if isinstance(x, str) else tuple(x)
+        target_names = None if y is None else ((y,) if isinstance(y, str) else tuple(y))
     elif path.endswith(".npy"):
         X = open_npy(path, chunk_rows)
         Y = open_npy(y_path, X.chunks[0][0]) if y_path else None
@@ -243,7 +246,7 @@ def open_source(
     else:
         X = from_zarr(open_zarr_array(path, x, storage_options), chunk_rows)
         Y = from_zarr(open_zarr_array(path, y, storage_options), X.chunks[0][0]) if y else None
-    return as_dataset(X, Y, source=path, columns=columns, labels=labels)
+    return as_dataset(X, Y, source=path, columns=columns, labels=labels, target_names=target_names)
 
 
 def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
@@ -277,9 +280,11 @@ def as_dataset(
     chunk_rows: int | None = None,
     columns: tuple[str, ...] | None = None,
     labels: bool = False,
+    target_names: tuple[str, ...] | None = None,
 ) -> Dataset:
     """Validate ``X`` (and ``y``) from metadata and align y's chunks to X's rows; ``columns``
-    names X's columns (a table's selection); ``labels``: y holds class labels of any dtype."""
+    names X's columns (a table's selection), ``target_names`` y's; ``labels``: y holds class
+    labels of any dtype."""
     X = as_dask(X, chunk_rows, "X")
     check_X_metadata(X)
     Y = None
@@ -287,4 +292,4 @@ def as_dataset(
         Y = as_dask(y, X.chunks[0][0], "y")
         check_y_metadata(Y, X.shape[0], labels=labels)
         Y = Y.rechunk((X.chunks[0],) + ((Y.shape[1],) if Y.ndim == 2 else ()))
-    return Dataset(X, Y, source, columns)
+    return Dataset(X, Y, source, columns, target_names if Y is not None else None)

@@ -169,6 +169,8 @@ def _input_facts(estimator) -> dict:
     names = getattr(estimator, "feature_names_in_", None)
     if names is not None:
         facts["feature_names_in"] = [str(n) for n in names]
+    if getattr(estimator, "_target_names_in", None):
+        facts["target_names"] = list(estimator._target_names_in)
     return facts
 
 
@@ -183,4 +185,4 @@ def _restore_input_facts(estimator, facts: dict | None) -> None:
     names = facts.get("feature_names_in")
     if names is not None and len(names) != d:
         raise ValueError(f"input.feature_names_in has {len(names)} names for {d} features")
-    estimator._set_input_facts(facts.get("X_dtype", "float64"), names)
+    estimator._set_input_facts(facts.get("X_dtype", "float64"), names, facts.get("target_names"))

@@ -342,7 +342,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
             t = time.perf_counter()
             est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
-            est._set_input_facts(ds.X.dtype, ds.columns)  # a table's columns: as a DataFrame fit
+            est._set_input_facts(ds.X.dtype, ds.columns, ds.target_names)  # a table's columns: as a DataFrame fit
             timings["fit"] = time.perf_counter() - t
 
             t = time.perf_counter()

@@ -26,7 +26,7 @@ from bigkernel.io.predictions import predict_to_zarr
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
 from bigkernel.runtime import map_rows
-from bigkernel.validation import Constraint, Interval, ListOf, Options, is_integer, validate_params
+from bigkernel.validation import Constraint, Interval, ListOf, Options, canonical_params, is_integer, validate_params
 
 # --------------------------------------------------------------------------------------------
 # Types of the public API (one definition each, so the estimators' signatures agree)
@@ -184,6 +184,24 @@ def _init_defaults(cls: type) -> dict:
     }
 
 
+def check_estimator_params(est) -> None:
+    """Check ``est``'s parameters against its ``_parameter_constraints`` table (the errors name
+    the parameter, the allowed forms and the default) and set text options back in the table's
+    spelling: options match regardless of case, as kernel names do (``alpha="GCV"`` fits as
+    ``"gcv"``), and the code after this compares one spelling."""
+    cls = type(est)
+    params = est.get_params(deep=False)
+    validate_params(est._parameter_constraints, params, cls.__name__, defaults=_init_defaults(cls))
+    for name, value in canonical_params(est._parameter_constraints, params).items():
+        setattr(est, name, value)
+
+
+def target_names_of(y) -> list[str] | None:
+    """y's column names when it carries text ones (a named pandas Series, a DataFrame)."""
+    names = [getattr(y, "name", None)] if getattr(y, "ndim", 0) == 1 else list(getattr(y, "columns", []))
+    return names if names and all(isinstance(n, str) for n in names) else None
+
+
 class _NamedBlocks:
     """``est.predict`` for numpy blocks cut from the table the model was fitted on: each block
     gets the fitted column names back, so scikit-learn's name check passes (a bare array would
@@ -230,12 +248,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     def _validate_params(self) -> None:
         """Check every parameter against ``_parameter_constraints`` (overrides scikit-learn's
         private method of the same name, which reads scikit-learn's own constraint objects)."""
-        validate_params(
-            self._parameter_constraints,
-            self.get_params(deep=False),
-            type(self).__name__,
-            defaults=_init_defaults(type(self)),
-        )
+        check_estimator_params(self)
 
     def _check_rules(self) -> None:
         """Rules a table cannot express (several parameters together); none by default."""
@@ -293,23 +306,27 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             return ds, True
         check_real(X, "X")
         check_real(y, "y")
+        y_in = y
         X = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=[np.float64, np.float32], **SPARSE_OK)
         if y is not None:
             # y checked here, not by validate_data, so NaN/inf reach the pass and its row-range error
             y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
             check_consistent_length(X, y)
         if reset:
-            self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
+            self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None), target_names_of(y_in))
         return as_dataset(X, y, chunk_rows=getattr(self, "chunk_rows", None)), False
 
-    def _set_input_facts(self, X_dtype, feature_names=None) -> None:
+    def _set_input_facts(self, X_dtype, feature_names=None, target_names=None) -> None:
         """Remember the training X's dtype and column names (``feature_names_in_``, checked at
-        predict by scikit-learn's ``validate_data``); both are saved with the model.
+        predict by scikit-learn's ``validate_data``) and y's names (a pandas Series' name, a
+        DataFrame's columns, a table's y columns: ``bigkernel update`` reads new targets by
+        them); all are saved with the model.
 
         ``fit`` sets them from its input; orchestrators fitting a :class:`Dataset` read from a
         table pass the selected columns, as a DataFrame fit would.
         """
         self._X_dtype_in = np.dtype(X_dtype).name
+        self._target_names_in = None if target_names is None else [str(t) for t in target_names]
         if feature_names is None:
             self.__dict__.pop("feature_names_in_", None)  # a refit without names forgets the old ones
         else:

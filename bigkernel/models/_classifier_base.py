@@ -39,10 +39,12 @@ from bigkernel.models._base import (
     Weights,
     _EstimatorBase,
     _init_defaults,
+    check_estimator_params,
     check_sample_weight,
+    target_names_of,
 )
 from bigkernel.runtime import compute
-from bigkernel.validation import Options, validate_params
+from bigkernel.validation import Options
 
 logger = logging.getLogger(__name__)
 
@@ -216,12 +218,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
 
     # ----------------------------------------------------------------- parameters
     def _check_params(self) -> None:
-        validate_params(
-            self._parameter_constraints,
-            self.get_params(deep=False),
-            type(self).__name__,
-            defaults=_init_defaults(type(self)),
-        )
+        check_estimator_params(self)
 
     def _make_regressor(self):
         """The regressor with this classifier's shared parameters (unfitted)."""
@@ -259,7 +256,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         else:
             check_real(X, "X")  # text of numbers is not converted silently (labels y may be text)
             X = validate_data(self, X, reset=True, ensure_all_finite=False, dtype=[np.float64, np.float32], **SPARSE_OK)
-            self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
+            self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None), target_names_of(y))
         y = labels_in_memory(y)
         if y.shape[0] != X.shape[0]:
             raise DataError(

@@ -150,8 +150,10 @@ class PartialFitMixin:
         Each call adds the batch's one-pass statistics to ``stats_`` and solves again, so a
         list of α or ``"gcv"`` is re-chosen on all rows seen; ``n_samples_fit_`` counts them.
         The result equals ``fit`` on all rows with the same feature map, to rounding, for any
-        split into batches. ``standardize=True`` is refused: its scaling is estimated from all
-        rows before the first feature, which no batch can know.
+        split into batches. With ``standardize=True`` the scaling is estimated like the
+        feature map: by ``fit``, or from the **first batch** of ``partial_fit`` (its column
+        means and deviations), then frozen — later batches are scaled by it, so the model
+        equals ``fit`` on all rows with that scaling, not with one estimated from all rows.
 
         Parameters
         ----------
@@ -183,7 +185,7 @@ class PartialFitMixin:
         orchestrators such as ``bigkernel update``); ``weights(start, stop) -> (1, rows)``."""
         if not hasattr(self, "coef_"):
             self._check_partial_fit()
-            self._fit_scaler(ds, weights)  # standardize=False: no scaling (refused above)
+            self._fit_scaler(ds, weights)  # standardize=True: from this batch, then frozen in the map
             fmap, before = self._new_map(ds, weights), None
             if getattr(fmap, "landmarks", None) is not None and fmap.landmarks.shape[0] < self.n_components:
                 logger.warning(
@@ -203,14 +205,6 @@ class PartialFitMixin:
 
     def _check_partial_fit(self) -> None:
         self._check_params()
-        if self.standardize:
-            raise ParameterError(
-                f"{type(self).__name__}(standardize=True) cannot partial_fit: the scaling is "
-                "estimated from all rows before the first feature is computed, and a batch "
-                "cannot know the rows still to come. Standardize X yourself with fixed means "
-                "and scales (e.g. sklearn's StandardScaler fitted on a sample) and use "
-                "standardize=False"
-            )
 
     def _stats_for_update(self, ds: Dataset) -> SufficientStats:
         """The statistics of the rows seen so far, checked against the new batch."""
@@ -221,8 +215,6 @@ class PartialFitMixin:
                 "bigkernel that did not keep stats_), so new rows "
                 "cannot be added to it; refit it on all rows once (fit) to make it updatable"
             )
-        if self.standardize:
-            self._check_partial_fit()
         self._check_n_features(ds.X.shape[1])
         k_model = stats.sum_y.shape[1]
         k_new = 1 if ds.y.ndim == 1 else ds.y.shape[1]

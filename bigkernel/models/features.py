@@ -22,12 +22,11 @@ from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import register_model, save_model
-from bigkernel.models._base import SPARSE_OK, ArrayIn, KernelLike, RandomStateLike, _init_defaults
+from bigkernel.models._base import SPARSE_OK, ArrayIn, KernelLike, RandomStateLike, check_estimator_params
 from bigkernel.models._streamed import FeaturesOutMixin
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge, feature_map_arrays, feature_map_from_state
 from bigkernel.numerics.nystroem_features import NystroemMap
-from bigkernel.validation import validate_params
 
 __all__ = ["NystroemFeatures", "RandomFeatures"]
 
@@ -74,10 +73,7 @@ class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Fea
         -------
         self
         """
-        validate_params(
-            self._parameter_constraints, self.get_params(deep=False), type(self).__name__,
-            defaults=_init_defaults(type(self)),
-        )  # fmt: skip
+        check_estimator_params(self)
         ridge = self._ridge_for_map()
         ridge._check_rules()
         ds = self._fit_data(X)
@@ -102,8 +98,8 @@ class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Fea
         self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
         return as_dataset(X)
 
-    def _set_input_facts(self, X_dtype, feature_names=None) -> None:
-        """The training X's dtype and column names (saved with the transformer)."""
+    def _set_input_facts(self, X_dtype, feature_names=None, target_names=None) -> None:
+        """The training X's dtype and column names (saved with the transformer; no targets)."""
         self._X_dtype_in = np.dtype(X_dtype).name
         if feature_names is None:
             self.__dict__.pop("feature_names_in_", None)

@@ -116,7 +116,7 @@ def _satisfying(forms: Sequence[Any], expected: str | None = None) -> Check:
         if numeric:
             _reject_number_text(value, expected, integer)
         try:
-            check_param("value", value, forms)
+            value = check_param("value", value, forms)  # text options in the table's spelling
         except InvalidParameterError as exc:
             _fail(expected, value, exc.hint)
         kind = next(f for f in forms if f.is_satisfied_by(value))
@@ -277,13 +277,14 @@ def _text(value: Any) -> str:
 
 
 def _choice(options: Sequence[str], *, upper: bool = False) -> Check:
-    """Check for one of ``options`` (case-insensitive and upper-cased if ``upper``)."""
+    """Check for one of ``options``, regardless of case (as kernel names), spelt as listed."""
     expected = "one of " + ", ".join(repr(option) for option in options)
+    by_key = {o.casefold(): o for o in options}
 
     def check(value: Any) -> str:
         if not isinstance(value, str):
             _fail(expected, value)
-        word = value.upper() if upper else value
+        word = by_key.get(value.strip().casefold(), value.upper() if upper else value)
         if word not in options:
             close = difflib.get_close_matches(word if upper else word.lower(), options, n=1)
             _fail(expected, value, f"; did you mean {close[0]!r}?" if close else "")
