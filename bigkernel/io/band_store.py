@@ -784,6 +784,6 @@ def open_or_create_store(
     if length < store.n_replicates:
         _grow(path, zarr.open_group(path, mode="r+", **kwargs), length, store.n_replicates)
     logger.info(
-        "reusing bootstrap store %s (it holds %d replicates, this run uses %d)", path, length, store.n_replicates
+        "reusing bootstrap store %s (%d replicates stored, %d asked for)", path, length, store.n_replicates
     )
     return store
