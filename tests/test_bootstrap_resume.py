@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import numpy as np
@@ -73,13 +73,13 @@ def _client(kind):
 
 @pytest.mark.parametrize("scheduler", ["threads", "local_cluster"])
 def test_rerun_after_a_failed_batch_computes_only_the_missing(tmp_path, monkeypatch, scheduler):
-    """Batch 3 of 5 fails: batches 0-1 are in the store (they landed before it started); the
-    rerun computes only the rest and equals an uninterrupted run bitwise."""
+    """The fourth of five batches fails: the first three are in the store (they landed before it
+    started); the rerun computes only the rest and equals an uninterrupted run bitwise."""
     X, y = sine(240)  # 3 chunks: one batch at a time keeps both threads busy
     B, path = 10, tmp_path / "bs.zarr"
     cluster, client = _client(scheduler)
     try:
-        failing = _Writes(monkeypatch, fail_at=6)  # first replicate of the fourth batch
+        _Writes(monkeypatch, fail_at=6)  # first replicate of the fourth batch
         with pytest.raises(RuntimeError, match="simulated interrupt"):
             bootstrap(rff(), X, y, X_EVAL, n_bootstraps=B, random_state=3, store=path, batch_size=2, client=client)
         kept = open_store(path).completed()
@@ -131,19 +131,33 @@ name: resume
 seed: 3
 output: {output}
 data:
-  make: {{kind: sine, n_samples: {n}, n_features: 1, noise: 0.3, path: {data}}}
+  make: {{kind: sine, n_samples: {n}, n_features: 1, noise: 0.3, path: {data}, chunk_rows: {chunk}}}
   chunk_rows: {chunk}
 model: {{gamma: 20.0, alpha: {alpha}, n_components: {D}, random_state: 1}}
 bootstrap:
   n_bootstraps: {B}
   eval_grid: {{n_points: 15}}
 plots: false
-cluster: {{local: {{n_workers: 1, threads_per_worker: 2}}}}
+cluster: {cluster}
 """
 
+#: the job's own LocalCluster (a user's run), else the address of a running one
+OWN_CLUSTER = "{local: {n_workers: 1, threads_per_worker: 2}}"
 
-def _job(tmp_path, name="out", *, n=2000, chunk=500, D=32, B=8, alpha=1.0, extra=""):
-    text = JOB.format(output=name, n=n, data=tmp_path / "data.zarr", chunk=chunk, alpha=alpha, D=D, B=B)
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """One LocalCluster (a worker process, two threads) for the in-process jobs here."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        yield "{address: " + cluster.scheduler_address + "}"
+
+
+def _job(tmp_path, name="out", *, n=2000, chunk=500, D=32, B=8, alpha=1.0, extra="", cluster=OWN_CLUSTER):
+    text = JOB.format(
+        output=name, n=n, data=tmp_path / "data.zarr", chunk=chunk, alpha=alpha, D=D, B=B, cluster=cluster
+    )
     path = tmp_path / f"{name}.yaml"
     path.write_text(text + extra)
     return path
@@ -166,7 +180,7 @@ def test_job_interrupted_by_sigint_resumes_only_the_missing(tmp_path):
     """A real `bigkernel run` subprocess gets SIGINT once the first batch is in the store; the
     rerun computes only the missing replicates (metrics and log say so) and its band equals an
     uninterrupted job's bitwise."""
-    B, size = 24, {"n": 200_000, "chunk": 50_000, "D": 256}
+    B, size = 24, {"n": 60_000, "chunk": 15_000, "D": 256}  # 4 chunks: one batch at a time
     job = _job(tmp_path, B=B, **size)
     store = tmp_path / "out" / "bootstrap.zarr"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
@@ -184,10 +198,12 @@ def test_job_interrupted_by_sigint_resumes_only_the_missing(tmp_path):
         _, err = child.communicate(timeout=120)
     finally:
         child.kill()
+    time.sleep(1)  # the child's worker processes are gone with it; nothing lands after this
     kept = _done(store)
     assert child.returncode == 130, err
     assert 0 < kept < B, kept  # landed during the run, not all at its end
-    assert f"bootstrap interrupted: {kept} of {B} replicates are in the store" in err
+    said = re.search(rf"bootstrap interrupted: (\d+) of {B} replicates are in the store", err)
+    assert said and 0 < int(said[1]) <= kept, err  # (a task may finish while the cluster stops)
     assert not (tmp_path / "out" / "metrics.json").exists()
 
     assert main(["-q", "run", str(job)]) == 0
@@ -195,21 +211,22 @@ def test_job_interrupted_by_sigint_resumes_only_the_missing(tmp_path):
     assert (metrics["n_reused"], metrics["n_computed"]) == (kept, B - kept)
     log = (tmp_path / "out" / "job.log").read_text()
     assert f"bootstrap: {kept}/{B} replicates already in the store, computing {B - kept}" in log
+    assert "(1 at a time)" in log  # batches land one after the other
     assert main(["-q", "run", str(_job(tmp_path, "clean", B=B, **size))]) == 0
     clean, resumed = _band(tmp_path / "clean"), _band(tmp_path / "out")
     for name in clean:
         assert np.array_equal(clean[name], resumed[name]), name
 
 
-def test_job_more_replicates_and_interrupted_overwrite_keep_the_old_results(tmp_path, monkeypatch):
+def test_job_more_replicates_and_interrupted_overwrite_keep_the_old_results(tmp_path, monkeypatch, scheduler):
     """n_bootstraps 8 -> 12 with `overwrite: true` reuses the 8; a rerun with another alpha that
     is interrupted (after its new model and replicates) leaves the previous finished job — model,
     band, metrics, store — in place; the resumed run reuses its replicates."""
     from bigkernel.jobs import bootstrap_job
 
     out = tmp_path / "out"
-    assert main(["-q", "run", str(_job(tmp_path, B=8))]) == 0
-    assert main(["-q", "run", str(_job(tmp_path, B=12, extra="overwrite: true\n"))]) == 0
+    assert main(["-q", "run", str(_job(tmp_path, B=8, cluster=scheduler))]) == 0
+    assert main(["-q", "run", str(_job(tmp_path, B=12, extra="overwrite: true\n", cluster=scheduler))]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["bootstrap"]["n_reused"], metrics["bootstrap"]["n_computed"]) == (8, 4)
     assert metrics["outputs"]["model"] == str(out / "model.zarr")  # the final paths, not the staging's
@@ -222,7 +239,7 @@ def test_job_more_replicates_and_interrupted_overwrite_keep_the_old_results(tmp_
         raise KeyboardInterrupt
 
     monkeypatch.setattr(bootstrap_job, "write_band", interrupted)  # after the fit, save and bootstrap
-    changed = _job(tmp_path, B=12, alpha=2.0, extra="overwrite: true\n")
+    changed = _job(tmp_path, B=12, alpha=2.0, extra="overwrite: true\n", cluster=scheduler)
     assert main(["-q", "run", str(changed)]) == 130
     for name, content in finished.items():
         assert (out / name).read_bytes() == content, name
