@@ -783,7 +783,5 @@ def open_or_create_store(
     length = _check_arrays(group, store, recorded)
     if length < store.n_replicates:
         _grow(path, zarr.open_group(path, mode="r+", **kwargs), length, store.n_replicates)
-    logger.info(
-        "reusing bootstrap store %s (%d replicates stored, %d asked for)", path, length, store.n_replicates
-    )
+    logger.info("reusing bootstrap store %s (%d replicates stored, %d asked for)", path, length, store.n_replicates)
     return store
