@@ -224,14 +224,16 @@ def test_job_more_replicates_and_interrupted_overwrite_keep_the_old_results(tmp_
     band, metrics, store — in place; the resumed run reuses its replicates."""
     from bigkernel.jobs import bootstrap_job
 
-    out = tmp_path / "out"
+    out, preds = tmp_path / "out", tmp_path / "preds.csv"  # predictions outside the folder
+    extra = f"overwrite: true\npredict: {{path: {tmp_path / 'data.zarr'}, output: {preds}}}\n"
     assert main(["-q", "run", str(_job(tmp_path, B=8, cluster=scheduler))]) == 0
-    assert main(["-q", "run", str(_job(tmp_path, B=12, extra="overwrite: true\n", cluster=scheduler))]) == 0
+    assert main(["-q", "run", str(_job(tmp_path, B=12, extra=extra, cluster=scheduler))]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["bootstrap"]["n_reused"], metrics["bootstrap"]["n_computed"]) == (8, 4)
     assert metrics["outputs"]["model"] == str(out / "model.zarr")  # the final paths, not the staging's
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # staging swapped in and gone
     finished = {name: (out / name).read_bytes() for name in ("metrics.json", "summary.txt", "bootstrap_band.csv")}
+    predicted = preds.read_bytes()
     model = (out / "model.zarr" / "zarr.json").read_bytes()
     band = _band(out)
 
@@ -239,11 +241,11 @@ def test_job_more_replicates_and_interrupted_overwrite_keep_the_old_results(tmp_
         raise KeyboardInterrupt
 
     monkeypatch.setattr(bootstrap_job, "write_band", interrupted)  # after the fit, save and bootstrap
-    changed = _job(tmp_path, B=12, alpha=2.0, extra="overwrite: true\n", cluster=scheduler)
+    changed = _job(tmp_path, B=12, alpha=2.0, extra=extra, cluster=scheduler)
     assert main(["-q", "run", str(changed)]) == 130
     for name, content in finished.items():
         assert (out / name).read_bytes() == content, name
-    assert (out / "model.zarr" / "zarr.json").read_bytes() == model
+    assert (out / "model.zarr" / "zarr.json").read_bytes() == model and preds.read_bytes() == predicted
     for name, values in _band(out).items():
         assert np.array_equal(values, band[name]), name
     assert load_bootstrap(out / "bootstrap.zarr").n_bootstraps == 12  # the old store, intact
@@ -258,3 +260,4 @@ def test_job_more_replicates_and_interrupted_overwrite_keep_the_old_results(tmp_
     assert metrics["model"]["alpha"] == 2.0 and metrics["outputs"]["bootstrap_store"] == str(out / "bootstrap.zarr")
     assert open_store(out / "bootstrap.zarr").fingerprint["estimator"]["params"]["alpha"] == 2.0
     assert not (out / ".overwrite-bootstrap.zarr").exists() and not (tmp_path / ".overwrite-out").exists()
+    assert preds.read_bytes() != predicted and not (tmp_path / ".overwrite-preds.csv").exists()

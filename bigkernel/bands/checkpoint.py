@@ -45,8 +45,9 @@ STORE_KIND = "bigkernel.bootstrap"
 #: Rows at each end of a dask data set hashed into the store fingerprint.
 _DIGEST_ROWS = 1024
 
-#: Seconds between two reads of the store's completion flags by :class:`StoreProgress`.
-POLL_SECONDS = 1.0
+#: Seconds between two reads of the store's completion flags by :class:`StoreProgress` (one
+#: small object per replicate): local stores, and stores at URLs (each read a request).
+POLL_SECONDS, POLL_SECONDS_URL = 1.0, 10.0
 
 
 def _chunks_digest(chunks: tuple[int, ...]) -> str:
@@ -131,7 +132,8 @@ def batches_in_flight(workers: int, n_chunks: int) -> int:
 class StoreProgress:
     """Log a line each time replicates land in the store, from a client-side thread.
 
-    Reads the store's completion flags every :data:`POLL_SECONDS` (a replicate is in the store
+    Reads the store's completion flags every :data:`POLL_SECONDS` (``POLL_SECONDS_URL`` for a
+    store at a URL; a replicate is in the store
     once its task ends, on whatever worker), so it works with local threads and a cluster
     alike. Use as a context manager around the run's compute.
 
@@ -166,7 +168,7 @@ class StoreProgress:
             )  # fmt: skip
 
     def _watch(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
+        while not self._stop.wait(POLL_SECONDS_URL if "://" in self._store.path else POLL_SECONDS):
             self._report()
 
     def _report(self) -> None:

@@ -374,7 +374,7 @@ def _bootstrap_in_store(cfg: Any, run: Any) -> tuple[BootstrapResult, tuple[str,
         return run(store), None  # this job's store (any n_bootstraps): reused
     except StoreMismatchError as exc:
         diffs = "; ".join(line.strip() for line in str(exc).splitlines() if line.startswith("  "))
-        logger.warning(
+        logger.info(
             "bootstrap: %s holds another job's replicates (%s); overwrite: computing into %s, which "
             "replaces it when this job completes",
             store, diffs, staged,
