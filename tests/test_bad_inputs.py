@@ -686,9 +686,12 @@ def test_finished_work_is_not_replaced_without_overwrite(tmp_path, data_dir, mod
     )
 
 
-def test_rerun_removes_the_old_outputs_first(tmp_path, data_dir, scheduler, caplog):
-    """Found while writing this suite: with ``overwrite: true`` a rerun that failed left the
-    previous run's model.zarr (and predictions) in the folder, looking like this run's."""
+def test_failed_overwrite_keeps_the_previous_finished_job(tmp_path, data_dir, scheduler, caplog):
+    """With ``overwrite: true`` a rerun that fails leaves the previous *finished* job in place —
+    its metrics.json, model and predictions, all of that job (issue 19: overwrite removes old
+    results only once the new ones are complete); the failure is recorded in the hidden
+    folder the run wrote to. A failed run over an *unfinished* folder still clears it first:
+    nothing of an earlier run may look like this one's."""
     job = write_job(
         tmp_path,
         job_text(data_dir / "train.zarr", address=scheduler)
@@ -697,7 +700,16 @@ def test_rerun_removes_the_old_outputs_first(tmp_path, data_dir, scheduler, capl
     )
     assert main(["-q", "run", str(job)]) == 0
     assert (tmp_path / "out" / "model.zarr").exists() and (tmp_path / "out" / "predictions.zarr").exists()
+    finished = (tmp_path / "out" / "metrics.json").read_bytes()
     job.write_text(job.read_text().replace(str(data_dir / "train.zarr"), str(tmp_path / "gone.zarr")))
+    cli_error(["-q", "run", str(job)], caplog, DataNotFoundError, "gone.zarr' does not exist")
+    assert (tmp_path / "out" / "metrics.json").read_bytes() == finished
+    assert (tmp_path / "out" / "model.zarr").exists() and (tmp_path / "out" / "predictions.zarr").exists()
+    assert not (tmp_path / "out" / "status.json").exists()
+    status = json.loads((tmp_path / ".overwrite-out" / "status.json").read_text())
+    assert status["error"]["type"] == "DataNotFoundError"
+    # an unfinished folder (no metrics.json): cleared before the run, so a failure leaves nothing
+    (tmp_path / "out" / "metrics.json").unlink()
     cli_error(["-q", "run", str(job)], caplog, DataNotFoundError, "gone.zarr' does not exist")
     assert_nothing_finished(tmp_path / "out")
     assert not (tmp_path / "out" / "model.zarr").exists()

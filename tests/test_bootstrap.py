@@ -105,7 +105,8 @@ def test_one_dimensional_y_dask_input_and_batch_independence(tmp_path, monkeypat
 
 
 def test_batches_are_chained_to_bound_memory(tmp_path, monkeypatch):
-    """Batch b's data pass waits for batch b - window (window = 2 x worker threads = 2 here)."""
+    """Batch b's data pass waits for batch b - window: window = ceil(worker threads / chunks),
+    so batches land one after the other (checkpointed) and few are in memory at once."""
     import dask
 
     import bigkernel.bands.bootstrap as bmod
@@ -118,7 +119,12 @@ def test_batches_are_chained_to_bound_memory(tmp_path, monkeypatch):
 
     bmod_compute = bmod.compute
     monkeypatch.setattr(bmod, "compute", capture)
-    X, y = sine(200)
+    from bigkernel.bands.checkpoint import batches_in_flight
+    from bigkernel.runtime import local_threads
+
+    assert [batches_in_flight(4, c) for c in (1, 2, 3, 4, 8)] == [4, 2, 2, 1, 1]
+    X, y = sine(200)  # 3 chunks of <= 96 rows
+    window = batches_in_flight(local_threads(), 3)
     bootstrap(rff(), X, y, X_EVAL, n_bootstraps=8, random_state=1, store=tmp_path / "c.zarr", batch_size=2)
     (tasks,) = graphs
     dsk = {}
@@ -138,8 +144,8 @@ def test_batches_are_chained_to_bound_memory(tmp_path, monkeypatch):
     replicate = {t.key: int(t.key.split("-")[2]) for t in tasks}  # bootstrap-replicate-<r>-...
     for key, r in replicate.items():
         earlier = {replicate[a] for a in ancestors(key) if a in replicate}
-        batch = r // 2  # waits for batch - 2, which waits for batch - 4, ...
-        expected = {q for q in range(8) if q // 2 < batch and (batch - q // 2) % 2 == 0}
+        batch = r // 2  # waits for batch - window, which waits for batch - 2 window, ...
+        expected = {q for q in range(8) if q // 2 < batch and (batch - q // 2) % window == 0}
         assert earlier == expected, (r, earlier)
     assert any(replicate[a] for k in replicate for a in ancestors(k) if a in replicate)
 
@@ -210,7 +216,6 @@ def test_resume_after_sigkill_is_bitwise_equal(tmp_path):
     ("change", "field"),
     [
         ({"random_state": 8}, "fingerprint.seed"),
-        ({"n_bootstraps": 5}, "layout.n_replicates"),
         ({"data_seed": 1}, "fingerprint.data.digest"),
         ({"estimator": rff(alpha=2.0)}, "fingerprint.estimator.params.alpha"),
         ({"estimator": rff(random_state=6)}, "fingerprint.estimator.feature_map"),

@@ -149,10 +149,41 @@ def test_different_job_is_refused_naming_the_fields(tmp_path):
     absent = r"fingerprint\.data\.extra: expected 1, found <absent>"
     with pytest.raises(StoreMismatchError, match=absent):
         _create(path, data__extra=1)
-    with pytest.raises(StoreMismatchError, match=r"layout\.n_replicates: expected 7, found 6"):
-        open_or_create_store(path, _fingerprint(), B + 1, N_EVAL, K, P)
+    with pytest.raises(StoreMismatchError, match=r"layout\.n_eval: expected 4, found 5"):
+        open_or_create_store(path, _fingerprint(), B, N_EVAL - 1, K, P)
     assert _snapshot(path) == before  # refusals never modify the store
     assert _create(path).completed() == [0]
+
+
+def test_more_replicates_grow_the_store_fewer_use_the_first(tmp_path):
+    """Same job, another B: grown (layout B recorded once complete) or read as its first B."""
+    path = tmp_path / "bs.zarr"
+    store = _create(path)
+    for r in range(B):
+        store.write_replicate(r, *_values(r))
+    grown = open_or_create_store(path, _fingerprint(), B + 3, N_EVAL, K, P)
+    assert grown.missing() == [B, B + 1, B + 2] and grown.completed() == list(range(B))
+    assert zarr.open_array(str(path), path="predictions", mode="r").shape == (B + 3, N_EVAL, K)
+    # interrupted growth: the store still reads back as its complete B-replicate run
+    grown.write_replicate(B, *_values(B))
+    assert open_store(path).n_replicates == B and open_store(path).missing() == []
+    with pytest.raises(IncompleteStoreError):
+        grown.mark_complete()
+    for r in (B + 1, B + 2):
+        grown.write_replicate(r, *_values(r))
+    grown.mark_complete()
+    assert open_store(path).n_replicates == B + 3
+    every = np.stack([_values(r)[0] for r in range(B + 3)])
+    assert np.array_equal(open_store(path).read_predictions(), every)
+    # fewer: the first B - 2 replicates, band bitwise that of those values alone
+    fewer = open_or_create_store(path, _fingerprint(), B - 2, N_EVAL, K, P)
+    assert fewer.missing() == [] and fewer.read_predictions().shape == (B - 2, N_EVAL, K)
+    expected = percentile_band(every[: B - 2], 0.9)
+    band = fewer.read_band(0.9)
+    assert np.array_equal(band.lower, expected.lower) and np.array_equal(band.upper, expected.upper)
+    assert fewer.predictions_dask().shape == (B - 2, N_EVAL, K)
+    fewer.mark_complete()  # never lowers the recorded B
+    assert open_store(path).n_replicates == B + 3
 
 
 @pytest.mark.parametrize("kind", ["file", "empty", "folder", "group", "array", "unfinished"])

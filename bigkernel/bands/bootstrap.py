@@ -32,15 +32,19 @@ How it runs
   the features of a chunk are computed once and serve every replicate of the batch (weights of
   shape (m, rows)) — and its tree-reduced statistics feed one task per replicate that solves,
   predicts at ``X_eval`` and writes its own region of the store, its completion flag last.
-  Every batch goes into ONE graph, run by one :func:`bigkernel.runtime.compute`, so
-  batches run in parallel on the cluster. Batch ``b`` starts its pass once batch
-  ``b - 2·workers`` is done, so about ``2·workers`` batches are in memory whatever B is.
+  Every batch goes into ONE graph, run by one :func:`bigkernel.runtime.compute`. Batch ``b``
+  starts its pass once batch ``b - window`` is done, ``window`` just large enough to keep every
+  worker thread busy (one batch when the data have as many chunks as worker threads): batches
+  land in the store one after the other, each replicate checkpointed as its task ends, and
+  few batches are in memory whatever B is (:mod:`bigkernel.bands.checkpoint`).
 * The store (see :mod:`bigkernel.io.band_store`) is created, and its metadata written,
-  by the client only. Rerunning with the same store computes only the replicates without a
-  completion flag. A replicate's values depend only on its seed, the data, their chunking and the
-  model — never on the batch it ran in, the worker or the order — so a resumed run gives
-  bitwise the same percentiles as an uninterrupted one (same library versions and machine
-  arithmetic). A store written by a different job is refused with
+  by the client only. Rerunning with the same store (after Ctrl-C, a killed process or a
+  lost cluster) computes only the replicates without a completion flag; a rerun with a larger
+  ``n_bootstraps`` keeps the store's replicates and computes the new ones, one with a smaller
+  ``n_bootstraps`` uses the store's first B (replicate ``r`` depends on ``r`` only). A
+  replicate's values depend only on its seed, the data, their chunking and the model —
+  never on the batch it ran in, the worker or the order — so a resumed run gives bitwise the
+  same percentiles as an uninterrupted one (same library versions and machine arithmetic). A store written by a different job is refused with
   :class:`~bigkernel.errors.StoreMismatchError`.
 
 What is resampled
@@ -63,7 +67,6 @@ ReplicatePlan`` provides its own.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
@@ -79,6 +82,13 @@ import numpy as np
 from dask.delayed import Delayed
 
 from bigkernel._sparse import refuse_sparse
+from bigkernel.bands.checkpoint import (
+    STORE_KIND,
+    StoreProgress,
+    batches_in_flight,
+    data_fingerprint,
+    resolve_seed,
+)
 from bigkernel.bands.plans import ReplicatePlan, make_plan, on_device
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import (
@@ -102,7 +112,7 @@ from bigkernel.numerics.residuals import (
     ResidualSample,
 )
 from bigkernel.runtime import active_client, compute, local_threads
-from bigkernel.validation import Interval, Options, check_int, check_param, is_integer
+from bigkernel.validation import Interval, Options, check_int, check_param
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -126,20 +136,9 @@ logger = logging.getLogger(__name__)
 #: balance the workers.
 DEFAULT_BATCH_SIZE = 8
 
-#: Batches running at once, per worker thread: batch ``b`` starts after batch ``b - window`` is
-#: done (``window`` = this × worker threads), which bounds the memory of the one graph
-#: whatever B is.
-BATCHES_IN_FLIGHT_PER_WORKER = 2
-
 #: Dask input up to this size (X + y bytes) is read once and shared by every batch (the scheduler
 #: may then hold all of it in memory); larger input is re-read by each batch.
 SHARED_DATA_BYTES = 2**30
-
-#: ``fingerprint["kind"]`` of stores written by :func:`bootstrap`.
-STORE_KIND = "bigkernel.bootstrap"
-
-#: Rows at each end of a dask data set hashed into the store fingerprint.
-_DIGEST_ROWS = 1024
 
 #: Kinds of interval :func:`bootstrap` returns.
 INTERVALS = ("confidence", "prediction")
@@ -254,41 +253,6 @@ class BootstrapResult:
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-def _chunks_digest(chunks: tuple[int, ...]) -> str:
-    return "sha256:" + hashlib.sha256(repr(tuple(int(c) for c in chunks)).encode()).hexdigest()
-
-
-def data_fingerprint(ds: Dataset, arrays: tuple[Any, Any] | None, client: Any) -> dict[str, Any]:
-    """Identity of the training data: shapes, dtypes, row chunking and a content digest.
-
-    In-memory input is hashed whole. Dask input is hashed on its first and last
-    ``_DIGEST_ROWS`` rows only (reading every value would cost a pass): this tells different
-    data sets apart, not an edit in the middle of a data set of the same shape.
-    """
-    X, y = ds.X, ds.y
-    n = X.shape[0]
-    if arrays is not None:
-        parts = arrays
-        kind = "full"
-    else:
-        h, t = min(_DIGEST_ROWS, n), max(0, n - _DIGEST_ROWS)
-        parts = compute(X[:h], y[:h], X[t:], y[t:], client=client, label="bootstrap-digest")
-        kind = f"head-tail-{_DIGEST_ROWS}"
-    digest = hashlib.sha256("|".join(array_digest(p) for p in parts).encode()).hexdigest()
-    return {
-        "n": int(n),
-        "d": int(X.shape[1]),
-        "y_ndim": int(y.ndim),
-        "n_targets": int(1 if y.ndim == 1 else y.shape[1]),
-        "dtype_X": str(X.dtype),
-        "dtype_y": str(y.dtype),
-        # float sums (and their tree reduction) round differently under another chunking
-        "row_chunks": {"count": len(X.chunks[0]), "digest": _chunks_digest(X.chunks[0])},
-        "digest_kind": kind,
-        "digest": "sha256:" + digest,
-    }
-
-
 def _check_X_eval(X_eval: Any, n_features: int) -> np.ndarray:
     if isinstance(X_eval, da.Array):
         (X_eval,) = compute(X_eval, label="bootstrap-eval")
@@ -313,30 +277,6 @@ def _check_confidence(confidence_level: Any, caller: str) -> float:
             "confidence_level", confidence_level, [Interval(Real, 0, 1, closed="neither")], caller=caller, default=0.9
         )
     )
-
-
-def _resolve_seed(random_state: Any, store_path: str | None) -> int:
-    """Integer entropy of the resampling; None reuses an existing store's seed (resume)."""
-    if is_integer(random_state):
-        if random_state < 0:
-            raise ParameterError(f"random_state must be >= 0; found {random_state}.")
-        return int(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(np.iinfo(np.int32).max))
-    if random_state is not None:
-        raise ParameterError(
-            "random_state must be None, a non-negative int or a numpy RandomState; found "
-            f"{type(random_state).__name__}."
-        )
-    if store_path is not None:
-        try:
-            fp = open_store(store_path).fingerprint
-        except Exception:
-            fp = None
-        if isinstance(fp, Mapping) and fp.get("kind") == STORE_KIND and "seed" in fp:
-            logger.info("random_state=None: reusing the seed %s recorded in %s", fp["seed"], store_path)
-            return int(fp["seed"])
-    return int(np.random.SeedSequence().entropy)
 
 
 def _workers(client: Any) -> int:
@@ -534,7 +474,12 @@ def bootstrap(
         None draws a fresh seed — or, when ``store`` already holds a run of :func:`bootstrap`,
         reuses that run's seed so that it can be resumed. The seed is in ``result.random_state``.
     store : str or os.PathLike, optional
-        Zarr store of the replicates (local path or fsspec URL). Reusing it resumes the run.
+        Zarr store of the replicates (local path or fsspec URL). Every replicate is written
+        there as its task ends, so reusing it resumes an interrupted run, computing only the
+        missing replicates. With a larger ``n_bootstraps`` (same job otherwise) the store's
+        replicates are kept and only the new ones computed; with a smaller one the store's
+        first ``n_bootstraps`` replicates are used (bitwise the band of a fresh run with that
+        B; the store keeps the others).
         None creates ``<tempdir>/bigkernel-bootstrap-XXXX/bootstrap.zarr`` under
         :func:`tempfile.gettempdir`; it is not deleted (``result.predictions`` reads from it).
         With a cluster on other machines pass a path every worker can write.
@@ -580,7 +525,8 @@ def bootstrap(
         ``estimator`` is a classifier (no band on labels; see the message for the band of a
         decision function).
     StoreMismatchError
-        ``store`` holds a run of a different job (data, seed, model, resampling, B, X_eval).
+        ``store`` holds a run of a different job (data, seed, model, resampling, X_eval); the
+        message lists what differs. ``n_bootstraps`` alone may differ (see ``store``).
     NotImplementedError
         The estimator type has no bootstrap plan (or, for ``interval="prediction"``, its plan
         has no ``residual_task``).
@@ -614,7 +560,7 @@ def bootstrap(
         logger.info("bootstrap store: %s (temporary, not deleted automatically)", path)
     else:
         path = os.fspath(store)
-    entropy = _resolve_seed(random_state, path if store is not None else None)
+    entropy = resolve_seed(random_state, path if store is not None else None)
     workers = _workers(client)
     plan = make_plan(on_device(estimator, device), ds, E, entropy, workers)  # DeviceError before any store
     if interval == "prediction" and not callable(getattr(plan, "residual_task", None)):
@@ -650,27 +596,29 @@ def bootstrap(
         m = batch_size or default_batch_size(len(missing), workers, plan.max_batch_size)
         batches = [tuple(missing[i : i + m]) for i in range(0, len(missing), m)]
         clone_data = not in_memory and ds.X.numblocks[0] > 1 and ds.X.nbytes + ds.y.nbytes > SHARED_DATA_BYTES
-        window = BATCHES_IN_FLIGHT_PER_WORKER * workers
+        # one task per replicate (exact) or one per chunk (feature plans) in a batch's pass
+        window = batches_in_flight(workers, m if getattr(plan, "task_per_replicate", False) else ds.X.numblocks[0])
         logger.info(
-            "bootstrap: %d of %d replicates to compute (%d reused) in %d batches of <= %d (<= %d at a time)",
-            len(missing), B, B - len(missing), len(batches), m, window,
+            "bootstrap: %d/%d replicates already in the store, computing %d in %d batches of <= %d (%d at a time)",
+            B - len(missing), B, len(missing), len(batches), m, window,
         )  # fmt: skip
         for b, reps in enumerate(batches):
             weights = BootstrapWeights(entropy, reps, n, method)
-            # Batch b waits for batch b - window: otherwise the scheduler may run the chunk tasks
-            # of every batch before reducing any and hold B·D² partial sums at once (1.5 GB at
-            # B = 96, D = 512, 4 chunks, measured), whatever the memory.
+            # Batch b waits for batch b - window, so batches land (are checkpointed) one after
+            # the other instead of all at the end, and the scheduler never holds the partial
+            # sums of every batch at once (1.5 GB at B = 96, D = 512, 4 chunks, measured).
             after = per_batch[b - window] if b >= window else ()
             per_batch.append(plan.batch_tasks(_batch_dataset(ds, b, clone_data), weights, bs, after=after))
     else:
-        logger.info("bootstrap: all %d replicates found complete in %s", B, bs.path)
+        logger.info("bootstrap: %d/%d replicates already in the store %s, computing 0", B, B, bs.path)
     if data_min is None:
         # dask input: a d-column min/max on the data's own chunk keys (shared with the passes
         # that read the same keys, so no extra read when the data are shared)
         extra["data_min"], extra["data_max"] = ds.X.min(axis=0), ds.X.max(axis=0)
     replicate_tasks = [t for batch in per_batch for t in batch]
     if replicate_tasks or extra:  # one compute: replicates, original fit, range
-        out = compute(*replicate_tasks, *extra.values(), client=client, label="bootstrap")
+        with StoreProgress(bs, len(missing)):  # a line per landing, what is kept on Ctrl-C
+            out = compute(*replicate_tasks, *extra.values(), client=client, label="bootstrap")
         extra = dict(zip(extra, out[len(replicate_tasks) :]))
     if "data_min" in extra:
         data_min, data_max = extra["data_min"], extra["data_max"]
@@ -694,6 +642,7 @@ def bootstrap(
                 f"bootstrap store {bs.path!r}: {len(left)} replicates were not written by their "
                 "tasks; rerun to compute them."
             )
+    bs.mark_complete()  # a grown store records its new B only now
     result = _result(bs, level, len(missing), interval)
     if result.out_of_range.any():
         _warn_extrapolation(E, result.data_min, result.data_max, result.out_of_range, interval)

@@ -507,6 +507,7 @@ class _ExactPlan:
         _check_evidence_memory(work, n, budget, workers)
         self.n_coef = n + 1
         self.max_batch_size = EXACT_MAX_BATCH
+        self.task_per_replicate = True  # a batch runs as m tasks (not one per chunk)
         self._data = dask.delayed((X, Y), pure=True)
         self._model = dask.delayed(
             _ExactReplicate(work, kernel, np.ascontiguousarray(X_eval), budget,

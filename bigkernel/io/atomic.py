@@ -33,18 +33,28 @@ def atomic_folder(path: str, *, overwrite: bool = False, what: str = "output") -
     except BaseException:
         _remove(tmp, ignore_errors=True)
         raise
-    if not os.path.exists(path):
-        os.replace(tmp, path)
-        return
-    # replacing: move the old output aside first, so that at every instant either the old or
-    # the new complete output is at ``path`` or beside it (never a half-written one at ``path``)
-    old = os.path.join(parent, f".{os.path.basename(path)}.old-{uuid.uuid4().hex[:8]}")
-    os.replace(path, old)
     try:
-        os.replace(tmp, path)
+        replace_path(tmp, path)
     except BaseException:
-        os.replace(old, path)
         _remove(tmp, ignore_errors=True)
+        raise
+
+
+def replace_path(src: str, dst: str) -> None:
+    """Move the complete output ``src`` (a file or a folder) to ``dst``, replacing what is there.
+
+    The old output is moved aside first, so that at every instant either the old or the new
+    complete output is at ``dst`` or beside it (never a half-written one at ``dst``).
+    """
+    if not os.path.lexists(dst):
+        os.replace(src, dst)
+        return
+    old = os.path.join(os.path.dirname(dst), f".{os.path.basename(dst)}.old-{uuid.uuid4().hex[:8]}")
+    os.replace(dst, old)
+    try:
+        os.replace(src, dst)
+    except BaseException:
+        os.replace(old, dst)
         raise
     _remove(old, ignore_errors=True)
 

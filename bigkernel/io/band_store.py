@@ -4,9 +4,9 @@ Layout (a zarr v3 group at a local path or an fsspec URL)::
 
     <store>/
       zarr.json        group attrs, written once by the client at creation (see below)
-      predictions      (B, n_eval, k) float64, chunks (1, n_eval, k), fill NaN
-      coef             (B, p, k)      float64, chunks (1, p, k), fill NaN   (absent when p == 0)
-      done             (B,)           uint8,   chunks (1,),      fill 0
+      predictions      (L, n_eval, k) float64, chunks (1, n_eval, k), fill NaN
+      coef             (L, p, k)      float64, chunks (1, p, k), fill NaN   (absent when p == 0)
+      done             (L,)           uint8,   chunks (1,),      fill 0
       eval_points      (n_eval, d)    float64, one chunk   (optional; written once at creation)
       data_min         (d,)           float64   per-feature range of the training X (optional;
       data_max         (d,)           float64   written by the client once, when first known)
@@ -16,7 +16,12 @@ Layout (a zarr v3 group at a local path or an fsspec URL)::
                                                 attrs n, df, scale, mean, rss, scheme  "prediction")
 
 Each replicate owns one chunk of every array, so replicates written concurrently by different
-workers never touch the same object. A replicate writes its predictions, then its coefficients,
+workers never touch the same object. The arrays hold ``L >= B`` replicates, ``B`` being the
+``layout``'s ``n_replicates``: a run asking for more replicates than the store holds grows the
+arrays (the client, before any task runs) and records the larger B in ``layout`` only once all
+of them are complete (:meth:`BootstrapStore.mark_complete`), so an interrupted growth leaves the
+store's complete B-replicate result readable. A run asking for fewer uses the first B
+(replicate ``r``'s values depend on ``r`` only, so they are those of a fresh run with that B). A replicate writes its predictions, then its coefficients,
 then ``done[r] = 1`` — last, so a replicate interrupted anywhere before the flag is simply
 recomputed on resume. Values depend only on the replicate's seed, hence a resumed store holds
 the same bytes as an uninterrupted one, and so does the band computed from it.
@@ -27,13 +32,15 @@ residual sample), and a confidence-only store gains the residual sample when a r
 ``interval="prediction"`` reuses it — its replicates are the same either way. The residual
 sample is complete once the ``complete`` attribute of ``residuals`` is set (written last).
 
-Group attributes are written by the client only, once, at creation and *after* the arrays (zarr
+Group attributes are written by the client only, at creation and *after* the arrays (zarr
 v3 rewrites the whole ``zarr.json`` on an attribute update, so concurrent writers would lose
 updates; and a creation interrupted before the attributes leaves a group that is refused rather
 than half-trusted). They hold ``format``, ``format_version``, library versions, the ``layout``
 (B, n_eval, k, p) and the caller's ``fingerprint`` (data digest, seed, estimator parameters,
-resampling scheme, evaluation-points digest, ...). Reopening compares ``layout`` and
-``fingerprint`` and refuses any difference with :class:`~bigkernel.errors.StoreMismatchError`.
+resampling scheme, evaluation-points digest, ...). Reopening compares ``layout`` (but B) and
+``fingerprint`` and refuses any difference with :class:`~bigkernel.errors.StoreMismatchError`;
+B alone may differ (the arrays grow, see above). ``layout`` is rewritten by the client only,
+after every replicate of a larger B is complete.
 """
 
 from __future__ import annotations
@@ -221,7 +228,9 @@ class BootstrapStore:
     path : str
         Local absolute path or fsspec URL of the zarr group.
     n_replicates, n_eval, n_targets, n_coef : int
-        ``B``, evaluation points, targets ``k`` and coefficients per target ``p``.
+        ``B``, evaluation points, targets ``k`` and coefficients per target ``p``. The arrays may
+        hold more than ``B`` replicates (a store grown by another run); this handle reads and
+        writes the first ``B``.
     storage_options : dict or None
         fsspec options for URLs.
     """
@@ -252,7 +261,7 @@ class BootstrapStore:
     # -- completion ---------------------------------------------------------------------------
     def done_mask(self) -> np.ndarray:
         """Boolean mask of shape (B,): replicate ``r`` is complete (one read of ``done``)."""
-        return self._array(_DONE)[:] == 1
+        return self._array(_DONE)[: self.n_replicates] == 1
 
     def missing(self) -> list[int]:
         """Replicates whose completion flag is not set, in increasing order."""
@@ -333,7 +342,7 @@ class BootstrapStore:
         """
         arr = self._array(_PREDICTIONS)
         if replicates is None:
-            return arr[:]
+            return arr[: self.n_replicates]
         idx = [_positive("replicate", r, 0) for r in replicates]
         return arr.get_orthogonal_selection((idx, slice(None), slice(None)))
 
@@ -365,7 +374,7 @@ class BootstrapStore:
         mean, lower, upper = np.empty(shape), np.empty(shape), np.empty(shape)
         for i0 in range(0, self.n_eval, step):
             i1 = min(i0 + step, self.n_eval)
-            band = percentile_band(arr[:, i0:i1, :], confidence_level)
+            band = percentile_band(arr[: self.n_replicates, i0:i1, :], confidence_level)
             mean[i0:i1], lower[i0:i1], upper[i0:i1] = band.mean, band.lower, band.upper
         return Band(mean=mean, lower=lower, upper=upper)
 
@@ -410,7 +419,7 @@ class BootstrapStore:
         for i0 in range(0, self.n_eval, step):
             i1 = min(i0 + step, self.n_eval)
             lower[i0:i1], upper[i0:i1] = prediction_interval(
-                arr[:, i0:i1, :], sample.center[i0:i1], sample.residuals, seed, i0, confidence_level
+                arr[: self.n_replicates, i0:i1, :], sample.center[i0:i1], sample.residuals, seed, i0, confidence_level
             )
         return lower, upper
 
@@ -502,14 +511,27 @@ class BootstrapStore:
         -------
         dask.array.Array of shape (B or n_complete, n_eval, k)
         """
-        arr = da.from_zarr(self._array(_PREDICTIONS))
+        arr = da.from_zarr(self._array(_PREDICTIONS))[: self.n_replicates]
         return arr[np.asarray(self.completed(), dtype=np.intp)] if complete_only else arr
 
     def coef_dask(self) -> da.Array:
         """Lazy dask array over the stored coefficients, shape (B, p, k)."""
         if self.n_coef == 0:
             raise ParameterError(f"bootstrap store {self.path!r} was created with n_coef=0 and keeps no coefficients.")
-        return da.from_zarr(self._array(_COEF))
+        return da.from_zarr(self._array(_COEF))[: self.n_replicates]
+
+    def mark_complete(self) -> None:
+        """Record this handle's B in ``layout`` once its replicates are all complete (client only).
+
+        Does nothing when the layout already records B or more: ``layout.n_replicates`` is the
+        largest complete run, what :func:`open_store` reads back.
+        """
+        self._require_complete()
+        group = zarr.open_group(self.path, mode="r+", **_zarr_kwargs(self.storage_options))
+        layout = dict(group.attrs["layout"])
+        if layout["n_replicates"] < self.n_replicates:
+            group.attrs["layout"] = {**layout, "n_replicates": self.n_replicates}
+            logger.info("bootstrap store %s now holds %d complete replicates", self.path, self.n_replicates)
 
 
 # --------------------------------------------------------------------------------------------
@@ -560,22 +582,35 @@ def _open_existing_group(path: str, storage_options: Mapping[str, Any] | None, *
     return group
 
 
-def _check_arrays(group: zarr.Group, store: BootstrapStore) -> None:
-    B, e, k, p = store.n_replicates, store.n_eval, store.n_targets, store.n_coef
-    expected = {_PREDICTIONS: (B, e, k), _DONE: (B,)}
+def _check_arrays(group: zarr.Group, store: BootstrapStore, layout_replicates: int) -> int:
+    """Check the replicate arrays' shapes; return their length L (>= the layout's B)."""
+    e, k, p = store.n_eval, store.n_targets, store.n_coef
+    length = None
+    expected = {_PREDICTIONS: (e, k), _DONE: ()}
     if p > 0:
-        expected[_COEF] = (B, p, k)
-    for name, shape in expected.items():
+        expected[_COEF] = (p, k)
+    for name, tail in expected.items():
         try:
             found = tuple(group[name].shape)
         except KeyError:
             found = None
-        if found != shape:
+        if found is None or found[1:] != tail or found[0] < layout_replicates or found[0] != (length or found[0]):
             raise StoreMismatchError(
                 f"bootstrap store {store.path!r} is damaged: array {name!r} expected shape "
-                f"{shape}, found {found if found is not None else 'no such array'}. Delete the "
-                "store or use a new store path."
+                f"{(length or layout_replicates, *tail)}, found {found if found is not None else 'no such array'}. "
+                "Delete the store or use a new store path."
             )
+        length = found[0]
+    return int(length)
+
+
+def _grow(path: str, group: zarr.Group, length: int, n_replicates: int) -> None:
+    """Lengthen the replicate arrays to ``n_replicates`` (client only, before any task runs)."""
+    logger.info("bootstrap store %s: growing from %d to %d replicates", path, length, n_replicates)
+    for name in (_PREDICTIONS, _COEF, _DONE):
+        if name in group:
+            node = group[name]
+            node.resize((n_replicates, *node.shape[1:]))
 
 
 def open_store(path: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> BootstrapStore:
@@ -618,7 +653,7 @@ def open_store(path: str | os.PathLike[str], *, storage_options: Mapping[str, An
             f"bootstrap store {path!r} is damaged: attribute 'layout' expected "
             f"{{n_replicates, n_eval, n_targets, n_coef}}, found {layout!r}."
         ) from None
-    _check_arrays(group, store)
+    _check_arrays(group, store, store.n_replicates)
     return store
 
 
@@ -690,9 +725,8 @@ def open_or_create_store(
         n_coef=_positive("n_coef", n_coef, 0),
         storage_options=dict(storage_options) if storage_options else None,
     )
-    expected = {
+    expected = {  # B is not compared: a store of the same job serves any B (grown if needed)
         "layout": {
-            "n_replicates": store.n_replicates,
             "n_eval": store.n_eval,
             "n_targets": store.n_targets,
             "n_coef": store.n_coef,
@@ -724,7 +758,8 @@ def open_or_create_store(
                 "format_version": FORMAT_VERSION,
                 "versions": _library_versions(),
                 "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
-                **expected,
+                "layout": {"n_replicates": B, **expected["layout"]},
+                "fingerprint": expected["fingerprint"],
             }
         )
         logger.info("created bootstrap store %s (B=%d, n_eval=%d, k=%d, p=%d)", path, B, e, k, p)
@@ -732,14 +767,21 @@ def open_or_create_store(
 
     group = _open_existing_group(path, storage_options, for_writing=True)
     attrs = group.attrs.asdict()
-    found = {"layout": attrs.get("layout", {}), "fingerprint": attrs.get("fingerprint", {})}
+    layout = dict(attrs.get("layout", {}))
+    recorded = layout.pop("n_replicates", None)
+    found = {"layout": layout, "fingerprint": attrs.get("fingerprint", {})}
     diffs = _diff(expected, found)
     if diffs:
         raise StoreMismatchError(
             f"bootstrap store {path!r} was made by a different job; it cannot be reused. "
             "Differing fields:\n" + "\n".join(diffs) + "\nUse a new store path, or delete the "
-            "old store to recompute all replicates."
+            "old store to recompute all replicates (n_bootstraps alone may differ: a store of "
+            "the same job is grown, or its first replicates used)."
         )
-    _check_arrays(group, store)
-    logger.info("reusing bootstrap store %s", path)
+    if not isinstance(recorded, int):
+        raise ModelFormatError(f"bootstrap store {path!r} is damaged: 'layout.n_replicates' is {recorded!r}.")
+    length = _check_arrays(group, store, recorded)
+    if length < store.n_replicates:
+        _grow(path, zarr.open_group(path, mode="r+", **kwargs), length, store.n_replicates)
+    logger.info("reusing bootstrap store %s (%d replicates stored, %d asked for)", path, length, store.n_replicates)
     return store

@@ -26,9 +26,11 @@ points).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import logging
 import os
+import shutil
 import warnings
 from typing import Any
 
@@ -37,10 +39,11 @@ import zarr
 
 from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import ExtrapolationWarning
+from bigkernel.errors import ExtrapolationWarning, StoreMismatchError
 from bigkernel.jobs.band_table import band_columns, band_summary, write_band_csv
 from bigkernel.jobs.config import SourceConfig
 from bigkernel.jobs.inputs import open_dataset
+from bigkernel.jobs.overwrite import staged_sibling
 from bigkernel.models._base import block_predictor
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.kernel_ridge import KernelRidge
@@ -73,19 +76,20 @@ def bootstrap_seed(seed: int) -> int:
 
 
 def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
-    """Before the fit: refuse a bootstrap store written by another job.
+    """Before the fit: refuse a bootstrap store written by another job (without ``overwrite``).
 
     Compares what is known before fitting — the data fingerprint, the resampling seed and
-    method, and B — so a foreign store fails the job before any model is written. (The full
-    fingerprint, estimator included, is checked again by :func:`bootstrap`.)
+    method — so a foreign store fails the job before any model is written. (The full
+    fingerprint, estimator included, is checked again by :func:`bootstrap`.) ``n_bootstraps``
+    may differ: the store is grown, or its first replicates used. With ``overwrite: true`` a
+    foreign store is replaced once the job completes (:mod:`bigkernel.jobs.overwrite`).
     """
     bc = cfg.bootstrap
-    if bc is None or "://" in bc.store or not os.path.exists(bc.store):
+    if bc is None or cfg.overwrite or "://" in bc.store or not os.path.exists(bc.store):
         return
     import json
 
-    from bigkernel.bands.bootstrap import data_fingerprint
-    from bigkernel.errors import StoreMismatchError
+    from bigkernel.bands.checkpoint import data_fingerprint
     from bigkernel.io.band_store import open_store
 
     store = open_store(bc.store)  # a folder that is no bootstrap store is refused here
@@ -94,7 +98,6 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
     checks = {
         "seed": (bootstrap_seed(cfg.seed), fp.get("seed")),
         "resampling.method": (bc.method, (fp.get("resampling") or {}).get("method")),
-        "n_bootstraps": (bc.n_bootstraps, store.n_replicates),
         "data": (data_fingerprint(ds, None, client), fp.get("data")),
     }
     diffs = [
@@ -105,7 +108,8 @@ def check_existing_store(cfg, ds: Dataset, client: Any) -> None:
     if diffs:
         raise StoreMismatchError(
             f"bootstrap store {bc.store!r} was written by a different job; refusing to mix results "
-            f"({'; '.join(diffs)}). Use a new bootstrap.store path or delete the old store"
+            f"({'; '.join(diffs)}). Use a new bootstrap.store path, delete the old store, or set "
+            "`overwrite: true` to replace it once this job's store is complete"
         )
 
 
@@ -278,11 +282,14 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
     with warnings.catch_warnings(record=True) as caught:
         # the job reports points outside the training range in its log, report and summary
         warnings.simplefilter("always", ExtrapolationWarning)
-        result = bootstrap(
+        run = lambda store: bootstrap(
             bootstrap_estimator(est), ds.X, ds.y, E, n_bootstraps=bc.n_bootstraps,
             confidence_level=bc.confidence_level, random_state=bootstrap_seed(cfg.seed),
-            store=bc.store, method=bc.method, interval=bc.interval, client=client,
+            store=store, method=bc.method, interval=bc.interval, client=client,
         )  # fmt: skip
+        result, move = _bootstrap_in_store(cfg, run)
+    if move:  # the band and metrics name the store where it will be once the job completes
+        result = dataclasses.replace(result, store=move[1])
     for w in caught:
         if issubclass(w.category, ExtrapolationWarning):
             logger.warning("bootstrap: %s", w.message)
@@ -339,4 +346,37 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         metrics["n_out_of_range"],
         metrics["n_eval"],
     )
-    return {"outputs": outputs, "metrics": metrics}
+    return {"outputs": outputs, "metrics": metrics, "moves": [move] if move else []}
+
+
+def _bootstrap_in_store(cfg: Any, run: Any) -> tuple[BootstrapResult, tuple[str, str] | None]:
+    """Run the bootstrap in the store the rules of :mod:`bigkernel.jobs.overwrite` pick.
+
+    Returns the result and, when the replicates went to a staged store, ``(staged, store)``:
+    the swap the job makes once it completes.
+    """
+    store = cfg.bootstrap.store
+    if not cfg.overwrite or "://" in store:
+        try:
+            return run(store), None
+        except StoreMismatchError as exc:
+            raise StoreMismatchError(
+                f"{exc}\nIn a job, `overwrite: true` replaces it once this job's new store is complete."
+            ) from None
+    staged = staged_sibling(store)
+    if os.path.exists(staged):  # the new store of an interrupted overwrite run: resume it
+        try:
+            return run(staged), (staged, store)
+        except StoreMismatchError:
+            logger.info("bootstrap: removing %s, the staged store of another job", staged)
+            shutil.rmtree(staged)
+    try:
+        return run(store), None  # this job's store (any n_bootstraps): reused
+    except StoreMismatchError as exc:
+        diffs = "; ".join(line.strip() for line in str(exc).splitlines() if line.startswith("  "))
+        logger.info(
+            "bootstrap: %s holds another job's replicates (%s); overwrite: computing into %s, which "
+            "replaces it when this job completes",
+            store, diffs, staged,
+        )  # fmt: skip
+        return run(staged), (staged, store)

@@ -230,12 +230,32 @@ def _record_failure(output: str, job: str, handler: logging.Handler, exc: BaseEx
     })  # fmt: skip
 
 
+#: a job's outputs in its folder besides metrics.json (removed before a rerun writes its own)
+_OUTPUT_NAMES = (
+    STATUS_FILE,
+    "summary.txt",
+    "model.zarr",
+    "report.md",
+    "alpha_path.png",
+    "predicted_vs_observed.png",
+    "holdout_sample.npz",
+    "confusion_matrix.png",
+    "roc.png",
+    "search_results.json",
+    "bootstrap_band.zarr",
+    "bootstrap_band.png",
+    "bootstrap_band.csv",
+)
+
+
 def _prepare_output(cfg: JobConfig) -> None:
     """Create the output folder; refuse to replace finished work unless ``overwrite``.
 
     From here on the folder is an unfinished job until ``metrics.json`` is written, so the
     outputs of an earlier run in it are removed first: a failure must not leave an old model or
-    old predictions looking like this job's. (A bootstrap store is kept: reruns resume it.)
+    old predictions looking like this job's. (A bootstrap store is kept: reruns resume it.) A
+    *finished* job overwritten is never cleared here: the run writes to a hidden sibling folder
+    (:mod:`bigkernel.jobs.overwrite`), which this prepares.
     """
     done = os.path.join(cfg.output, "metrics.json")
     if os.path.exists(done) and not cfg.overwrite:
@@ -248,24 +268,7 @@ def _prepare_output(cfg: JobConfig) -> None:
     if pred is not None and not pred_inside and os.path.exists(pred) and not cfg.overwrite:
         raise OutputExistsError(f"predict.output {pred!r} already exists; choose another path or set `overwrite: true`")
     os.makedirs(cfg.output, exist_ok=True)
-    stale = [done] + [
-        os.path.join(cfg.output, name)
-        for name in (
-            STATUS_FILE,
-            "summary.txt",
-            "model.zarr",
-            "report.md",
-            "alpha_path.png",
-            "predicted_vs_observed.png",
-            "holdout_sample.npz",
-            "confusion_matrix.png",
-            "roc.png",
-            "search_results.json",
-            "bootstrap_band.zarr",
-            "bootstrap_band.png",
-            "bootstrap_band.csv",
-        )
-    ]
+    stale = [done] + [os.path.join(cfg.output, name) for name in _OUTPUT_NAMES]
     for path in stale + ([pred] if pred_inside else []):
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -316,13 +319,17 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
     and its timing is recorded here.
     """
     from bigkernel.jobs.cluster import client_from_config
+    from bigkernel.jobs.overwrite import commit, final_paths, stage
 
+    # overwriting a finished job: run in a hidden sibling, swapped in once complete
+    staging = stage(cfg)
+    final_cfg, cfg = cfg, staging.cfg
     _prepare_output(cfg)
     timings: dict[str, float] = {}
     progress = cfg.progress if progress is None else progress
     with _job_logging(cfg.output, cfg.log_level, cfg.name), progress_bars(progress):
         with open(os.path.join(cfg.output, "config.resolved.yaml"), "w") as f:
-            f.write(cfg.to_yaml())
+            f.write(final_cfg.to_yaml())
         check_inputs(cfg)  # fail on missing/bad data before starting a cluster
         resolve_device(cfg.model.device)  # an unusable GPU fails here too (DeviceError), as fast
         with client_from_config(cfg.cluster) as client:
@@ -372,6 +379,8 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
 
                 boot = run_bootstrap_section(cfg, est, ds, client)
                 outputs.update(boot.get("outputs", {}))
+                for staged, final in boot.get("moves", ()):  # a replaced store: swapped at the end
+                    staging = staging.with_move(staged, final)
                 timings["bootstrap"] = time.perf_counter() - t
 
         metrics = {
@@ -395,10 +404,12 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
                 figures = make_report(cfg.output, getattr(est, "estimator_", est), holdout, metrics)
             metrics["outputs"].update({k: v for k, v in figures.items()})
             metrics["timings_s"]["report"] = round(time.perf_counter() - t, 3)
+        metrics = final_paths(metrics, staging)  # the paths the outputs have once swapped in
         with open(os.path.join(cfg.output, "summary.txt"), "w") as f:
             f.write(summary_text(metrics))
         _write_json_atomic(os.path.join(cfg.output, "metrics.json"), metrics)
-    logger.info("job %s finished: %s", cfg.name, os.path.join(cfg.output, "metrics.json"))
+    commit(staging, _OUTPUT_NAMES)
+    logger.info("job %s finished: %s", cfg.name, os.path.join(final_cfg.output, "metrics.json"))
     return metrics
 
 
