@@ -192,7 +192,7 @@ def test_bootstrap_eval_source_and_grid_by_name(tables, tmp_path):
 
 
 def test_bootstrap_eval_grid_name_errors(tables, tmp_path, caplog):
-    d, _ = tables
+    d, df = tables
     path = d / "grid_bad.yaml"
     path.write_text(
         f"output: out_grid_bad\ndata:\n  train: {{path: first.csv, x: {json.dumps(X_COLS)}, y: y}}\n"
@@ -201,6 +201,17 @@ def test_bootstrap_eval_grid_name_errors(tables, tmp_path, caplog):
     )
     assert main(["-q", "run", str(path)]) == 2
     assert "no column 'salary'; the columns are ['age', 'income', 'score']" in caplog.text
+    assert not (d / "out_grid_bad" / "model.zarr").exists()
+    # eval columns listed in another order than the fit's: refused (they were read by position)
+    df.iloc[:3].to_csv(d / "eval3.csv", index=False)
+    path.write_text(
+        f"output: out_grid_bad\ndata:\n  train: {{path: first.csv, x: {json.dumps(X_COLS)}, y: y}}\n"
+        "model: {n_components: 16}\nplots: false\nprogress: false\n"
+        f"bootstrap: {{n_bootstraps: 2, eval: {{path: eval3.csv, x: {json.dumps(X_COLS[::-1])}}}}}\n"
+    )
+    caplog.clear()
+    assert main(["-q", "run", str(path)]) == 2
+    assert "bootstrap.eval.x names columns ['score', 'income', 'age']" in caplog.text
     assert not (d / "out_grid_bad" / "model.zarr").exists()
 
 
