@@ -277,3 +277,23 @@ def test_band_figure_names_the_feature(tables):
     assert ax.get_xlabel() == "income" and "along income" in ax.get_title()
     # without names: x0, x1 as before
     assert band_figure(res, df.to_numpy(), y, E, feature=1).axes[0].get_xlabel() == "x1"
+
+
+def test_config_checks_id_and_grid_names(tmp_path):
+    from tests._yaml import error_of, write
+
+    made = "output: out\ndata:\n  make: {path: d.zarr, n_samples: 100}\n"
+    assert "predict.id" in error_of(write(tmp_path, made + "predict: {path: new.npy, id: cid}\n"))
+    err = error_of(write(tmp_path, made + "bootstrap: {eval_grid: {feature: age}}\n"))
+    assert "no column 'age'" in err and "no column names" in err
+    table = "output: out\ndata:\n  make: {path: d.csv, n_samples: 100, n_features: 5}\n"
+    assert "the columns of data.make are ['x0'" in error_of(
+        write(tmp_path, table + "bootstrap: {eval_grid: {feature: age}}\n")
+    )
+    assert "column index >= 0 or a column name" in error_of(
+        write(tmp_path, made + "bootstrap: {eval_grid: {feature: 1.5}}\n")
+    )
+    from bigkernel.jobs.config import load_config
+
+    cfg = load_config(write(tmp_path, table + "bootstrap: {eval_grid: {feature: x3}}\npredict: {path: d.csv, id: y}\n"))
+    assert cfg.bootstrap.eval_grid.feature == "x3" and cfg.predict.x is None and cfg.predict.id == "y"
