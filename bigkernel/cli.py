@@ -46,8 +46,15 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--x",
         default=None,
-        help="zarr: name of the X array (default X); table: comma-separated X columns, "
-        "e.g. a,b,c (default: the columns the model was fitted on)",
+        help="zarr: name of the X array (default X, or the model's columns when the group holds "
+        "them as 1-D arrays); table: comma-separated X columns, e.g. a,b,c (default: the "
+        "columns the model was fitted on; another order is refused)",
+    )
+    pr.add_argument(
+        "--id",
+        default=None,
+        help="a column of the table (or 1-D array of the zarr group), of any dtype, copied to the "
+        "output row for row: its first column (an array of that name in a zarr output)",
     )
     pr.add_argument("--chunk-rows", type=_count, default=None, help="rows per chunk (default: auto)")
     pr.add_argument(
@@ -106,13 +113,14 @@ def _add_update_parser(sub) -> None:
     up.add_argument(
         "--x",
         default=None,
-        help="zarr: name of the X array (default X); table: comma-separated X columns "
-        "(default: the columns the model was fitted on)",
+        help="zarr: name of the X array (default X, or the model's columns when the group holds "
+        "them as 1-D arrays); table: comma-separated X columns (default: the columns the model "
+        "was fitted on; another order is refused)",
     )
     up.add_argument(
         "--y",
         default=None,
-        help="zarr: name of the y array (default y); table: y column(s), comma-separated "
+        help="zarr: name of the y array (default y), or 1-D arrays a,b; table: y column(s), comma-separated "
         "(default: the target column(s) the model was fitted on, else y); .npy X: the .npy file of y (required)",
     )
     up.add_argument("--metrics", default=None, help="also write the row counts and new α as JSON here")
@@ -172,7 +180,6 @@ def _cmd_predict(args) -> int:
     import os
 
     from bigkernel.data.sources import open_source
-    from bigkernel.data.tables import is_table
     from bigkernel.errors import OutputExistsError
     from bigkernel.io.model_store import load
     from bigkernel.io.predictions import predict_to_path
@@ -189,19 +196,16 @@ def _cmd_predict(args) -> int:
             )
     if os.path.exists(args.output) and not args.overwrite:  # before reading any data
         raise OutputExistsError(f"prediction output {args.output!r} exists; pass --overwrite to replace it")
-    table = is_table(args.data)
-    ds = open_source(
-        args.data, _x_columns(args.x, model, args.data) if table else (args.x or "X"), None, chunk_rows=args.chunk_rows
-    )
+    ds = open_source(args.data, _x_columns(args.x, model, args.data), None, chunk_rows=args.chunk_rows, row_id=args.id)
+    ids = None if args.id is None else (args.id, ds.ids)
     with _cluster(args.address), progress_bars(not args.quiet):
-        path = predict_to_path(model, ds.X, args.output, overwrite=args.overwrite)
+        path = predict_to_path(model, ds.X, args.output, overwrite=args.overwrite, ids=ids)
     sys.stdout.write(json.dumps({"path": path, "n_samples": int(ds.X.shape[0])}) + "\n")
     return 0
 
 
 def _cmd_update(args) -> int:
     from bigkernel.data.sources import open_source
-    from bigkernel.data.tables import is_table
     from bigkernel.errors import DataError
     from bigkernel.io.model_store import load
     from bigkernel.jobs.update import check_update_paths, updatable_part, update_model
@@ -210,25 +214,26 @@ def _cmd_update(args) -> int:
     model = load(args.model)  # first: anything that is not a model store is refused unread
     updatable_part(model)  # and a model that cannot take rows, before any data is read
     target = check_update_paths(args.model, args.data, args.output, args.in_place, args.overwrite)
-    if is_table(args.data):
-        # the model's own target column(s) when it was fitted on named ones, as X's columns
-        saved = getattr(model, "_target_names_in", None) or ["y"]
-        ys = [c.strip() for c in args.y.split(",") if c.strip()] if args.y else saved
-        ds = open_source(
-            args.data, _x_columns(args.x, model, args.data), ys[0] if len(ys) == 1 else ys, chunk_rows=args.chunk_rows
-        )
-    elif args.data.endswith(".npy"):
+    x = _x_columns(args.x, model, args.data)  # by name: the model's columns unless --x
+    if args.data.endswith(".npy"):
         if not args.y:
             raise DataError(f"{args.data} is a .npy file of X; name the .npy file of y with --y y.npy")
         ds = open_source(args.data, "X", None, y_path=args.y, chunk_rows=args.chunk_rows)
     else:
-        ds = open_source(args.data, args.x or "X", args.y or "y", chunk_rows=args.chunk_rows)
+        # the model's own target column(s) when it was fitted on named ones, as X's columns
+        ys = [c.strip() for c in args.y.split(",") if c.strip()] if args.y else _target_columns(model)
+        ds = open_source(args.data, x, ys[0] if len(ys) == 1 else ys, chunk_rows=args.chunk_rows)
     if ds.y is None:
         raise DataError(f"{args.data} has no y: new rows need their targets to update a model")
     with _cluster(args.address), progress_bars(not args.quiet):
         metrics = update_model(model, args.model, ds, target, metrics_path=args.metrics)
     sys.stdout.write(json.dumps(metrics) + "\n")
     return 0
+
+
+def _target_columns(model) -> list[str]:
+    """The y column(s) a model was fitted on (saved with it), else ``["y"]``."""
+    return list(getattr(model, "_target_names_in", None) or ["y"])
 
 
 def _cluster(address: str | None):
@@ -243,22 +248,21 @@ def _cluster(address: str | None):
     return client_from_config(ClusterConfig(address=address, local=None))
 
 
-def _x_columns(x: str | None, model, data: str) -> list[str]:
-    """The X columns of a table for ``predict``: ``--x a,b,c``, else the model's column names;
-    given both, they must agree in names and order, as scikit-learn checks a DataFrame's."""
+def _x_columns(x: str | None, model, data: str) -> list[str] | str:
+    """What X is for ``predict`` and ``update``: ``--x`` (a table's or a zarr group's columns
+    a,b,c, or a zarr array name), else the model's column names for a table or a zarr group of
+    column arrays, else the array X; columns given with a named model must agree with its
+    names and order, as scikit-learn checks a DataFrame's."""
+    from bigkernel.data.columns import default_x, model_columns
+    from bigkernel.data.tables import is_table
     from bigkernel.errors import DataError
 
-    names = getattr(model, "feature_names_in_", None)
-    names = None if names is None else [str(n) for n in names]
+    names = model_columns(model)
     if x is None:
-        if names is None:
-            raise DataError(
-                f"{data} is a table, but the model was fitted without column names (on arrays), so "
-                f"it cannot tell which columns are its {model.n_features_in_} features; name them, "
-                "in the order of the fit, with --x a,b,c"
-            )
-        return names
+        return default_x(data, None, names, "--x a,b,c")
     columns = [c.strip() for c in x.split(",") if c.strip()]
+    if len(columns) == 1 and not is_table(data):
+        return columns[0]  # a zarr array name (2-D X), or one column array
     if names is not None and columns != names:
         raise DataError(
             f"--x names columns {columns}, but the model was fitted on columns {names}: names and "

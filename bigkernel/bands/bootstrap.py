@@ -90,6 +90,7 @@ from bigkernel.bands.checkpoint import (
     resolve_seed,
 )
 from bigkernel.bands.plans import ReplicatePlan, make_plan, on_device
+from bigkernel.data.columns import checked_columns, named_column
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import (
     DataError,
@@ -349,12 +350,12 @@ def out_of_range(X_eval: np.ndarray, data_min: np.ndarray | None, data_max: np.n
     return ((E < data_min) | (E > data_max)).any(axis=1)
 
 
-def _warn_extrapolation(E: np.ndarray, lo: np.ndarray, hi: np.ndarray, flags: np.ndarray, interval: str) -> None:
+def _warn_extrapolation(E: np.ndarray, lo, hi, flags: np.ndarray, interval: str, names=None) -> None:
     """One :class:`ExtrapolationWarning`: how many points, which features, the training range."""
     outside = (E < lo) | (E > hi)
     features = np.flatnonzero(outside.any(axis=0))
     shown = [
-        f"feature {j}: {int(outside[:, j].sum())} points, training range [{lo[j]:.6g}, "
+        f"feature {names[j] if names else j}: {int(outside[:, j].sum())} points, training range [{lo[j]:.6g}, "
         f"{hi[j]:.6g}], evaluation points in [{E[:, j].min():.6g}, {E[:, j].max():.6g}]"
         for j in features[:10]
     ]
@@ -548,6 +549,7 @@ def bootstrap(
     if y is None:
         raise DataError("bootstrap() requires y; found None.")
 
+    names = checked_columns(estimator, X=X, X_eval=X_eval)  # by name, never by position
     in_memory = not isinstance(X, da.Array) and not isinstance(y, da.Array)
     ds = as_dataset(X, y, chunk_rows=getattr(estimator, "chunk_rows", None) if in_memory else None)
     refuse_sparse(ds.X, "bootstrap() does not take sparse X yet (fit and predict do); pass X.toarray() for the bands")
@@ -645,7 +647,7 @@ def bootstrap(
     bs.mark_complete()  # a grown store records its new B only now
     result = _result(bs, level, len(missing), interval)
     if result.out_of_range.any():
-        _warn_extrapolation(E, result.data_min, result.data_max, result.out_of_range, interval)
+        _warn_extrapolation(E, result.data_min, result.data_max, result.out_of_range, interval, names)
     return result
 
 
@@ -702,10 +704,10 @@ def eval_grid(
 
     Parameters
     ----------
-    X : array-like or dask array of shape (n_samples, n_features)
+    X : array-like, DataFrame or dask array of shape (n_samples, n_features)
         Training inputs; the grid spans ``[min, max]`` of column ``feature``.
-    feature : int, default=0
-        Column the grid runs along.
+    feature : int or str, default=0
+        Column the grid runs along: an index, or a column name of a DataFrame ``X``.
     n_points : int, default=200
         Number of grid points.
     reference : array-like of shape (n_features,), optional
@@ -732,7 +734,7 @@ def eval_grid(
             raise DataError(f"X must be 2-D (n_samples, n_features); found shape {A.shape}.")
         lo, hi = A.min(axis=0), A.max(axis=0)
     d = A.shape[1]
-    feature = check_int("feature", feature, 0, caller="eval_grid", default=0)
+    feature = check_int("feature", named_column(feature, X, d), 0, caller="eval_grid", default=0)
     if feature >= d:
         raise ParameterError(f"feature must be < n_features = {d}; found {feature}.")
     if reference is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dask
 import dask.array as da
@@ -22,9 +22,10 @@ from bigkernel.errors import DataError, DataNotFoundError
 class Dataset:
     """A validated data set: X (n, d) and optional y (n,) or (n, k), sharing row chunks.
 
-    ``columns`` names X's columns when they were selected by name from a table (the model's
-    ``feature_names_in_``), ``target_names`` y's (saved with the model, so ``bigkernel update``
-    finds the target by name); None for arrays.
+    ``columns`` names X's columns when they were selected by name from a table or from a zarr
+    group's 1-D column arrays (the model's ``feature_names_in_``), ``target_names`` y's (saved
+    with the model, so ``bigkernel update`` finds the target by name); None for arrays. ``ids``:
+    a row identifier (n,) of any dtype, chunked as X, when one was asked for (``row_id``).
     """
 
     X: da.Array
@@ -32,6 +33,7 @@ class Dataset:
     source: str
     columns: tuple[str, ...] | None = None
     target_names: tuple[str, ...] | None = None
+    ids: da.Array | None = None
 
 
 def _is_url(path: str) -> bool:
@@ -199,19 +201,22 @@ def open_source(
     chunk_rows: int | None = None,
     storage_options: dict | None = None,
     labels: bool = False,
+    row_id: str | None = None,
 ) -> Dataset:
     """Open a data source and validate its metadata.
 
     Parameters
     ----------
     path : str
-        A zarr group (local path or fsspec URL) holding arrays ``x`` and ``y``; a ``.npy`` file
+        A zarr group (local path or fsspec URL) holding arrays ``x`` and ``y`` (or, with ``x``
+        a list, one 1-D array per column, stacked by name); a ``.npy`` file
         with X, or a ``.npz`` file of sparse CSR X (``scipy.sparse.save_npz``; read in row
         blocks, never densified) — then ``y_path`` names y's ``.npy`` file, if any; or a Parquet / CSV file, glob or
         folder of Parquet parts (then ``x`` is a list of columns and ``y`` a column name or list).
     x, y : str or list of str
-        Array names inside the zarr group, or column names of a table; ``y=None`` for
-        prediction-only sources.
+        Array names inside the zarr group (a list: 1-D column arrays, whose names become the
+        data set's ``columns``), or column names of a table; ``y=None`` for prediction-only
+        sources.
     y_path : str, optional
         For a ``.npy`` X: the ``.npy`` file of y.
     chunk_rows : int, optional
@@ -220,19 +225,26 @@ def open_source(
         fsspec options for a zarr URL.
     labels : bool, default=False
         y holds class labels, of any dtype (strings included), for a classifier.
+    row_id : str, optional
+        A column of the table, or a 1-D array of the zarr group, of any dtype, read beside X
+        (rows aligned, chunked as X) as the data set's ``ids``: passed through to predictions.
 
     Returns
     -------
     Dataset
         Lazy dask arrays ``X`` of shape (n, d) and ``y`` of shape (n,) or (n, k) (None without
-        y), chunked along rows, and ``source``.
+        y), chunked along rows, ``source``, ``columns`` and ``ids``.
     """
     path = str(path)
     from bigkernel.data.tables import is_table, open_table
 
-    columns = target_names = None
+    columns = ids = target_names = None
+    if row_id is not None and not is_table(path) and path.endswith((".npy", ".npz")):
+        raise DataError(
+            f"{path} is a file of X alone: a row id ({row_id!r}) is a column of a table or a 1-D array of a zarr group"
+        )
     if is_table(path):
-        X, Y = open_table(path, x, y, labels=labels)
+        X, Y, ids = open_table(path, x, y, labels=labels, row_id=row_id)
         rows = chunk_rows or default_chunk_rows(X.shape[1], X.dtype.itemsize)
         X = X.rechunk({0: rows})
         columns = (x,) if isinstance(x, str) else tuple(x)
@@ -243,10 +255,67 @@ def open_source(
     elif path.endswith(".npz"):
         X = open_npz(path, chunk_rows)
         Y = open_npy(y_path, X.chunks[0][0]) if y_path else None
+    elif isinstance(x, (list, tuple)):  # a zarr group of 1-D column arrays, taken by name
+        X = open_zarr_columns(path, x, storage_options, chunk_rows)
+        columns = tuple(x)
+        Y = _open_zarr_y(path, y, storage_options, X.chunks[0])
+        target_names = None if not y else ((y,) if isinstance(y, str) else tuple(y))
     else:
         X = from_zarr(open_zarr_array(path, x, storage_options), chunk_rows)
-        Y = from_zarr(open_zarr_array(path, y, storage_options), X.chunks[0][0]) if y else None
-    return as_dataset(X, Y, source=path, columns=columns, labels=labels, target_names=target_names)
+        Y = _open_zarr_y(path, y, storage_options, X.chunks[0])
+    if row_id is not None and not is_table(path):
+        node = open_zarr_array(path, row_id, storage_options)
+        if node.ndim != 1:
+            raise DataError(f"zarr group {path!r}: the id array {row_id!r} has shape {node.shape}; expected 1-D")
+        ids = from_zarr(node, X.chunks[0][0])
+    ds = as_dataset(X, Y, source=path, columns=columns, labels=labels, target_names=target_names)
+    if ids is not None:
+        if ids.shape[0] != ds.X.shape[0]:
+            raise DataError(f"{path}: id {row_id!r} has {ids.shape[0]} rows, X has {ds.X.shape[0]}")
+        ds = replace(ds, ids=ids.rechunk({0: ds.X.chunks[0]}))
+    return ds
+
+
+def _open_zarr_y(path: str, y, storage_options, rows: tuple[int, ...]) -> da.Array | None:
+    """y of a zarr group: one array, or a list of 1-D arrays stacked as target columns."""
+    if not y:
+        return None
+    if isinstance(y, (list, tuple)):
+        return open_zarr_columns(path, y, storage_options, rows[0], what="y")
+    return from_zarr(open_zarr_array(path, y, storage_options), rows[0])
+
+
+def open_zarr_columns(
+    path: str, names, storage_options: dict | None = None, chunk_rows: int | None = None, *, what: str = "x"
+) -> da.Array:
+    """The 1-D arrays ``names`` of a zarr group stacked as the columns of a (n, len(names))
+    dask array, in the order named, chunked along rows only (read lazily, chunk by chunk).
+
+    Raises
+    ------
+    DataNotFoundError
+        A name that is no array of the group (the message lists the arrays found).
+    DataError
+        An array that is not 1-D, or arrays of different lengths.
+    """
+    arrays = [open_zarr_array(path, name, storage_options) for name in names]
+    shapes = {name: a.shape for name, a in zip(names, arrays)}
+    not_1d = {name: s for name, s in shapes.items() if len(s) != 1}
+    if not_1d:
+        raise DataError(
+            f"zarr group {path!r}: {what}: [...] names 1-D arrays, one per column, but found shapes "
+            f"{not_1d}; name a 2-D array as {what}: NAME (a string) instead"
+        )
+    if len({s[0] for s in shapes.values()}) > 1:
+        raise DataError(
+            f"zarr group {path!r}: the column arrays of {what} have different lengths "
+            f"{ {name: s[0] for name, s in shapes.items()} }; every column needs one value per row"
+        )
+    itemsize = max(np.dtype(a.dtype).itemsize for a in arrays) if arrays else 8
+    rows = chunk_rows or default_chunk_rows(len(arrays), itemsize)
+    cols = [from_zarr(a, rows) for a in arrays]
+    cols = [c.rechunk({0: cols[0].chunks[0]}) for c in cols]  # storage chunks may differ per array
+    return da.stack(cols, axis=1).rechunk({1: -1})
 
 
 def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:

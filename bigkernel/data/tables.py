@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import warnings
 
 import dask
 import dask.array as da
@@ -38,10 +39,12 @@ def _columns(path: str) -> list[str]:
 
 
 def open_table(
-    path: str, x: str | list[str], y: str | list[str] | None, *, labels: bool = False
-) -> tuple[da.Array, da.Array | None]:
+    path: str, x: str | list[str], y: str | list[str] | None, *, labels: bool = False, row_id: str | None = None
+) -> tuple[da.Array, da.Array | None, da.Array | None]:
     """X (n, d) and y (n,) or (n, k) as dask arrays from the named columns; with ``labels``,
-    y may be a column of class labels of any type (strings included).
+    y may be a column of class labels of any type (strings included); with ``row_id``, that
+    column (any dtype) as a third array, cut from the same frame so its rows stay aligned
+    with X's (else None).
 
     Partition lengths are computed once (``to_dask_array(lengths=True)``): for Parquet from the
     footer metadata, for CSV by reading the file — row offsets are needed for error messages and
@@ -52,8 +55,9 @@ def open_table(
         raise DataNotFoundError(f"table source {path!r} does not exist")
     xs = [x] if isinstance(x, str) else list(x)
     ys = [] if y is None else ([y] if isinstance(y, str) else list(y))
+    ids = [] if row_id is None or row_id in xs + ys else [row_id]
     available = _columns(path)
-    missing = [c for c in xs + ys if c not in available]
+    missing = [c for c in xs + ys + ids if c not in available]
     if missing:
         raise DataNotFoundError(
             f"{path!r} has no column(s) {missing}; columns found: {available}. "
@@ -67,7 +71,8 @@ def open_table(
     with dask.config.set({"optimization.tune.active": False}):
         # columns by name, in the order asked for: read_csv(usecols=...) keeps the file's order,
         # so a target-first CSV would otherwise hand y to X by position
-        df = _read(path, xs + ys)[xs + ys]
+        frame = _read(path, xs + ys + ids)[xs + ys + ids]
+        df = frame[xs + ys]
         bad = {c: str(t) for c, t in df.dtypes.items() if not _numeric(t) and not (labels and c in ys)}
         if bad:
             raise DataError(
@@ -77,6 +82,7 @@ def open_table(
         # one conversion of the selected frame, then column slices: converting df[xs] and df[ys]
         # separately lets dask-expr plan their partitions differently from the computed lengths
         arr = df.to_dask_array(lengths=True)
+        id_arr = None if row_id is None else _id_array(frame[row_id], arr.chunks[0])
     X = arr[:, : len(xs)]
     if X.dtype == object:  # string labels beside numeric features: one object array, X cast back
         X = X.astype(np.float64)
@@ -84,7 +90,17 @@ def open_table(
     if ys:
         Y = arr[:, len(xs) :]
         Y = Y[:, 0] if isinstance(y, str) else Y
-    return X, Y
+    return X, Y, id_arr
+
+
+def _id_array(column, lengths: tuple[int, ...]) -> da.Array:
+    """A row-id column of the selected frame as a dask array on the lengths already computed
+    (no second pass); strings become an object array, as dask says in a warning we expect."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", "Dask currently has limited support for converting pandas extension", UserWarning
+        )
+        return column.to_dask_array(lengths=lengths)
 
 
 def _numeric(t) -> bool:
@@ -95,7 +111,15 @@ def _numeric(t) -> bool:
         return False
 
 
-def write_table(arr: da.Array, columns: list[str], path: str, *, overwrite: bool = False, what: str = "table") -> str:
+def write_table(
+    arr: da.Array,
+    columns: list[str],
+    path: str,
+    *,
+    overwrite: bool = False,
+    what: str = "table",
+    first: tuple[str, da.Array] | None = None,
+) -> str:
     """Write the columns of a 2-D dask array to a CSV file or a Parquet dataset, by the suffix.
 
     A ``.csv`` path is one file (the chunks appended in order, ``dask.dataframe.to_csv``'s
@@ -114,6 +138,8 @@ def write_table(arr: da.Array, columns: list[str], path: str, *, overwrite: bool
         Replace an existing ``path``; otherwise it is an :class:`~bigkernel.errors.OutputExistsError`.
     what : str, default="table"
         What is written, for messages ("prediction output", "data set").
+    first : (str, dask array of shape (n,)), optional
+        A column of any dtype (a row id) written first, before ``columns``; chunked as ``arr``.
 
     Returns
     -------
@@ -129,6 +155,8 @@ def write_table(arr: da.Array, columns: list[str], path: str, *, overwrite: bool
     if not (is_csv or path.endswith((".parquet", ".pq"))):
         raise DataError(f"{what} {path!r}: expected a .csv, .csv.gz or .parquet path")
     frame = dd.from_dask_array(arr, columns=list(columns))
+    if first is not None:  # same row chunks, so the same divisions: concatenated partition by partition
+        frame = dd.concat([dd.from_dask_array(first[1].rechunk({0: arr.chunks[0]}), columns=first[0]), frame], axis=1)
     with atomic_folder(path, overwrite=overwrite, what=what) as target:
         if is_csv:
             graph = frame.to_csv(

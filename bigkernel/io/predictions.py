@@ -4,10 +4,12 @@ memory."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import dask.array as da
 import numpy as np
 
+from bigkernel.errors import DataError
 from bigkernel.io.atomic import atomic_folder
 from bigkernel.runtime import compute
 
@@ -26,42 +28,78 @@ def _lazy_output(method, X, chunk_rows: int) -> da.Array:
 
 
 def _write_zarr(
-    out: da.Array, path: str, name: str, dtype, *, overwrite: bool, fmt: str, what: str, label: str
+    out: da.Array,
+    path: str,
+    name: str,
+    dtype,
+    *,
+    overwrite: bool,
+    fmt: str,
+    what: str,
+    label: str,
+    ids: tuple[str, da.Array] | None = None,
 ) -> None:
-    """Store the lazy ``out`` as array ``name`` (of ``dtype``) of a new zarr group, atomically."""
+    """Store the lazy ``out`` as array ``name`` (of ``dtype``) of a new zarr group, atomically;
+    ``ids`` (name, 1-D array with ``out``'s rows) as a second array, in the same pass."""
     import zarr
 
+    arrays = [(name, out, dtype)] + ([(ids[0], ids[1], _stored_dtype(ids[1].dtype, keep_floats=True))] if ids else [])
     with atomic_folder(str(path), overwrite=overwrite, what=what) as target:
         group = zarr.open_group(target, mode="w")
-        chunks = (out.chunks[0][0],) + out.shape[1:]
-        arr = group.create_array(name, shape=out.shape, dtype=dtype, chunks=chunks)
-        compute(da.store(out.rechunk(chunks), arr, lock=False, compute=False), label=label)
-        group.attrs.update({"format": fmt, "complete": True})
+        sources, targets = [], []
+        for key, a, kind in arrays:
+            chunks = (out.chunks[0][0],) + a.shape[1:]
+            targets.append(group.create_array(key, shape=a.shape, dtype=kind, chunks=chunks))
+            sources.append(a.rechunk(chunks))
+        compute(da.store(sources, targets, lock=False, compute=False), label=label)
+        group.attrs.update({"format": fmt, "complete": True, **({"id": ids[0]} if ids else {})})
 
 
-def predict_to_zarr(estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
+def predict_to_zarr(
+    estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False, ids: tuple[str, Any] | None = None
+) -> str:
     """Write ``estimator.predict(X)`` to array ``name`` of a zarr group at ``path`` (float64, or
     a classifier's labels in their dtype).
 
-    Local outputs are written to a temporary sibling and renamed when complete, so an
-    interrupted prediction leaves no store that looks finished. Returns ``path``.
+    ``ids`` — ``(id_name, values)``, one value per row of X (any dtype: numbers keep theirs,
+    strings are zarr strings) — is written beside it as array ``id_name`` (also in the group's
+    ``id`` attribute), in the same pass. Local outputs are written to a temporary sibling and
+    renamed when complete, so an interrupted prediction leaves no store that looks finished.
+    Returns ``path``.
     """
     pred = _lazy_predictions(estimator, X)
+    ids = _aligned_ids(ids, pred, [name])
     _write_zarr(
         pred, path, name, _stored_dtype(pred.dtype), overwrite=overwrite, fmt="bigkernel-predictions", what="prediction output",
-        label="predict",
+        label="predict", ids=ids,
     )  # fmt: skip
     logger.info("wrote %s predictions to %s/%s", f"{pred.shape[0]:,}", path, name)
     return path
 
 
-def _stored_dtype(dtype):
-    """float64 for a regressor's predictions; a classifier's labels keep their dtype (strings
-    as zarr strings)."""
+def _stored_dtype(dtype, keep_floats: bool = False):
+    """float64 for a regressor's predictions; a classifier's labels (and row ids) keep their
+    dtype (strings as zarr strings)."""
     kind = dtype.kind
-    if kind == "f":
+    if kind == "f" and not keep_floats:
         return "float64"
     return str if kind in "OUT" else dtype
+
+
+def _aligned_ids(ids: tuple[str, Any] | None, pred: da.Array, names: list[str]) -> tuple[str, da.Array] | None:
+    """``(id_name, values)`` as a 1-D dask array on ``pred``'s row chunks, checked: one value
+    per row, a name apart from the prediction columns."""
+    if ids is None:
+        return None
+    id_name, values = str(ids[0]), ids[1]
+    if id_name in names:
+        raise DataError(f"the id column {id_name!r} has the name of a prediction column {names}; rename it")
+    values = values if isinstance(values, da.Array) else da.from_array(np.asarray(values), chunks=-1)
+    if values.ndim != 1 or values.shape[0] != pred.shape[0]:
+        raise DataError(
+            f"id {id_name!r}: expected one value per row ({pred.shape[0]} rows), found shape {values.shape}"
+        )
+    return id_name, values.rechunk({0: pred.chunks[0]})
 
 
 #: bytes of one stored chunk of features (rows × D) for numpy input
@@ -89,25 +127,33 @@ def prediction_columns(n_targets: int | None, name: str = "y_pred") -> list[str]
     return [name] if n_targets is None else [f"{name}_{k}" for k in range(n_targets)]
 
 
-def predict_to_table(estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False) -> str:
+def predict_to_table(
+    estimator, X, path: str, *, name: str = "y_pred", overwrite: bool = False, ids: tuple[str, Any] | None = None
+) -> str:
     """Write ``estimator.predict(X)`` to a CSV file or a Parquet folder (by ``path``'s suffix),
-    chunk by chunk, with the columns of :func:`prediction_columns`; atomic as
-    :func:`predict_to_zarr`. Returns ``path``."""
+    chunk by chunk, with the columns of :func:`prediction_columns`, after ``ids``
+    (``(id_name, values)``, one value per row, any dtype) as the first column when given;
+    atomic as :func:`predict_to_zarr`. Returns ``path``."""
     from bigkernel.data.tables import write_table
 
     pred = _lazy_predictions(estimator, X)
     columns = prediction_columns(None if pred.ndim == 1 else pred.shape[1], name)
-    write_table(pred.reshape(pred.shape[0], -1), columns, path, overwrite=overwrite, what="prediction output")
+    ids = _aligned_ids(ids, pred, columns)
+    write_table(
+        pred.reshape(pred.shape[0], -1), columns, path, overwrite=overwrite, what="prediction output", first=ids
+    )
     logger.info("wrote %s predictions to %s", f"{pred.shape[0]:,}", path)
     return path
 
 
-def predict_to_path(estimator, X, path: str, *, overwrite: bool = False) -> str:
+def predict_to_path(estimator, X, path: str, *, overwrite: bool = False, ids: tuple[str, Any] | None = None) -> str:
     """Predictions to ``path`` in the format its suffix names: ``.csv``/``.csv.gz`` and
     ``.parquet``/``.pq`` give a table (:func:`predict_to_table`), anything else — ``.zarr`` or
-    a folder name without a suffix — a zarr group with array ``y_pred``."""
+    a folder name without a suffix — a zarr group with array ``y_pred``; ``ids``
+    (``(id_name, values)``) are passed through as the table's first column or an array of the
+    group."""
     from bigkernel.data.tables import TABLE_SUFFIXES
 
     if str(path).endswith(TABLE_SUFFIXES):
-        return predict_to_table(estimator, X, path, overwrite=overwrite)
-    return predict_to_zarr(estimator, X, path, overwrite=overwrite)
+        return predict_to_table(estimator, X, path, overwrite=overwrite, ids=ids)
+    return predict_to_zarr(estimator, X, path, overwrite=overwrite, ids=ids)

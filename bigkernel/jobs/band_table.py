@@ -12,9 +12,12 @@ from __future__ import annotations
 import csv
 import os
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from bigkernel.data.columns import feature_labels
 
 __all__ = [
     "MAX_ROWS",
@@ -90,7 +93,13 @@ def describe_posterior(level: float, interval: str) -> str:
     )
 
 
-def band_columns(result: Any, X_eval: np.ndarray, fitted: Any, posterior: dict | None = None) -> dict[str, np.ndarray]:
+def band_columns(
+    result: Any,
+    X_eval: np.ndarray,
+    fitted: Any,
+    posterior: dict | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
     """Every evaluation point's band, column by column (the CSV's columns, in order).
 
     Parameters
@@ -101,11 +110,13 @@ def band_columns(result: Any, X_eval: np.ndarray, fitted: Any, posterior: dict |
         The job's model's predictions at ``X_eval``.
     posterior : dict, optional
         The posterior band (:func:`bigkernel.jobs.bootstrap_job.posterior_band`).
+    feature_names : sequence of str, optional
+        The training data's column names; default ``x0``, ``x1``, ...
 
     Returns
     -------
     dict of str to ndarray
-        ``point``, ``x0``..., then per target ``fitted``, ``lower``, ``upper``, ``width``
+        ``point``, the features (by name, or ``x0``...), then per target ``fitted``, ``lower``, ``upper``, ``width``
         (suffixed ``_y<j>`` when y has several targets), ``confidence_lower`` and
         ``confidence_upper`` for a prediction interval, ``posterior_std``,
         ``posterior_lower``, ``posterior_upper``, ``posterior_width`` with a posterior band,
@@ -113,7 +124,7 @@ def band_columns(result: Any, X_eval: np.ndarray, fitted: Any, posterior: dict |
     """
     E = np.asarray(X_eval, dtype=np.float64)
     cols: dict[str, np.ndarray] = {"point": np.arange(E.shape[0])}
-    cols.update({f"x{j}": E[:, j] for j in range(E.shape[1])})
+    features = {name: E[:, j] for j, name in enumerate(feature_labels(feature_names, E.shape[1]))}
     values = {"fitted": _targets(fitted), "lower": _targets(result.lower), "upper": _targets(result.upper)}
     values["width"] = values["upper"] - values["lower"]
     if result.interval == "prediction":
@@ -126,7 +137,9 @@ def band_columns(result: Any, X_eval: np.ndarray, fitted: Any, posterior: dict |
     for name, a in values.items():
         cols.update({name if k == 1 else f"{name}_y{t}": a[:, t] for t in range(k)})
     cols["out_of_range"] = np.asarray(result.out_of_range, dtype=bool)
-    return cols
+    # a feature named like a band column ("lower", "point") is written as "x_<name>"
+    features = {(f"x_{name}" if name in cols else name): v for name, v in features.items()}
+    return {"point": cols.pop("point"), **features, **cols}
 
 
 def write_band_csv(path: str, columns: dict[str, np.ndarray]) -> str:
@@ -145,13 +158,20 @@ def write_band_csv(path: str, columns: dict[str, np.ndarray]) -> str:
     return path
 
 
-def band_summary(result: Any, X_eval: np.ndarray, fitted: Any, posterior: dict | None = None) -> dict[str, Any]:
+def band_summary(
+    result: Any,
+    X_eval: np.ndarray,
+    fitted: Any,
+    posterior: dict | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """The band's entries of metrics.json: what it is and up to :data:`MAX_ROWS` points.
 
     Returns
     -------
     dict
         ``interval``, ``description``, ``n_eval``, ``n_out_of_range``, ``n_features``,
+        ``features`` (the names of the features shown, None when the data has none),
         ``n_targets`` and ``table``: one
         dict per shown point (``point``, ``x`` (at most :data:`MAX_X_FEATURES` values),
         ``fitted``, ``lower``, ``upper``, ``width``, ``out_of_range``, and with a posterior
@@ -189,8 +209,18 @@ def band_summary(result: Any, X_eval: np.ndarray, fitted: Any, posterior: dict |
         "description": describe_band(result.confidence_level, result.interval,
                                      result.n_bootstraps),
         "n_eval": n, "n_out_of_range": int(outside.sum()), "n_features": int(E.shape[1]),
+        "features": None if feature_names is None else [str(n) for n in feature_names][:MAX_X_FEATURES],
         "n_targets": int(_targets(fitted).shape[1]), "table": rows,
     }  # fmt: skip
+
+
+def _x_head(b: dict[str, Any]) -> str:
+    """Heading of the point column: the feature names (metrics.json's ``features``), else "x"."""
+    names = b.get("features")
+    if not names:
+        return "x"  # a job folder written before the names were kept
+    more = ", …" if b["n_features"] > len(names) else ""
+    return names[0] if b["n_features"] == 1 else f"({', '.join(names)}{more})"
 
 
 def _x(row: dict[str, Any], n_features: int) -> str:
@@ -240,7 +270,7 @@ def band_markdown(b: dict[str, Any], output: str) -> list[str]:
         b["description"],
         *(["", b["posterior_description"]] if post else []),
         "",
-        "| point | x | fitted | lower | upper | width |"
+        f"| point | {_x_head(b)} | fitted | lower | upper | width |"
         + (" posterior lower | posterior upper |" if post else "")
         + " out of range |",
         "|---|---|---|---|---|---|" + ("---|---|" if post else "") + "---|",
@@ -269,8 +299,9 @@ def band_text(b: dict[str, Any]) -> list[str]:
     if post:
         lines += wrap("posterior band: " + b["posterior_description"])
     xs = [_x(r, b["n_features"]) for r in b["table"]]
-    xw = max(len("x"), *(len(x) for x in xs))
-    head = f"  {'point':>6}  {'x':<{xw}}  {'fitted':>10}  {'lower':>10}  {'upper':>10}  {'width':>10}  "
+    xh = _x_head(b)
+    xw = max(len(xh), *(len(x) for x in xs))
+    head = f"  {'point':>6}  {xh:<{xw}}  {'fitted':>10}  {'lower':>10}  {'upper':>10}  {'width':>10}  "
     lines.append(head + (f"{'post. lower':>11}  {'post. upper':>11}  " if post else "") + "out of range")
     for r, x in zip(b["table"], xs):
         extra = f"{r['posterior_lower']:>11.4g}  {r['posterior_upper']:>11.4g}  " if post else ""

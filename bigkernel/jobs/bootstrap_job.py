@@ -38,11 +38,12 @@ import numpy as np
 import zarr
 
 from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
+from bigkernel.data.columns import feature_index
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ExtrapolationWarning, StoreMismatchError
 from bigkernel.jobs.band_table import band_columns, band_summary, write_band_csv
 from bigkernel.jobs.config import SourceConfig
-from bigkernel.jobs.inputs import open_dataset
+from bigkernel.jobs.inputs import open_eval_data
 from bigkernel.jobs.overwrite import staged_sibling
 from bigkernel.models._base import block_predictor
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
@@ -132,12 +133,21 @@ def evaluation_points(cfg: Any, ds: Dataset, client: Any = None) -> tuple[np.nda
     """
     bc = cfg.bootstrap
     if isinstance(bc.eval, SourceConfig):
-        eds = open_dataset(bc.eval, None, with_y=False)
+        eds = open_eval_data(cfg, ds.columns)  # the training columns, by name
         (E,) = compute(eds.X, client=client, label="bootstrap-eval")
         return np.asarray(E, dtype=np.float64), True
     if bc.eval is not None:  # points written in the YAML
         return np.asarray(bc.eval, dtype=np.float64).reshape(len(bc.eval), -1), True
-    return eval_grid(ds.X, bc.eval_grid.feature, bc.eval_grid.n_points, client=client), False
+    return eval_grid(ds.X, grid_feature(cfg, ds), bc.eval_grid.n_points, client=client), False
+
+
+def grid_feature(cfg: Any, ds: Dataset) -> int:
+    """The column index of ``bootstrap.eval_grid.feature`` (an index, or a column name of the
+    training data); 0 without a grid."""
+    bc = cfg.bootstrap
+    if bc.eval_grid is None:
+        return 0
+    return feature_index(bc.eval_grid.feature, ds.columns, ds.X.shape[1], "bootstrap.eval_grid.feature")
 
 
 def bootstrap_estimator(est: Any) -> Any:
@@ -161,6 +171,8 @@ def bootstrap_estimator(est: Any) -> Any:
         return inner  # their plans bootstrap the chosen (γ, α)
     boot = copy.copy(inner)
     boot.set_params(alpha=float(inner.alpha_))
+    if hasattr(est, "feature_names_in_"):  # a KernelRidge's solver: its columns' names (messages)
+        boot.feature_names_in_ = est.feature_names_in_
     return boot
 
 
@@ -303,7 +315,8 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         post = posterior_band(est, E, fitted, level, bc.interval)
     band_zarr = write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E, fitted, post)
     band_csv = write_band_csv(
-        os.path.join(cfg.output, "bootstrap_band.csv"), band_columns(result, E, fitted, posterior=post)
+        os.path.join(cfg.output, "bootstrap_band.csv"),
+        band_columns(result, E, fitted, posterior=post, feature_names=ds.columns),
     )
     outputs = {"bootstrap_store": result.store, "bootstrap_band": band_zarr, "bootstrap_band_csv": band_csv}
     if bc.plot:
@@ -318,7 +331,8 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
             fitted_mean=fitted,
             points=points,
             posterior=post,
-            feature=bc.eval_grid.feature if bc.eval_grid is not None else 0,
+            feature=grid_feature(cfg, ds),
+            feature_names=ds.columns,
             path=os.path.join(cfg.output, "bootstrap_band.png"),
         )
     width = np.asarray(result.upper - result.lower)
@@ -327,7 +341,7 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         "method": result.method, "n_eval": int(E.shape[0]), "n_computed": result.n_computed,
         "n_reused": result.n_reused, "random_state": result.random_state,
         "mean_band_width": float(width.mean()), "max_band_width": float(width.max()),
-        **band_summary(result, E, fitted, posterior=post), "band_zarr": band_zarr, "band_csv": band_csv,
+        **band_summary(result, E, fitted, posterior=post, feature_names=ds.columns), "band_zarr": band_zarr, "band_csv": band_csv,
     }  # fmt: skip
     if post is not None:
         pw = np.asarray(post["upper"] - post["lower"])

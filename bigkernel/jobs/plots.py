@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from bigkernel.data.columns import checked_columns, feature_index, feature_labels
 from bigkernel.errors import DataError, ParameterError
 
 __all__ = ["band_figure", "band_title", "plot_band", "plot_confusion", "plot_roc", "posterior_label"]
@@ -113,6 +115,7 @@ def band_figure(
     figsize: tuple[float, float] = (7.0, 4.5),
     dpi: int = 100,
     posterior: dict | None = None,
+    feature_names: Sequence[str] | None = None,
 ) -> Any:
     """The bootstrap figure as a matplotlib ``Figure`` (see :func:`plot_band`, which saves it).
 
@@ -124,8 +127,12 @@ def band_figure(
     new_figure = _figure_factory()
     E = _as_2d("X_eval", X_eval)
     n_eval, d = E.shape
+    if feature_names is None:
+        feature_names = checked_columns(None, X_eval=X_eval, X_train=X_train)
+    feature = feature_index(feature, feature_names, d) if isinstance(feature, str) else feature
     if not 0 <= feature < d:
         raise ParameterError(f"feature must be in [0, {d}); found {feature}.")
+    labels = feature_labels(feature_names, d)
     if isinstance(n_curves, bool) or int(n_curves) != n_curves or n_curves < 0:
         raise ParameterError(f"n_curves must be an integer >= 0; found {n_curves!r}.")
     band = {
@@ -148,7 +155,7 @@ def band_figure(
     ax = fig.add_subplot()
     grid = _is_grid(E, feature) if points is None else not points
     draw = _draw_grid if grid else _draw_points
-    context = draw(ax, result, E, band, fitted, outside, Xt, yt, feature, int(n_curves), target)
+    context = draw(ax, result, E, band, fitted, outside, Xt, yt, feature, int(n_curves), target, labels)
     if posterior is not None:
         _draw_posterior(ax, posterior, E, feature, grid, target, n_eval)
     ax.set_ylabel("y" if np.ndim(y_train) == 1 else f"y{target}")
@@ -184,6 +191,7 @@ def _draw_grid(
     feature: int,
     n_curves: int,
     target: int,
+    labels: list[str],
 ) -> str:
     """A grid: the band shaded along ``feature``, replicate curves and the fitted curve."""
     x = E[:, feature]
@@ -238,9 +246,9 @@ def _draw_grid(
             label="outside the training data's range",
             zorder=5,
         )
-    d = E.shape[1]
-    ax.set_xlabel(f"x{feature}" if d > 1 else "x")
-    return f"along x{feature}, other features at the reference point" if d > 1 else ""
+    d, name = E.shape[1], labels[feature]
+    ax.set_xlabel(name if d > 1 or name != "x0" else "x")
+    return f"along {name}, other features at the reference point" if d > 1 else ""
 
 
 def _draw_points(
@@ -255,6 +263,7 @@ def _draw_points(
     feature: int,
     n_curves: int,
     target: int,
+    labels: list[str],
 ) -> str:
     """Chosen points: one interval bar per point (x = the feature for d = 1, else the index)."""
     n_eval, d = E.shape
@@ -302,9 +311,10 @@ def _draw_points(
             zorder=3,
         )
     if d == 1:
-        ax.set_xlabel("x")
+        ax.set_xlabel("x" if labels[0] == "x0" else labels[0])
         return f"at {n_eval} chosen points"
-    ax.set_xlabel("evaluation point (row of X_eval)")
+    few = d <= MAX_LABELLED_FEATURES and n_eval <= MAX_LABELLED_POINTS  # coordinates on the ticks
+    ax.set_xlabel("evaluation point (row of X_eval)" + (f": ({', '.join(labels)})" if few else ""))
     if n_eval <= MAX_LABELLED_POINTS:
         ax.set_xticks(x)
         ax.set_xticklabels([_point_label(i, E[i]) for i in range(n_eval)], fontsize="x-small")
@@ -362,6 +372,7 @@ def plot_band(
     figsize: tuple[float, float] = (7.0, 4.5),
     dpi: int = 100,
     posterior: dict | None = None,
+    feature_names: Sequence[str] | None = None,
 ) -> str:
     """Save the bootstrap figure: a band over a grid, or interval bars at chosen points.
 
@@ -394,8 +405,9 @@ def plot_band(
         so).
     n_curves : int, default=5
         Replicate curves drawn on a grid (the first ones).
-    feature : int, default=0
-        Column of ``X_eval`` on the horizontal axis of a grid.
+    feature : int or str, default=0
+        Column of ``X_eval`` on the horizontal axis of a grid: an index, or one of the
+        ``feature_names``.
     path : str or os.PathLike
         Output PNG file.
     points : bool, optional
@@ -412,6 +424,9 @@ def plot_band(
         A posterior band (:func:`bigkernel.jobs.bootstrap_job.posterior_band`: ``level``,
         ``interval``, ``lower``, ``upper``) drawn beside the bootstrap band — the lecture figure
         with both answers to "how sure": dashed edges along a grid, thin bars at points.
+    feature_names : sequence of str, optional
+        Names of the features, on the axis and in the title. Default: the columns of a
+        DataFrame ``X_eval`` or ``X_train``, else ``x0``, ``x1``, ...
 
     Returns
     -------
@@ -432,6 +447,7 @@ def plot_band(
         figsize=figsize,
         dpi=dpi,
         posterior=posterior,
+        feature_names=feature_names,
     )
     path = os.fspath(path)
     fig.savefig(path, format="png")

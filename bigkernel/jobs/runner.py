@@ -28,7 +28,7 @@ from bigkernel.io.predictions import predict_to_path
 from bigkernel.jobs import classify
 from bigkernel.jobs.config import JobConfig
 from bigkernel.jobs.holdout import holdout_rows, holdout_sample
-from bigkernel.jobs.inputs import _chunk_rows, check_inputs, open_dataset, open_training_data
+from bigkernel.jobs.inputs import _chunk_rows, check_inputs, open_dataset, open_predict_data, open_training_data
 from bigkernel.kernels.registry import kernel_spec
 from bigkernel.models._base import block_predictor
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
@@ -368,8 +368,11 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             outputs: dict[str, str] = {"model": model_path}
             if cfg.predict is not None:
                 t = time.perf_counter()
-                pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
-                outputs["predictions"] = predict_to_path(est, pds.X, cfg.predict.output, overwrite=cfg.overwrite)
+                pds = open_predict_data(cfg, ds.columns)  # X by the model's column names
+                ids = None if cfg.predict.id is None else (cfg.predict.id, pds.ids)
+                outputs["predictions"] = predict_to_path(
+                    est, pds.X, cfg.predict.output, overwrite=cfg.overwrite, ids=ids
+                )
                 timings["predict"] = time.perf_counter() - t
 
             boot = None

@@ -139,10 +139,13 @@ def _check_task(top: _Section, job: JobConfig) -> None:
         top.report("task", f"a classification job needs one label column as data.train.y, found {list(y)}")
 
 
-def _parse_source(sec: _Section, *, y_default: str | None, needs_y: bool) -> dict[str, Any]:
-    """Parse the fields of a data source (path, x, y, y_path) into keyword arguments."""
+def _parse_source(
+    sec: _Section, *, y_default: str | None, needs_y: bool, x_default: str | None = "X"
+) -> dict[str, Any]:
+    """Parse the fields of a data source (path, x, y, y_path) into keyword arguments; ``x``
+    None (predict, eval): the model's columns, resolved when the data is opened."""
     path = sec.required("path", _location(sec.ctx.base_dir), "a zarr group, a .npy file or a sparse .npz file")
-    x = sec.value("x", _text_or_list, "X")
+    x = sec.value("x", _text_or_list, x_default, nullable=x_default is None)
     y = sec.value("y", _text_or_list, y_default, nullable=True)
     y_path = sec.value("y_path", _location(sec.ctx.base_dir), None, nullable=True)
     is_npy = path.lower().endswith((".npy", ".npz"))  # files of X alone (.npz: sparse CSR)
@@ -365,10 +368,13 @@ def _parse_predict(sec: _Section | None) -> PredictConfig | None:
     """Parse ``predict``; its output is resolved inside the job's output folder."""
     if sec is None:
         return None
-    source = _parse_source(sec, y_default=None, needs_y=False)
+    source = _parse_source(sec, y_default=None, needs_y=False, x_default=None)
     base = sec.ctx.output or sec.ctx.base_dir
     output = sec.value("output", _location(base), _resolve("predictions.zarr", base))
-    return PredictConfig(**source, output=output)
+    row_id = sec.value("id", _text, None, nullable=True)
+    if row_id is not None and source["path"].lower().endswith((".npy", ".npz")):
+        sec.report("id", "id: names a column of a table or an array of a zarr group; a .npy/.npz file holds X only")
+    return PredictConfig(**source, output=output, id=row_id)
 
 
 def _parse_cluster(sec: _Section) -> ClusterConfig:
@@ -482,7 +488,7 @@ def _parse_eval(sec: _Section, data: DataConfig) -> SourceConfig | EvalPoints | 
         sec.report("eval", f"expected {_EVAL_FORMS}, found {_show(raw)}{hint}")
         return None
     eval_sec = sec.section("eval")
-    return SourceConfig(**_parse_source(eval_sec, y_default=None, needs_y=False))
+    return SourceConfig(**_parse_source(eval_sec, y_default=None, needs_y=False, x_default=None))
 
 
 def _eval_points(value: Any) -> EvalPoints:
@@ -553,13 +559,29 @@ def eval_points_problem(points: EvalPoints, n_features: int, data_name: str) -> 
     )
 
 
+def _column(value: Any) -> int | str:
+    """Check for a column index >= 0 or a column name."""
+    if isinstance(value, str):
+        return _text(value)
+    try:
+        return _integer(ge=0)(value)
+    except _Invalid:
+        _fail("a column index >= 0 or a column name", value)
+
+
 def _parse_grid(sec: _Section, data: DataConfig) -> EvalGridConfig:
     """Parse ``bootstrap.eval_grid`` and check the feature exists in synthetic data."""
     grid = EvalGridConfig(
         n_points=sec.value("n_points", _integer(gt=0), 200),
-        feature=sec.value("feature", _integer(ge=0), 0),
+        feature=sec.value("feature", _column, 0),
     )
-    if data.make is not None and not sec.ctx.problems and grid.feature >= data.make.n_features:
+    if isinstance(grid.feature, str) and data.make is not None and not sec.ctx.problems:
+        names = data.make.source.x
+        if not isinstance(names, tuple) or grid.feature not in names:
+            where = f"the columns of data.make are {list(names)}" if isinstance(names, tuple) else (
+                "data.make writes a zarr group, whose X has no column names")  # fmt: skip
+            sec.report("feature", f"no column {grid.feature!r}: {where}; or give a column index")
+    elif data.make is not None and not sec.ctx.problems and grid.feature >= data.make.n_features:
         sec.report(
             "feature", f"expected a column index < {data.make.n_features} (data.make.n_features), found {grid.feature}"
         )

@@ -63,9 +63,11 @@ class SourceConfig:
     ----------
     path : str
         Resolved location of the zarr group, the ``.npy``/``.npz`` file holding X, or the table.
-    x : str or tuple of str, default="X"
-        Name of the X array inside the group (ignored for ``.npy``); for a table, the list of
-        feature columns.
+    x : str, tuple of str or None, default="X"
+        Name of the X array inside the group (ignored for ``.npy``); for a table, or a zarr
+        group holding one 1-D array per column, the list of feature columns (taken by name,
+        in the order listed). None (the default of ``predict`` and ``bootstrap.eval``): the
+        fitted model's columns for a table or a zarr group of column arrays, else ``"X"``.
     y : str, tuple of str or None, default="y"
         Name of the y array inside the group, or the target column(s) of a table; None when the
         source has no targets.
@@ -74,7 +76,7 @@ class SourceConfig:
     """
 
     path: str
-    x: str | tuple[str, ...] = "X"
+    x: str | tuple[str, ...] | None = "X"
     y: str | tuple[str, ...] | None = "y"
     y_path: str | None = None
 
@@ -294,15 +296,22 @@ class PredictConfig(SourceConfig):
     Parameters
     ----------
     path, x, y, y_path
-        As in :class:`SourceConfig`; ``y`` defaults to None (targets are optional).
+        As in :class:`SourceConfig`; ``x`` defaults to None (the model's columns) and ``y`` to
+        None (targets are optional).
     output : str, default="<output>/predictions.zarr"
         Resolved location of the predictions; relative paths are taken inside the job's
         output folder. The suffix picks the format: ``.csv`` (one file), ``.parquet`` (a folder
         of parts), anything else a zarr group (array ``y_pred``).
+    id : str or None, default=None
+        A column of the table (or a 1-D array of the zarr group) copied to the output beside
+        ``y_pred``, row for row: the output's first column (an array of that name in a zarr
+        output). Any dtype, strings included.
     """
 
+    x: str | tuple[str, ...] | None = None
     y: str | None = None
     output: str = "predictions.zarr"
+    id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -377,12 +386,13 @@ class EvalGridConfig:
     ----------
     n_points : int, default=200
         Number of grid points, > 0.
-    feature : int, default=0
-        Column of X the grid runs along, >= 0.
+    feature : int or str, default=0
+        Column of X the grid runs along: an index >= 0, or a column name of data with names
+        (a table, a zarr group of column arrays).
     """
 
     n_points: int = 200
-    feature: int = 0
+    feature: int | str = 0
 
 
 @dataclass(frozen=True, kw_only=True)
