@@ -82,7 +82,7 @@ def others_busy_cores(seconds: float = SAMPLE_SECONDS) -> float | None:
     if second is None or wall <= 0:
         return None
     busy = (second[0] - first[0]) / os.sysconf("SC_CLK_TCK")
-    return max(0.0, (busy - own) / wall)
+    return min(float(len(cpus)), max(0.0, (busy - own) / wall))  # ticks of 10 ms: ±0.2 cores at 0.1 s
 
 
 def _blas_threads() -> int:
