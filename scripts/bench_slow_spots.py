@@ -223,46 +223,48 @@ def main() -> None:
     p.add_argument("--rff-n", type=int, default=50000)
     p.add_argument("--rff-d", type=int, default=1024, help="n_components D")
     p.add_argument("--only", default="abc", help="which spots: any of a, b, c")
+    p.add_argument("--policies", default="blas,idle", help="'idle' alone skips the slow 'before' runs")
     p.add_argument("--out", default="bench_results/bench_slow_spots.json")
     a = p.parse_args()
+    policies = a.policies.split(",")
     load0 = load_text()
     rows: dict[str, dict] = {}
     lines = [f"{'what':58s} {'time s':>8s} {'× ref':>7s} {'RSS GB':>7s} {'load':>6s} {'others s':>8s}"]
     if "a" in a.only:
         ref = rows["a ref"] = run("kernel_ridge", n=a.exact_n)
-        for pol in ("blas", "idle"):
+        for pol in policies:
             rows[f"a {pol}"] = run("exact_cv", n=a.exact_n, n_gammas=a.exact_gammas, policy=pol)
         rt = ref.get("time_s")
         lines.append(_row(f"a: sklearn KernelRidge fit, n={a.exact_n:,} (reference)", ref, rt))
-        for pol in ("blas", "idle"):
+        for pol in policies:
             lines.append(_row(f"a: ExactKernelRidgeCV {a.exact_gammas} γ × 20 α, {pol}", rows[f"a {pol}"], rt))
             lines.append(_row("     of which eigh", rows[f"a {pol}"], rt, "eigh_s"))
-        if "scores" in rows["a blas"] and "scores" in rows["a idle"]:
+        if "scores" in rows.get("a blas", {}) and "scores" in rows.get("a idle", {}):
             lines.append(
                 f"   LOO scores blas vs idle: max rel diff {_rel_diff(rows['a blas']['scores'], rows['a idle']['scores']):.1e}"
             )
     if "b" in a.only:
         ref = rows["b ref"] = run("gpr", n=a.post_n, m=a.post_m)
-        for pol in ("blas", "idle"):
+        for pol in policies:
             rows[f"b {pol}"] = run("posterior", n=a.post_n, m=a.post_m, policy=pol)
         rt = ref.get("time_s")
         lines.append(_row(f"b: sklearn GPR fit + predict std, n={a.post_n:,}, m={a.post_m:,} (ref)", ref, rt))
-        for pol in ("blas", "idle"):
+        for pol in policies:
             r = rows[f"b {pol}"]
             lines.append(_row(f"b: ExactKernelRidge fit, {pol}", r, rt, "fit_time_s"))
             lines.append(_row(f"b: predict mean, {pol}", r, rt, "mean_time_s"))
             lines.append(_row(f"b: predict std (first: factors K + αI), {pol}", r, rt, "std_time_s"))
             lines.append(_row(f"b: predict std again (factor kept), {pol}", r, rt, "std_again_time_s"))
-        if "std" in rows["b blas"] and "std" in rows["b idle"]:
+        if "std" in rows.get("b blas", {}) and "std" in rows.get("b idle", {}):
             lines.append(
                 f"   std blas vs idle: max rel diff {_rel_diff(rows['b blas']['std'], rows['b idle']['std']):.1e}"
             )
     if "c" in a.only:
-        for pol in ("blas", "idle"):
+        for pol in policies:
             rows[f"c one {pol}"] = run("rff_one", n=a.rff_n, D=a.rff_d, policy=pol)
             rows[f"c cv {pol}"] = run("rff_cv", n=a.rff_n, D=a.rff_d, n_gammas=a.rff_gammas, policy=pol)
-        rt = rows["c one idle"].get("time_s")
-        for pol in ("blas", "idle"):
+        rt = rows[f"c one {policies[-1]}"].get("time_s")
+        for pol in policies:
             lines.append(
                 _row(f"c: RandomFeatureRidge one fit, n={a.rff_n:,} D={a.rff_d}, {pol}", rows[f"c one {pol}"], rt)
             )
@@ -270,7 +272,7 @@ def main() -> None:
             r = rows[f"c cv {pol}"]
             if "eigh_s" in r:
                 lines.append(_row(f"     of which {r['eigh_calls']} eigh of {a.rff_d}²", r, rt, "eigh_s"))
-        if "scores" in rows["c cv blas"] and "scores" in rows["c cv idle"]:
+        if "scores" in rows.get("c cv blas", {}) and "scores" in rows.get("c cv idle", {}):
             lines.append(
                 f"   CV scores blas vs idle: max rel diff {_rel_diff(rows['c cv blas']['scores'], rows['c cv idle']['scores']):.1e}"
             )
