@@ -30,6 +30,7 @@ def _cap() -> int:
     (10.2, 16, 8, 6),
 ])  # fmt: skip
 def test_lapack_threads_follow_the_idle_cores(monkeypatch, others, cores, cap, expected):
+    monkeypatch.setattr(threads, "_last", {})
     monkeypatch.setattr(threads, "others_busy_cores", lambda seconds=threads.SAMPLE_SECONDS: others)
     monkeypatch.setattr(threads, "_allowed_cpus", lambda: set(range(cores)))
     monkeypatch.setattr(threads, "_blas_threads", lambda: cap)
@@ -44,6 +45,25 @@ def test_lapack_threads_respect_a_callers_limit_and_small_matrices_keep_the_sett
     with threads.lapack_limit(threads.LAPACK_SAMPLE_MIN_N) as t:
         assert 1 <= t <= max(1, _cap())
         assert _cap() == t  # the limit holds inside the block
+
+
+def test_a_decision_is_reused_for_a_burst_of_calls_then_sampled_again(monkeypatch):
+    samples = iter([0.0, 2.0])
+    calls = []
+
+    def others(seconds=threads.SAMPLE_SECONDS):
+        calls.append(1)
+        return next(samples)
+
+    clock = {"t": 100.0}
+    monkeypatch.setattr(threads, "_last", {})
+    monkeypatch.setattr(threads, "others_busy_cores", others)
+    monkeypatch.setattr(threads, "_allowed_cpus", lambda: {0, 1})
+    monkeypatch.setattr(threads, "_blas_threads", lambda: 2)
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock["t"])
+    assert [threads.lapack_threads() for _ in range(5)] == [2] * 5 and len(calls) == 1
+    clock["t"] += threads.REUSE_SECONDS + 0.1
+    assert threads.lapack_threads() == 1 and len(calls) == 2
 
 
 def test_others_busy_cores_subtracts_this_processs_own_cpu_time(monkeypatch):

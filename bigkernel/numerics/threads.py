@@ -16,7 +16,8 @@ Cholesky 5000 × 5000                    2.8-3.3 s       6.6-9.2 s
 On an idle machine two threads gain ~1.7× (``eigh`` at n = 2000: 0.6 s against 1.0 s). So the
 thread count follows the cores the *other* processes leave idle, measured just before the call
 from ``/proc/stat`` (this process's own CPU time subtracted, so a fit never counts itself),
-capped by the BLAS library's current setting (a caller's ``threadpool_limits`` wins).
+capped by the BLAS library's current setting (a caller's ``threadpool_limits`` wins). A
+decision is reused for :data:`REUSE_SECONDS`, so a burst of calls pays one 0.1 s sample.
 """
 
 from __future__ import annotations
@@ -32,12 +33,23 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LAPACK_SAMPLE_MIN_N", "blas_thread_limit", "lapack_limit", "lapack_threads", "others_busy_cores"]
+__all__ = [
+    "LAPACK_SAMPLE_MIN_N",
+    "REUSE_SECONDS",
+    "blas_thread_limit",
+    "lapack_limit",
+    "lapack_threads",
+    "others_busy_cores",
+]
 
 #: seconds over which the other processes' CPU use is sampled
 SAMPLE_SECONDS = 0.1
 #: smaller matrices keep the BLAS setting (their calls take milliseconds: not worth the sample)
 LAPACK_SAMPLE_MIN_N = 512
+#: a decision is reused this many seconds (a burst of calls — the folds of a CV search, bootstrap
+#: replicates — samples once)
+REUSE_SECONDS = 5.0
+_last: dict[int, tuple[float, int]] = {}  # BLAS cap -> (when, threads)
 
 
 def _allowed_cpus() -> set[int]:
@@ -97,11 +109,16 @@ def lapack_threads() -> int:
     cap = _blas_threads()
     if cap <= 1:
         return 1
+    now = time.monotonic()
+    last = _last.get(cap)
+    if last is not None and now - last[0] < REUSE_SECONDS:
+        return last[1]
     others = others_busy_cores()
     if others is None:
         return cap
     idle = len(_allowed_cpus()) - others
     threads = int(max(1, min(cap, math.floor(idle + 0.5))))
+    _last[cap] = (now, threads)
     if threads < cap:
         logger.debug("LAPACK on %d of %d BLAS threads: other processes hold %.1f cores", threads, cap, others)
     return threads
