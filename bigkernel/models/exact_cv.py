@@ -117,10 +117,11 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     8000    50-115 (two, load 1.5-4.7)                                 1.27 GB
     ======  =========================================================  ========
 
-    Up to n = 2000 the eigendecomposition runs on one BLAS thread (see
-    :func:`bigkernel.numerics.loo._eigh`); above, on the BLAS library's threads, which is
-    ~1.7× faster on an idle machine and several times slower (4× at n=4000 above) when other
-    processes hold the cores: wrap the fit in ``threadpoolctl.threadpool_limits(1)`` there.
+    The eigendecomposition runs on the BLAS threads that other processes leave idle, measured
+    just before it (:mod:`bigkernel.numerics.threads`): several BLAS threads are ~1.7× faster
+    on an idle machine and several times slower (4× at n=4000 in the table, which was measured
+    before this rule) when other processes hold the cores. Each γ logs a line at INFO before
+    and after its eigendecomposition (with the time left).
     Above ``max_n`` (default 6000) fitting raises :class:`~bigkernel.errors.DataError`; use
     :class:`RandomFeatureRidgeCV` (one data pass, any n) or :class:`NystroemRidge` there, or
     raise ``max_n``.
@@ -432,12 +433,18 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         table: dict[str, list] = {k: [] for k in ("gamma", "alpha", "loo", "gcv", "loo_std", "df", "evidence")}
         timings = []
         best_key, best = None, None
-        for g in gammas:
+        for gi, g in enumerate(gammas):
             kernel = self._kernel_at(g, d)
             tiler = PrecomputedGram(X) if kernel is None else GramTiler(kernel, X)
             t = time.perf_counter()
             K = tiler.dense()
             t_gram = time.perf_counter() - t
+            # the eigendecomposition is nearly all of the time: say so before it starts
+            logger.info(
+                "ExactKernelRidgeCV: gamma %d/%d: eigendecomposition of the %s × %s Gram matrix%s",
+                gi + 1, len(gammas), f"{n:,}", f"{n:,}",
+                f" (the last took {timings[-1]['eigh_seconds']:.1f}s)" if timings else "",
+            )  # fmt: skip
             path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True, eigh=self._device_eigh())
             del K
             t_eigh = time.perf_counter() - t - t_gram
@@ -479,16 +486,13 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 }
             )
             logger.info(
-                "closed-form %s at gamma=%s, n=%s: Gram %.2fs, eigh %.2fs; best alpha %.3g (%s %.4g)",
-                self.criterion.upper(),
-                "-" if g_report is None else f"{g_report:.4g}",
-                f"{n:,}",
-                t_gram,
-                t_eigh,
-                alphas[j],
-                self.criterion.upper(),
-                crit[j],
-            )
+                "ExactKernelRidgeCV: gamma %d/%d done: closed-form %s at gamma=%s, n=%s: Gram %.2fs, eigh %.2fs; "
+                "best alpha %.3g (%s %.4g)%s",
+                gi + 1, len(gammas), self.criterion.upper(), "-" if g_report is None else f"{g_report:.4g}",
+                f"{n:,}", t_gram, t_eigh, alphas[j], self.criterion.upper(), crit[j],
+                f"; ~{(time.perf_counter() - t0) / (gi + 1) * (len(gammas) - gi - 1):.0f}s left"
+                if gi + 1 < len(gammas) else "",
+            )  # fmt: skip
             del path
         self._set_results(table, searched=gammas != [None])
         self.gamma_ = best["gamma"] if best["gamma"] is not None else _kernel_gamma(best["kernel"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from numbers import Integral
 from typing import ClassVar, Self
 
@@ -27,6 +28,7 @@ from bigkernel.numerics.cv import cv_path
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
 from bigkernel.numerics.sums import sums_precision
+from bigkernel.numerics.threads import lapack_limit
 from bigkernel.runtime import compute
 from bigkernel.validation import Interval, Options
 
@@ -186,8 +188,23 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         weights = _combine(split, weights)
         (stats,) = compute(self.stats_graph(ds, fmaps, weights), label="cv-fit")
         eps = sums_precision(self.dtype)  # scores below their rounding error are never chosen
+        # the D × D eigendecompositions on the cores other processes leave idle (numerics.threads)
+        with lapack_limit(max(f.n_components for f in fmaps)) as threads:
+            scores, r2, per_split, alphas_per_gamma, dfs = self._score_gammas(stats, split, eps, gammas, threads)
+        self._set_cv_results(gammas, alphas_per_gamma, scores, per_split, r2)
+        self.cv_results_["df"] = np.concatenate(dfs)  # df(α) of the whole-data system, per grid point
+        gi, _ = self._best_index
+        return self._refit_best(
+            stats[gi].total() if split is not None else stats[gi], fmaps, gammas, alphas_per_gamma, ds.y.ndim, eps
+        )
+
+    def _score_gammas(self, stats, split, eps: float, gammas: list[float], threads: int | None) -> tuple[list, ...]:
+        """Every (γ, α) score from the pass's statistics: per γ one eigendecomposition of the
+        whole-data system and, for K-fold CV, one per fold (logged per γ: they are most of the
+        time after the pass)."""
         scores, r2, per_split, alphas_per_gamma, dfs = [], [], [], [], []
-        for st in stats:
+        t0 = time.perf_counter()
+        for i, st in enumerate(stats):
             folds = st if split is not None else None
             total = st.total() if split is not None else st
             path = eigen_path(total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None)))
@@ -210,12 +227,12 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
                 per_split.append(-mse)
                 scores.append(-mse.mean(axis=0))
                 r2.append(cvp.r2().mean(axis=0))
-        self._set_cv_results(gammas, alphas_per_gamma, scores, per_split, r2)
-        self.cv_results_["df"] = np.concatenate(dfs)  # df(α) of the whole-data system, per grid point
-        gi, _ = self._best_index
-        return self._refit_best(
-            stats[gi].total() if split is not None else stats[gi], fmaps, gammas, alphas_per_gamma, ds.y.ndim, eps
-        )
+            logger.info(
+                "RandomFeatureRidgeCV: gamma %d/%d (%.4g) scored: %d eigendecomposition(s) of %d × %d%s, %.1fs so far",
+                i + 1, len(stats), gammas[i], 1 + (0 if folds is None else folds.n.shape[0]), path.eigvals.size,
+                path.eigvals.size, "" if threads is None else f" on {threads} BLAS thread(s)", time.perf_counter() - t0,
+            )  # fmt: skip
+        return scores, r2, per_split, alphas_per_gamma, dfs
 
     def _alpha_grid(self, path) -> np.ndarray:
         """The α searched for one map: ``alphas``, or the default grid relative to the mean

@@ -75,9 +75,11 @@ def fold_solutions(folds: SufficientStats, alphas: np.ndarray, fit_intercept: bo
     for k in range(folds.n.shape[0]):
         fold = folds.select(k)
         path = eigen_path(subtract(total, fold), fit_intercept, eps)
-        # β(α) for all α at once: V (z / (s + α)), shape (A, D, k)
+        # β(α) for all α at once: V (z / (s + α)), shape (A, D, k), as one GEMM with every α and
+        # target a column (a stacked (D, D) @ (A, D, k) is A matrix-vector products: 2-7× slower)
         scaled = path.z[np.newaxis] / (path.eigvals[np.newaxis, :, None] + alphas[:, None, None])
-        coef = path.eigvecs @ scaled  # (D, D) @ (A, D, k) → (A, D, k)
+        A, D, k = scaled.shape
+        coef = (path.eigvecs @ scaled.transpose(1, 0, 2).reshape(D, A * k)).reshape(D, A, k).transpose(1, 0, 2)
         yield fold, coef, path.mean_y[np.newaxis] - (path.mean_phi @ coef)
 
 

@@ -36,16 +36,15 @@ and keeps one ``n × n`` float64 array (``V``); scoring works on row blocks of `
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
-from threadpoolctl import threadpool_limits
 
 from bigkernel.errors import DataError, ParameterError
+from bigkernel.numerics.threads import lapack_limit
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +53,6 @@ __all__ = ["ClosedFormScores", "SpectralPath", "closed_form_scores", "leverage_f
 _EPS = float(np.finfo(np.float64).eps)
 #: bytes of a row block of ``U`` (and of its square) while scoring
 DEFAULT_BLOCK_BYTES = 32 * 2**20
-#: eigendecompositions up to this size run on one BLAS thread (see :func:`_eigh`)
-SINGLE_THREAD_MAX_N = 2000
 
 
 def leverage_floor(n: int) -> float:
@@ -209,16 +206,16 @@ def _eigh(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (ascending) and eigenvectors of the symmetric ``M`` (its lower triangle as
     LAPACK reads it; ``M`` is destroyed): LAPACK ``dsyevr`` in place, memory ~2 ``M``.
 
-    One BLAS thread up to :data:`SINGLE_THREAD_MAX_N`: the tridiagonal reduction is mostly
+    On the BLAS threads the other processes leave idle
+    (:func:`~bigkernel.numerics.threads.lapack_limit`): the tridiagonal reduction is mostly
     matrix-vector products, each a synchronisation of the BLAS threads, and multi-threaded
-    OpenBLAS slows down badly when other processes hold the cores (measured at n=2000 with a
-    load of ~3 on 2 cores: 1.05 s on one thread, 3.1 s on two; n=4000: 10 s against 28 s). On
-    an idle machine two threads gain ~1.7× (0.6 s against 1.0 s at n=2000).
+    OpenBLAS slows down several times when other processes hold the cores (n=3000 at a load of
+    4-7 on 2 cores: 9-12 s on one thread, 27-46 s on two); on an idle machine two threads gain
+    ~1.7× (0.6 s against 1.0 s at n=2000).
     """
     # M is C-contiguous; its transpose is the same symmetric matrix in Fortran order, so LAPACK
     # works in M's own buffer (no copy)
-    limit = threadpool_limits(limits=1) if M.shape[0] <= SINGLE_THREAD_MAX_N else contextlib.nullcontext()
-    with limit:
+    with lapack_limit(M.shape[0]):
         return scipy.linalg.eigh(M.T, overwrite_a=True, check_finite=False, driver="evr")
 
 

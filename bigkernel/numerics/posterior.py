@@ -38,6 +38,7 @@ The classes return the *unit* variance (σ² = 1); the estimators multiply by ea
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,7 @@ import scipy.linalg
 from bigkernel.errors import DataError
 from bigkernel.numerics.cg import conjugate_gradient
 from bigkernel.numerics.primal import EigenPath
+from bigkernel.numerics.threads import lapack_limit
 
 logger = logging.getLogger(__name__)
 
@@ -231,8 +233,10 @@ class DensePosterior:
         C = tiler.dense()
         # weights c (repeated rows): row i's noise variance is σ²α/cᵢ
         C[np.diag_indices_from(C)] += self.alpha if sample_weight is None else self.alpha / sample_weight
+        t0 = time.perf_counter()
         try:
-            self.chol = scipy.linalg.cholesky(C, lower=True, overwrite_a=True, check_finite=False)
+            with lapack_limit(tiler.n) as threads:  # one thread when other processes hold the cores
+                self.chol = scipy.linalg.cholesky(C, lower=True, overwrite_a=True, check_finite=False)
         except np.linalg.LinAlgError:
             raise DataError(
                 f"K + alpha·I is not positive definite at alpha={alpha:.3g} (an indefinite kernel, or alpha "
@@ -241,6 +245,11 @@ class DensePosterior:
         if self.fit_intercept:
             self.c1 = scipy.linalg.cho_solve((self.chol, True), np.ones(tiler.n), check_finite=False)
             self.s11 = float(self.c1.sum())
+        logger.info(
+            "posterior: Cholesky factor of K + alpha·I (n=%s) in %.2fs%s; each point's variance then costs "
+            "a triangular solve with it (~n² flops per point)",
+            f"{tiler.n:,}", time.perf_counter() - t0, "" if threads is None else f" on {threads} BLAS thread(s)",
+        )  # fmt: skip
 
     def mean_and_variance(
         self, Z: np.ndarray, coef: np.ndarray, intercept: np.ndarray

@@ -25,6 +25,7 @@ from bigkernel.devices import resolve_device, to_host
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.evidence import EvidencePath, evidence_path
 from bigkernel.numerics.sums import SufficientStats
+from bigkernel.numerics.threads import lapack_limit
 
 logger = logging.getLogger(__name__)
 
@@ -168,8 +169,9 @@ EIGH_DEVICE_MIN_FEATURES = 8192
 def symmetric_eigh(G: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues and eigenvectors of the symmetric float64 matrix ``G`` (host arrays).
 
-    On the host (LAPACK ``evd``), unless ``device`` is a GPU and ``G`` has more than
-    :data:`EIGH_DEVICE_MIN_FEATURES` rows: then ``xp.linalg.eigh`` in float64 on that GPU.
+    On the host (LAPACK ``evd``, on the BLAS threads other processes leave idle:
+    :func:`~bigkernel.numerics.threads.lapack_limit`), unless ``device`` is a GPU and ``G`` has
+    more than :data:`EIGH_DEVICE_MIN_FEATURES` rows: then ``xp.linalg.eigh`` in float64 on that GPU.
     """
     if G.shape[0] > EIGH_DEVICE_MIN_FEATURES:
         dev = resolve_device(device)
@@ -177,7 +179,8 @@ def symmetric_eigh(G: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, np.n
             with dev.activate():
                 s, V = dev.xp.linalg.eigh(dev.asarray(G))
                 return to_host(s), to_host(V)
-    return scipy.linalg.eigh(G, driver="evd", check_finite=False)
+    with lapack_limit(G.shape[0]):
+        return scipy.linalg.eigh(G, driver="evd", check_finite=False)
 
 
 def eigen_path(
