@@ -4,20 +4,27 @@ than a constant.
 
 Read from what every fit already keeps (``alphas_``/``alpha_``, ``cv_results_``, the training
 range ``data_min_``/``data_max_``, the job's scores): no pass over the data. The estimators'
-``fit`` turns the model findings into :class:`~bigkernel.errors.FitWarning` s
-(:func:`warn_fit`); a job logs every finding and lists it in ``metrics.json`` and ``report.md``.
+``fit`` logs the model findings at WARNING level on the ``bigkernel.diagnostics`` logger
+(:func:`log_fit`; without logging configured Python prints them to stderr); a job logs every
+finding and lists it in ``metrics.json`` and ``report.md``.
+
+Logged, not ``warnings.warn``: scikit-learn's own searches (``RidgeCV``, ``GridSearchCV``) say
+nothing about a grid edge, so a warning class would turn the coarse grids of every test and
+pipeline that fits random data into errors under ``-W error``; a log record is seen and can be
+silenced (``logging.getLogger("bigkernel.diagnostics").setLevel(logging.ERROR)``).
 """
 
 from __future__ import annotations
 
-import warnings
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from bigkernel.errors import FeatureScaleWarning, FitWarning, GridEdgeWarning
 from bigkernel.kernels.registry import is_precomputed, kernel_spec
+
+logger = logging.getLogger(__name__)
 
 #: feature ranges differing by more than this factor (``standardize`` off) are flagged
 SCALE_RATIO = 100.0
@@ -28,12 +35,10 @@ _SCALE_FREE_KERNELS = frozenset({"fourier", "chi2", "additive_chi2", "constant"}
 
 @dataclass(frozen=True)
 class Finding:
-    """One sign of a useless fit: a stable ``code``, a ``message`` naming the fix, and the
-    warning class the API emits for it."""
+    """One sign of a useless fit: a stable ``code`` and a ``message`` naming the fix."""
 
     code: str
     message: str
-    category: type[Warning] = FitWarning
 
     def as_dict(self) -> dict[str, str]:
         """``{"code", "message"}`` for metrics.json."""
@@ -139,7 +144,6 @@ def grid_edge_findings(est, *, job: bool = False) -> list[Finding]:
             f"alpha_at_{edge}_of_grid",
             f"α={float(alpha):.3g}, chosen by {how}, is the {'largest' if edge == 'top' else 'smallest'} of the "
             f"{grid} searched: {fix}.",
-            GridEdgeWarning,
         ))  # fmt: skip
     if gammas is not None and gamma is not None and (edge := _edge(gammas, gamma)):
         u = np.unique(gammas)
@@ -154,7 +158,6 @@ def grid_edge_findings(est, *, job: bool = False) -> list[Finding]:
             f"gamma_at_{edge}_of_grid",
             f"γ={gamma:.3g}, chosen by {how}, is the {'smallest' if edge == 'bottom' else 'largest'} of the "
             f"{u.size} γ from {u[0]:.3g} to {u[-1]:.3g} searched: {fix}.",
-            GridEdgeWarning,
         ))  # fmt: skip
     return out
 
@@ -200,7 +203,6 @@ def feature_scale_findings(est, *, job: bool = False) -> list[Finding]:
         f"{width[narrow]:.3g}) and standardize is off: one bandwidth γ cannot suit every column — the widest "
         f"dominates the kernel's distances and the narrowest are ignored. Set {_set('standardize', 'true', job)} "
         f"(or rescale the columns yourself).",
-        FeatureScaleWarning,
     )]  # fmt: skip
 
 
@@ -209,11 +211,11 @@ def fit_findings(est, *, job: bool = False) -> list[Finding]:
     return grid_edge_findings(est, job=job) + feature_scale_findings(est, job=job)
 
 
-def warn_fit(est) -> None:
-    """Emit each of :func:`fit_findings` as its :class:`~bigkernel.errors.FitWarning` (called
-    at the end of the estimators' ``fit``)."""
+def log_fit(est) -> None:
+    """Log each of :func:`fit_findings` at WARNING level (called at the end of the estimators'
+    ``fit``; not by ``fit_dataset``, ``partial_fit`` or the bootstrap's replicate fits)."""
     for f in fit_findings(est):
-        warnings.warn(f.message, f.category, stacklevel=3)
+        logger.warning("%s: %s [%s]", type(est).__name__, f.message, f.code)
 
 
 def score_findings(scores: dict[str, dict[str, Any]]) -> list[Finding]:

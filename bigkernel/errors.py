@@ -67,22 +67,3 @@ class DeviceError(BigkernelError, RuntimeError):
 class ExtrapolationWarning(UserWarning):
     """Evaluation points lie outside the training data's per-feature range: there the band (or
     prediction) shows the model's extrapolation, which the data do not support."""
-
-
-class FitWarning(UserWarning):
-    """A fitted model is likely useless or poorer than it need be; the message names the fix.
-
-    Emitted by ``fit`` (never by ``fit_dataset``, ``partial_fit`` or bootstrap replicates), once
-    per finding; filter it as any warning (``warnings.simplefilter("ignore", FitWarning)``).
-    Jobs log the same findings and list them in ``metrics.json`` and ``report.md``.
-    """
-
-
-class GridEdgeWarning(FitWarning):
-    """The chosen α (or γ) is the largest or smallest value of the grid that was searched:
-    the best value may lie outside it."""
-
-
-class FeatureScaleWarning(FitWarning):
-    """With ``standardize=False`` the feature ranges differ by more than
-    :data:`bigkernel.diagnostics.SCALE_RATIO` times: one bandwidth cannot suit every column."""

@@ -41,9 +41,6 @@ def _expected_failures(est):
     return {}
 
 
-# scikit-learn's checks fit small random data (targets of pure noise, columns of any scale):
-# there a FitWarning (α on its grid's edge, scales far apart) is the right answer, not a failure
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.FitWarning")
 @parametrize_with_checks(
     [
         RandomFeatureClassifier(n_components=64),
@@ -156,7 +153,6 @@ def test_class_weight_equals_the_equivalent_sample_weight(cls):
     np.testing.assert_allclose(a.decision_function(Xs), b.decision_function(Xs), rtol=1e-7, atol=1e-9)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 @pytest.mark.parametrize(
     "est",
     [RandomFeatureClassifier(**KW, class_weight={"b": 2.0}), NystroemClassifier(n_components=32, random_state=0),
@@ -218,7 +214,6 @@ def test_kernel_classifier_picks_and_logs_the_solver(caplog):
     assert f.solver_ == "random_features" and isinstance(f.estimator_.estimator_, RandomFeatureRidge)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_cv_chooses_what_a_brute_force_loop_chooses():
     """Every (γ, α) fitted per fold by RandomFeatureClassifier on the same folds: the same
     held-out accuracies, hence the same choice."""
@@ -242,7 +237,6 @@ def test_cv_chooses_what_a_brute_force_loop_chooses():
     np.testing.assert_allclose(m.decision_function(X), ref.decision_function(X), rtol=1e-8, atol=1e-10)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_cv_weighted_folds_equal_the_partitioned_ones():
     X, y = _data(n=900, classes=2, seed=7)
     kw = dict(gammas=[0.1, 1.0], alphas=[1e-2, 1.0], cv=3, n_components=32, random_state=2)

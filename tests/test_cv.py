@@ -67,15 +67,11 @@ import bigkernel  # noqa: E402
 from bigkernel import RandomFeatureRidge, RandomFeatureRidgeCV  # noqa: E402
 
 
-# scikit-learn's checks fit small random data (targets of pure noise, columns of any scale):
-# there a FitWarning (α on its grid's edge, scales far apart) is the right answer, not a failure
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.FitWarning")
 @parametrize_with_checks([RandomFeatureRidgeCV(n_components=32, cv=3), RandomFeatureRidgeCV(cv="gcv", n_components=16)])
 def test_cv_estimator_sklearn_compatible(estimator, check):
     check(estimator)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 @pytest.mark.parametrize("cv", [5, "gcv"])
 def test_chosen_point_within_2_percent_of_brute_force(cv):
     X, y = friedman(6000, seed=11)
@@ -99,7 +95,6 @@ def test_chosen_point_within_2_percent_of_brute_force(cv):
     assert_forward_close(m.predict(Xt) - ref.intercept_, pred - ref.intercept_, cond * gain)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_cv_scores_equal_direct_fold_refits():
     X, y = friedman(2000, seed=13)
     m = RandomFeatureRidgeCV(gammas=[0.1, 0.5], alphas=[0.01, 1.0], cv=4, n_components=64, random_state=3).fit(X, y)
@@ -113,7 +108,6 @@ def test_cv_scores_equal_direct_fold_refits():
         assert m.cv_results_["mean_test_score"][i] == pytest.approx(-np.mean(mses), rel=1e-6)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_cv_model_round_trip(tmp_path):
     X, y = friedman(1000, seed=14)
     m = RandomFeatureRidgeCV(gammas=[0.1, 0.5], cv=3, n_components=32, random_state=0).fit(X, y)

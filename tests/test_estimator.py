@@ -28,9 +28,6 @@ def _expected_failures(est):
     return {}
 
 
-# scikit-learn's checks fit small random data (targets of pure noise, columns of any scale):
-# there a FitWarning (α on its grid's edge, scales far apart) is the right answer, not a failure
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.FitWarning")
 @parametrize_with_checks(
     [RandomFeatureRidge(), RandomFeatureRidge(kernel="laplacian", alpha="gcv", dtype="float32")],
     expected_failed_checks=_expected_failures,
@@ -114,7 +111,6 @@ def test_multi_output_shapes_and_values():
     np.testing.assert_allclose(P[:, 1], -2 * P[:, 0] + 1, rtol=1e-8)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_alpha_list_and_gcv_attributes():
     X, y = friedman(3000, seed=8)
     m = RandomFeatureRidge(gamma=0.5, n_components=100, alpha=[1e-3, 1e-1, 10.0], random_state=0).fit(X, y)

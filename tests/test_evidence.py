@@ -54,7 +54,6 @@ def explicit_features(model, X):
     return np.asarray(fm.transform_unscaled(X, np.float64)) * fm.scale
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 @pytest.mark.parametrize("fit_intercept", [False, True])
 @pytest.mark.parametrize("n_components", [40, 300])  # D < n and D > n (Sylvester's identity)
 def test_primal_evidence_equals_dense_bayesian_regression(fit_intercept, n_components):
@@ -96,7 +95,6 @@ def test_exact_evidence_equals_gaussian_process_regressor():
     assert m.evidence_.log_likelihood(1.0)[0, 0] == pytest.approx(gp.log_marginal_likelihood_value_, rel=1e-9)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_exact_evidence_with_intercept_equals_flat_prior_formula():
     X, y = sine(120, seed=3)
     m = ExactKernelRidge(gamma=1.5, alpha=[0.01, 0.1], fit_intercept=True, tol=1e-12).fit(X, y)
@@ -130,7 +128,6 @@ def test_alpha_evidence_is_argmax_of_dense_evidence():
     assert k.alpha_ == k.estimator_.alphas_[int(np.argmax(k.log_marginal_likelihood_path_))]
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_exact_cv_evidence_scores_every_point_like_the_dense_formula():
     X, y = sine(100, seed=6)
     gammas, alphas = [0.3, 3.0], [1e-3, 1e-2, 1e-1]
@@ -143,7 +140,6 @@ def test_exact_cv_evidence_scores_every_point_like_the_dense_formula():
     assert cv.log_marginal_likelihood_ == pytest.approx(res["mean_test_evidence"][cv.best_index_])
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_random_feature_cv_evidence_matches_per_gamma_fits():
     X, y = sine(300, seed=7)
     gammas, alphas = [0.2, 2.0], [1e-3, 1e-2, 1e-1]
@@ -157,7 +153,6 @@ def test_random_feature_cv_evidence_matches_per_gamma_fits():
     assert cv.log_marginal_likelihood_ == pytest.approx(scores.max())
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_weights_are_repeated_rows():
     X, y = sine(60, seed=8)
     w = np.random.default_rng(0).integers(0, 3, 60)

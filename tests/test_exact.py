@@ -25,9 +25,6 @@ from tests.conftest import friedman
 MiB = 2**20
 
 
-# scikit-learn's checks fit small random data (targets of pure noise, columns of any scale):
-# there a FitWarning (α on its grid's edge, scales far apart) is the right answer, not a failure
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.FitWarning")
 @parametrize_with_checks([
     ExactKernelRidge(),
     ExactKernelRidge(kernel="laplacian", alpha=[0.1, 1.0], dtype="float32", memory_budget="64MB"),
@@ -108,7 +105,6 @@ def test_alpha_list_is_chosen_by_exact_gcv():
     assert m.df_path_.shape == (4,) and np.all(np.diff(m.df_path_) < 0)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 @pytest.mark.numerics
 def test_hutchinson_df_agrees_with_exact_within_its_standard_error(monkeypatch):
     X, y = friedman(1500, seed=6)
@@ -203,7 +199,6 @@ def test_fit_dataset_with_a_holdout_split_fits_the_training_rows():
     np.testing.assert_allclose(a.predict(X[:50]), b.predict(X[:50]), rtol=1e-10)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_save_load_round_trip_keeps_the_training_points_in_the_store(tmp_path):
     X, y = friedman(700, seed=14)
     Y = np.column_stack([y, 2 * y])

@@ -81,7 +81,6 @@ def test_dual_solution_from_the_eigendecomposition_is_the_dense_one(rng):
     np.testing.assert_allclose(path.fitted(a), K @ coef + path.intercept(a), rtol=1e-9)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_scores_below_the_rounding_floor_are_inf_and_never_chosen(rng):
     X = rng.standard_normal((60, 2))
     y = X[:, 0] + 0.1 * rng.standard_normal(60)
@@ -91,7 +90,6 @@ def test_scores_below_the_rounding_floor_are_inf_and_never_chosen(rng):
     assert m.alpha_ == 1e-1 and m.cv_results_["rank_test_score"].tolist() == [2, 1]
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 @pytest.mark.parametrize("criterion", ["loo", "gcv"])
 def test_chosen_point_is_the_brute_force_argmin(criterion):
     X, y = friedman(60, d=5, seed=3)
@@ -129,7 +127,6 @@ def test_gcv_equals_exact_kernel_ridge_gcv():
     assert m.alpha_ == ref.alpha_
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 @pytest.mark.parametrize("fit_intercept,standardize", [(True, False), (False, True)])
 def test_predictions_equal_exact_kernel_ridge_at_the_chosen_point(fit_intercept, standardize):
     X, y = friedman(300, seed=6)
@@ -191,7 +188,6 @@ def test_refuses_n_above_max_n_before_loading_the_data():
         ExactKernelRidgeCV(max_n=kept - 1).fit_dataset(as_dataset(X, y), weights=split)
 
 
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.GridEdgeWarning")  # a coarse grid whose edge is hit
 def test_round_trip_and_pipeline(tmp_path):
     X, y = friedman(200, seed=10)
     m = ExactKernelRidgeCV(gammas=[0.1, 0.4], standardize=True).fit(X, y)
@@ -204,9 +200,6 @@ def test_round_trip_and_pipeline(tmp_path):
     assert pipe.score(X, y) > 0.8
 
 
-# scikit-learn's checks fit small random data (targets of pure noise, columns of any scale):
-# there a FitWarning (α on its grid's edge, scales far apart) is the right answer, not a failure
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.FitWarning")
 @parametrize_with_checks([
     ExactKernelRidgeCV(),
     ExactKernelRidgeCV(kernel="laplacian", criterion="gcv", alphas=[0.1, 1.0], fit_intercept=False),

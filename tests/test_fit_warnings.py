@@ -1,21 +1,19 @@
 """A useless fit is never silent (issue 19, item 2): α/γ on a grid edge, holdout R² <= 0 or
-accuracy at the majority rate, feature scales far apart with standardize off — as warnings from
-the estimators' ``fit`` and, in jobs, in the log, metrics.json and report.md — and the job
-default ``standardize: auto`` (true for tables)."""
+accuracy at the majority rate, feature scales far apart with standardize off — logged at
+WARNING by the estimators' ``fit`` and, in jobs, in the log, metrics.json and report.md — and
+the job default ``standardize: auto`` (true for tables)."""
 
 from __future__ import annotations
 
 import json
-import warnings
+import logging
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from bigkernel import RandomFeatureClassifier, RandomFeatureRidge, RandomFeatureRidgeCV
 from bigkernel.cli import main
 from bigkernel.diagnostics import score_findings
-from bigkernel.errors import FeatureScaleWarning, FitWarning, GridEdgeWarning
 from bigkernel.jobs.config import load_config
 
 
@@ -29,76 +27,80 @@ def _raw_table(n: int = 3000, seed: int = 0) -> pd.DataFrame:
     return df
 
 
-def _no_fit_warnings():
-    """A context in which any FitWarning fails the test (pytest's filterwarnings=error does too;
-    this says what is meant)."""
-    ctx = warnings.catch_warnings()
-    ctx.__enter__()
-    warnings.simplefilter("error", FitWarning)
-    return ctx
+def _findings(caplog) -> dict[str, str]:
+    """{code: message} of the fit findings logged (the records of bigkernel.diagnostics)."""
+    out = {}
+    for r in caplog.records:
+        if r.name == "bigkernel.diagnostics" and r.levelno == logging.WARNING:
+            message = r.getMessage()
+            out[message.rsplit("[", 1)[1].rstrip("]")] = message
+    caplog.clear()
+    return out
 
 
 # --------------------------------------------------------------------------------------------
-# The Python API
+# The Python API: fit logs its findings at WARNING level
 # --------------------------------------------------------------------------------------------
-def test_api_warns_when_gcv_picks_the_top_of_the_grid_on_raw_columns():
+def test_api_logs_when_gcv_picks_the_top_of_the_grid_on_raw_columns(caplog):
     """Issue 19's fit through the API: γ=0.5 on raw columns, GCV at the top edge, R² ≈ 0."""
     df = _raw_table()
     X, y = df[["income", "ratio", "share"]], df["y"]
-    with pytest.warns(FitWarning) as record:
+    with caplog.at_level(logging.WARNING, logger="bigkernel"):
         m = RandomFeatureRidge(gamma=0.5, n_components=128, alpha="gcv", random_state=0).fit(X, y)
-    kinds = {type(w.message): str(w.message) for w in record}
-    assert m.alpha_ == m.alphas_.max() and m.score(X, y) < 0.1
-    edge = kinds[GridEdgeWarning]
-    assert "largest" in edge and "standardize=True" in edge and f"{m.alpha_:.3g}" in edge
-    scale = kinds[FeatureScaleWarning]
-    assert "'income'" in scale and "'ratio'" in scale or "'share'" in scale
-    assert "standardize=True" in scale
-    # the fix: standardised, the same γ fits well and nothing is flagged
-    ctx = _no_fit_warnings()
-    try:
-        good = RandomFeatureRidge(gamma=0.5, n_components=128, alpha="gcv", random_state=0, standardize=True).fit(X, y)
-    finally:
-        ctx.__exit__(None, None, None)
+        found = _findings(caplog)
+        assert m.alpha_ == m.alphas_.max() and m.score(X, y) < 0.1
+        assert set(found) == {"alpha_at_top_of_grid", "feature_scales"}
+        edge = found["alpha_at_top_of_grid"]
+        assert edge.startswith("RandomFeatureRidge: ") and "largest" in edge and "standardize=True" in edge
+        assert f"α={m.alpha_:.3g}" in edge
+        scale = found["feature_scales"]
+        assert "'income'" in scale and ("'ratio'" in scale or "'share'" in scale) and "standardize=True" in scale
+        # the fix: standardised, the same γ fits well and nothing is logged
+        good = RandomFeatureRidge(gamma=0.5, n_components=128, alpha="gcv", random_state=0, standardize=True)
+        good.fit(X, y)
+        assert _findings(caplog) == {}
     assert good.score(X, y) > 0.9 and good.alphas_.min() < good.alpha_ < good.alphas_.max()
 
 
-def test_api_grid_edges_bottom_and_a_bracketing_grid():
+def test_api_grid_edges_bottom_and_a_bracketing_grid(caplog):
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 1, (800, 3))
     y = np.sin(4 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=800)
-    with pytest.warns(GridEdgeWarning, match=r"smallest of the 2 α .* reaching below 1e\+03"):
+    with caplog.at_level(logging.WARNING, logger="bigkernel"):
         RandomFeatureRidge(gamma=1.0, n_components=64, alpha=[1e3, 1e4], random_state=0).fit(X, y)
-    ctx = _no_fit_warnings()
-    try:  # a grid around the optimum: silent
+        found = _findings(caplog)
+        assert list(found) == ["alpha_at_bottom_of_grid"]
+        assert "smallest of the 2 α" in found["alpha_at_bottom_of_grid"]
+        assert "reaching below 1e+03" in found["alpha_at_bottom_of_grid"]
+        # a grid around the optimum: nothing logged
         m = RandomFeatureRidge(gamma=1.0, n_components=64, alpha=list(np.logspace(-9, 3, 13)), random_state=0)
         m.fit(X, y)
-    finally:
-        ctx.__exit__(None, None, None)
+        assert _findings(caplog) == {}
     assert 1e-9 < m.alpha_ < 1e3
 
 
-def test_api_cv_warns_when_gamma_is_the_smoothest_searched():
+def test_api_cv_logs_when_gamma_is_the_smoothest_searched(caplog):
     """RandomFeatureRidgeCV on raw columns: the search runs to the smallest γ of its grid."""
     df = _raw_table(2000)
     X, y = df[["income", "ratio", "share"]].to_numpy(), df["y"].to_numpy()
-    with pytest.warns(FitWarning) as record:
+    with caplog.at_level(logging.WARNING, logger="bigkernel"):
         m = RandomFeatureRidgeCV(gammas=[0.01, 0.1, 1.0], n_components=64, cv=3, random_state=0).fit(X, y)
+        found = _findings(caplog)
     assert m.gamma_ == 0.01
-    messages = [str(w.message) for w in record if w.category is GridEdgeWarning]
-    assert any("γ=0.01" in s and "smallest of the 3 γ" in s and "gammas" in s for s in messages), messages
-    scale = [str(w.message) for w in record if w.category is FeatureScaleWarning]
-    assert scale and "feature 0" in scale[0]  # no column names in a numpy fit
+    edge = found["gamma_at_bottom_of_grid"]
+    assert "γ=0.01" in edge and "smallest of the 3 γ" in edge and "3-fold CV" in edge and "gammas" in edge
+    assert "feature 0" in found["feature_scales"]  # no column names in a numpy fit
 
 
-def test_api_classifier_warns_about_scales_once_per_fit():
+def test_api_classifier_logs_scales_once_per_fit(caplog):
     df = _raw_table(1000)
     labels = np.where(df["ratio"] > 0.5, "hi", "lo")
-    with pytest.warns(FeatureScaleWarning, match="'income'") as record:
+    with caplog.at_level(logging.WARNING, logger="bigkernel"):
         RandomFeatureClassifier(gamma=0.5, n_components=32, alpha=0.1, random_state=0).fit(
             df[["income", "ratio", "share"]], labels
         )
-    assert sum(w.category is FeatureScaleWarning for w in record) == 1
+        records = [r for r in caplog.records if r.name == "bigkernel.diagnostics"]
+    assert len(records) == 1 and "'income'" in records[0].getMessage()
 
 
 def test_score_findings_thresholds():

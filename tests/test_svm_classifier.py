@@ -33,9 +33,6 @@ def _expected_failures(est):
     return {}
 
 
-# scikit-learn's checks fit small random data (targets of pure noise, columns of any scale):
-# there a FitWarning (α on its grid's edge, scales far apart) is the right answer, not a failure
-@pytest.mark.filterwarnings("ignore::bigkernel.errors.FitWarning")
 @parametrize_with_checks(
     [
         RandomFeatureClassifier(n_components=32, loss="squared_hinge"),

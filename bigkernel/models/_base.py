@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_array, check_consistent_length, valid
 from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.devices import parse_device, resolve_device
-from bigkernel.diagnostics import warn_fit
+from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.model_store import save_model
@@ -272,7 +272,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         ds = self._fit_input(X, y)
         weights = None if sample_weight is None else RowWeights(check_sample_weight(sample_weight, ds.X.shape[0]))
         self.fit_dataset(ds, weights=weights)
-        warn_fit(self)  # α/γ on a grid edge, feature scales far apart (FitWarning)
+        log_fit(self)  # α/γ on a grid edge, feature scales far apart, logged
         return self
 
     def _fit_input(self, X, y) -> Dataset:

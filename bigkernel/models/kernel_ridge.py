@@ -32,7 +32,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset
-from bigkernel.diagnostics import warn_fit
+from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
@@ -341,7 +341,7 @@ class KernelRidge(_EstimatorBase):
         ds, _ = self._as_dataset(X, y, reset=True)
         weights = None if sample_weight is None else RowWeights(check_sample_weight(sample_weight, ds.X.shape[0]))
         self.fit_dataset(ds, weights)
-        warn_fit(self)  # α on a grid edge, feature scales far apart (FitWarning)
+        log_fit(self)  # α on a grid edge, feature scales far apart, logged
         return self
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
