@@ -125,13 +125,15 @@ def grid_edge_findings(est, *, job: bool = False) -> list[Finding]:
     a_key = "alpha" if job else ("alphas" if hasattr(est, "cv_results_") else "alpha")
     g_key = "gamma" if job else "gammas"
     std = _set("standardize", "true", job)
-    if alpha is not None and (edge := _edge(alphas, float(alpha))):
+    scaled = bool(getattr(est, "standardize", False))  # then standardising is no fix to offer
+    raw = "" if scaled else f"features on raw scales (set {std}), or "
+    if alpha is not None and np.size(alpha) == 1 and (edge := _edge(alphas, float(alpha))):
         grid = f"{alphas.size} α from {alphas.min():.3g} to {alphas.max():.3g}"
         if edge == "top":
             fix = (
                 f"the fit wants more smoothing than the grid allows, often a sign that nothing was learnt: "
-                f"features on raw scales (set {std}), or a γ too large for the data's scale (try a smaller "
-                f"γ); to find the optimum, give `{a_key}` a grid reaching above {alphas.max():.3g}"
+                f"{raw}a γ too large for the data's scale (try a smaller γ); to find the optimum, give "
+                f"`{a_key}` a grid reaching above {alphas.max():.3g}"
             )
         else:
             fix = (
@@ -149,8 +151,9 @@ def grid_edge_findings(est, *, job: bool = False) -> list[Finding]:
         u = np.unique(gammas)
         if edge == "bottom":
             fix = (
-                f"the smoothest kernel searched fitted best: if the features are on raw scales set {std}; "
-                f"else give `{g_key}` values below {u[0]:.3g}"
+                "the smoothest kernel searched fitted best: "
+                + ("" if scaled else f"if the features are on raw scales set {std}; else ")
+                + f"give `{g_key}` values below {u[0]:.3g}"
             )
         else:
             fix = f"the roughest kernel searched fitted best: give `{g_key}` values above {u[-1]:.3g}"
