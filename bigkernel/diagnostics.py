@@ -137,10 +137,10 @@ def grid_edge_findings(est, *, job: bool = False) -> list[Finding]:
             )
         else:
             fix = (
-                f"the fit wants (almost) no penalty, so the kernel's bandwidth or the number of "
-                f"components is what limits it: try a larger γ or more components, or give `{a_key}` a "
-                f"grid reaching below {alphas.min():.3g} (if the score still improves there, check the "
-                f"holdout score: the model may be interpolating)"
+                f"the fit wants (almost) no penalty: give `{a_key}` a grid reaching below "
+                f"{alphas.min():.3g}; if the score still improves there the model interpolates the data — "
+                f"check the holdout score and the bandwidth γ for the data's scale (with random features or "
+                f"Nyström, more components may fit better)"
             )
         out.append(Finding(
             f"alpha_at_{edge}_of_grid",
