@@ -181,7 +181,7 @@ def write_report(
     ``notes`` ({section title: paragraph}, e.g. why a figure is missing, what a file holds);
     ``score_lines(scores, classes)`` writes the scores of a classification job."""
     m = metrics
-    lines = [f"# bigkernel job `{m['job']}`", "",
+    lines = [f"# bigkernel job `{m['job']}`", "", *_warnings_section(m),
              f"- data: {m['data']['n_samples']:,} rows × {m['data']['n_features']} features from `{m['data']['source']}`",
              f"- model: {m['model']['kernel']} "
              + (f"exact kernel ridge, n={m['model']['n_samples_fit']:,}, " if "n_samples_fit" in m["model"]
@@ -205,6 +205,15 @@ def write_report(
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path
+
+
+def _warnings_section(metrics: dict[str, Any]) -> list[str]:
+    """report.md's first section when the fit looks useless: each warning with its fix."""
+    found = metrics.get("warnings") or []
+    if not found:
+        return []
+    head = f"## Warnings ({len(found)}): this model may be useless — see the fixes"
+    return [head, "", *[f"- **{w['code']}**: {w['message']}" for w in found], ""]
 
 
 def _bootstrap_band_section(metrics: dict[str, Any], output: str) -> list[str]:

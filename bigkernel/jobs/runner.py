@@ -22,6 +22,7 @@ import numpy as np
 from bigkernel._version import __version__
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import resolve_device
+from bigkernel.diagnostics import fit_findings, score_findings
 from bigkernel.errors import OutputExistsError
 from bigkernel.graph.residuals import residual_graph
 from bigkernel.io.predictions import predict_to_path
@@ -351,6 +352,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
             est._set_input_facts(ds.X.dtype, ds.columns, ds.target_names)  # a table's columns: as a DataFrame fit
             timings["fit"] = time.perf_counter() - t
+            findings = fit_findings(est, job=True)
 
             t = time.perf_counter()
             if cfg.task == "classification":
@@ -360,6 +362,9 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             else:
                 scores, holdout = _evaluate_regressor(cfg, ds, est, split, client)
             timings["evaluate"] = time.perf_counter() - t
+            findings += score_findings(scores)
+            for f in findings:  # on the terminal and in job.log; listed in metrics.json and report.md
+                logger.warning("%s [%s]", f.message, f.code)
 
             t = time.perf_counter()
             model_path = est.save(os.path.join(cfg.output, "model.zarr"), overwrite=True)
@@ -390,7 +395,8 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             "job": cfg.name, "bigkernel_version": __version__, "data": plan,
             "model": _model_summary(cfg, est),
             "search": _search_summary(est),
-            "scores": scores, "timings_s": {k: round(v, 3) for k, v in timings.items()}, "outputs": outputs,
+            "scores": scores, "warnings": [f.as_dict() for f in findings],
+            "timings_s": {k: round(v, 3) for k, v in timings.items()}, "outputs": outputs,
         }  # fmt: skip
         if boot is not None:
             metrics["bootstrap"] = boot.get("metrics", {})
@@ -534,6 +540,7 @@ def summary_text(m: dict[str, Any]) -> str:
         + f"alpha={mo['alpha']:.3g}, {describe_df(mo['df'], mo.get('df_stderr'))}, {mo['dtype']} "
         + ("Gram" if "n_samples_fit" in mo else "features"),
     ]
+    lines += [f"WARNING: {w['message']}" for w in m.get("warnings", [])]
     if m.get("search"):
         lines.append(
             f"search: best {m['search']['best_params']} of {m['search']['n_candidates']} "

@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_array, check_consistent_length, valid
 from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.devices import parse_device, resolve_device
+from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.model_store import save_model
@@ -282,9 +283,10 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         """
         self._check_params()
         ds = self._fit_input(X, y)
-        if sample_weight is None:
-            return self.fit_dataset(ds)
-        return self.fit_dataset(ds, weights=RowWeights(check_sample_weight(sample_weight, ds.X.shape[0])))
+        weights = None if sample_weight is None else RowWeights(check_sample_weight(sample_weight, ds.X.shape[0]))
+        self.fit_dataset(ds, weights=weights)
+        log_fit(self)  # α/γ on a grid edge, feature scales far apart, logged
+        return self
 
     def _fit_input(self, X, y) -> Dataset:
         """Validated training data (metadata only; values are checked in the pass)."""

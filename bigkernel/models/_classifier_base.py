@@ -29,6 +29,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dask, as_dataset
 from bigkernel.data.validate import check_X_metadata
+from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import save_model
 from bigkernel.models._base import (
@@ -263,7 +264,9 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
                 f"X has {X.shape[0]} rows but y has {y.shape[0]} labels; they must describe the same samples"
             )
         sw = None if sample_weight is None else check_sample_weight(sample_weight, X.shape[0])
-        return self._fit_labels(X, y, weights=None if sw is None else RowWeights(sw))
+        self._fit_labels(X, y, weights=None if sw is None else RowWeights(sw))
+        log_fit(self)  # α/γ on a grid edge, feature scales far apart, logged
+        return self
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a :class:`~bigkernel.data.sources.Dataset` whose ``y`` holds the labels

@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import as_block, column_min_max
 from bigkernel.data.sources import Dataset
+from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
@@ -393,7 +394,9 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self._check_params()
         if is_precomputed(self.kernel):
             X = _gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
-        return self.fit_dataset(self._fit_input(X, y))
+        self.fit_dataset(self._fit_input(X, y))
+        log_fit(self)  # α/γ on a grid edge, feature scales far apart, logged
+        return self
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).

@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset
+from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
@@ -338,9 +339,10 @@ class KernelRidge(_EstimatorBase):
         if is_precomputed(self.kernel):
             X = _gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
         ds, _ = self._as_dataset(X, y, reset=True)
-        if sample_weight is None:
-            return self.fit_dataset(ds)
-        return self.fit_dataset(ds, RowWeights(check_sample_weight(sample_weight, ds.X.shape[0])))
+        weights = None if sample_weight is None else RowWeights(check_sample_weight(sample_weight, ds.X.shape[0]))
+        self.fit_dataset(ds, weights)
+        log_fit(self)  # α on a grid edge, feature scales far apart, logged
+        return self
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated dataset (for orchestrators); see the solvers' ``fit_dataset``."""

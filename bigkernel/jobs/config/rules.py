@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any, get_args
 
 from bigkernel.data.synthetic import DEFAULT_NOISE
+from bigkernel.data.tables import is_table
 from bigkernel.jobs.config.fields import (
     _BYTES,
     _address,
@@ -227,7 +228,7 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
         form=sec.value("form", _param(RandomFeatureRidge, "form"), "cos"),
         alpha=sec.value("alpha", _param(RandomFeatureRidge, "alpha", words=("loo", "gcv", "cv", "evidence")), "gcv"),
         cv=sec.value("cv", _param(RandomFeatureRidgeCV, "cv", words=()), 5),  # 'gcv' is alpha's, in a job
-        standardize=sec.value("standardize", _param(RandomFeatureRidge, "standardize"), False),
+        standardize=sec.value("standardize", _param(RandomFeatureRidge, "standardize", words=("auto",)), "auto"),
         fit_intercept=sec.value("fit_intercept", _param(RandomFeatureRidge, "fit_intercept"), True),
         dtype=sec.value("dtype", _param(RandomFeatureRidge, "dtype"), "float64"),
         random_state=sec.value("random_state", _integer(ge=0), None, nullable=True),
@@ -249,8 +250,25 @@ def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
     )
     if model.random_state is None:
         model = replace(model, random_state=sec.ctx.seed)
+    if model.standardize == "auto":
+        model = replace(model, standardize=auto_standardize(model.kernel, data))
     _check_model(sec, model, data)
     return model
+
+
+def auto_standardize(kernel: str, data: DataConfig) -> bool:
+    """``standardize: auto`` (the default): true when the training data is a CSV or Parquet
+    table, false for arrays (zarr, .npy, sparse .npz).
+
+    A table's columns carry their own units (an income beside a ratio), so one γ suits them only
+    on a common scale; arrays are often features prepared already (sparse ones cannot be
+    centred), and ``make:`` arrays are uniform on [0, 1], the scale their example γ was set
+    for. The Fourier basis is defined on [0, 1] and is never standardised.
+    """
+    source = data.train if data.train is not None else data.make
+    if source is None or kernel not in JOB_KERNELS or kernel_spec(kernel).name == "fourier":
+        return False
+    return is_table(source.path)
 
 
 def _check_svm_model(top: _Section, m: ModelConfig) -> None:

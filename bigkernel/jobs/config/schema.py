@@ -221,6 +221,9 @@ class ModelConfig:
         random_features (setting it for an exact search is an error: it has no folds).
     standardize : bool, default=False
         Standardize features to mean 0 / sd 1 (a light pre-pass over X; stored in the model).
+        In YAML the default is ``auto``, resolved when the job is read: true for a CSV or
+        Parquet source, false for arrays (see
+        :func:`bigkernel.jobs.config.rules.auto_standardize`).
     fit_intercept : bool, default=True
         Unpenalized intercept by centering.
     dtype : {"float32", "float64"}, default="float64"

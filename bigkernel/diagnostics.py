@@ -1,0 +1,255 @@
+"""Signs that a fitted model is useless, each with its fix: a chosen α or γ on the edge of the
+grid searched, feature scales far apart with ``standardize`` off, a holdout score no better
+than a constant.
+
+Read from what every fit already keeps (``alphas_``/``alpha_``, ``cv_results_``, the training
+range ``data_min_``/``data_max_``, the job's scores): no pass over the data. The estimators'
+``fit`` logs the model findings at WARNING level on the ``bigkernel.diagnostics`` logger
+(:func:`log_fit`; without logging configured Python prints them to stderr); a job logs every
+finding and lists it in ``metrics.json`` and ``report.md``.
+
+Logged, not ``warnings.warn``: scikit-learn's own searches (``RidgeCV``, ``GridSearchCV``) say
+nothing about a grid edge, so a warning class would turn the coarse grids of every test and
+pipeline that fits random data into errors under ``-W error``; a log record is seen and can be
+silenced (``logging.getLogger("bigkernel.diagnostics").setLevel(logging.ERROR)``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bigkernel.kernels.registry import is_precomputed, kernel_spec
+
+logger = logging.getLogger(__name__)
+
+#: feature ranges differing by more than this factor (``standardize`` off) are flagged
+SCALE_RATIO = 100.0
+#: kernels whose input domain standardising would break (histograms, the fixed Fourier basis on
+#: [0, 1]) or that ignore X: their column scales are the user's on purpose
+_SCALE_FREE_KERNELS = frozenset({"fourier", "chi2", "additive_chi2", "constant"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sign of a useless fit: a stable ``code`` and a ``message`` naming the fix."""
+
+    code: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"code", "message"}`` for metrics.json."""
+        return {"code": self.code, "message": self.message}
+
+
+def _set(key: str, value: str, job: bool) -> str:
+    """A parameter setting as the user writes it: ``key: value`` in a job, ``key=Value`` in Python."""
+    if job:
+        return f"`{key}: {value}`"
+    return f"{key}={value.capitalize() if value in ('true', 'false') else value}"
+
+
+def _layers(est) -> list:
+    """``est`` and the models it wraps (a classifier's regressor, KernelRidge's solver)."""
+    out = [est]
+    while hasattr(out[-1], "estimator_") and len(out) < 4:
+        out.append(out[-1].estimator_)
+    return out
+
+
+def _first(est, name: str):
+    return next((getattr(m, name) for m in _layers(est) if getattr(m, name, None) is not None), None)
+
+
+def _criterion(est) -> str:
+    """How the grid was scored, in words."""
+    crit = _first(est, "criterion")  # ExactKernelRidgeCV
+    if crit is None and hasattr(est, "cv_results_"):
+        crit = getattr(est, "cv", None)
+    if crit is None:
+        crit = getattr(est, "alpha", "gcv")  # "evidence"; "gcv" or a list are scored by GCV
+    if isinstance(crit, (int, np.integer)) and not isinstance(crit, bool):
+        return f"{crit}-fold CV"
+    return {"loo": "leave-one-out", "evidence": "the evidence"}.get(str(crit).lower(), "GCV")
+
+
+def _edge(grid: np.ndarray, chosen: float) -> str | None:
+    """ "top", "bottom" or None: where ``chosen`` sits in ``grid`` (None: a grid of one value)."""
+    grid = np.unique(grid[np.isfinite(grid)])
+    if grid.size < 2:
+        return None
+    if np.isclose(chosen, grid[-1], rtol=1e-9, atol=0):
+        return "top"
+    if np.isclose(chosen, grid[0], rtol=1e-9, atol=0):
+        return "bottom"
+    return None
+
+
+def _grid(est) -> tuple[np.ndarray | None, np.ndarray, float, float | None]:
+    """(γ grid or None, α grid at the chosen γ, chosen α, chosen γ or None)."""
+    results = _first(est, "cv_results_")
+    if results is not None:
+        best = _first(est, "best_index_")
+        if best is None:  # a classifier's search keeps best_params_ only
+            best = list(results["params"]).index(_first(est, "best_params_"))
+        best = int(best)
+        gammas, alphas = np.asarray(results["param_gamma"]), np.asarray(results["param_alpha"])
+        g = float(gammas[best])
+        at_g = alphas[gammas == g] if np.isfinite(g) else alphas
+        return (gammas if np.isfinite(g) else None), at_g, float(alphas[best]), (g if np.isfinite(g) else None)
+    alphas = _first(est, "alphas_")
+    alpha = _first(est, "alpha_")
+    return None, np.atleast_1d(np.asarray(alphas if alphas is not None else [], dtype=np.float64)), alpha, None
+
+
+def grid_edge_findings(est, *, job: bool = False) -> list[Finding]:
+    """The chosen α (GCV, K-fold CV, the evidence, leave-one-out) or γ on an edge of its grid.
+
+    Parameters
+    ----------
+    est : fitted estimator
+        Any bigkernel regressor or classifier; a fixed α (a grid of one) gives nothing.
+    job : bool, default=False
+        Name the fixes as YAML keys (``standardize: true``) rather than parameters.
+
+    Returns
+    -------
+    list of Finding
+    """
+    gammas, alphas, alpha, gamma = _grid(est)
+    out = []
+    how = _criterion(est)
+    a_key = "alpha" if job else ("alphas" if hasattr(est, "cv_results_") else "alpha")
+    g_key = "gamma" if job else "gammas"
+    std = _set("standardize", "true", job)
+    scaled = bool(getattr(est, "standardize", False))  # then standardising is no fix to offer
+    raw = "" if scaled else f"features on raw scales (set {std}), or "
+    if alpha is not None and np.size(alpha) == 1 and (edge := _edge(alphas, float(alpha))):
+        grid = f"{alphas.size} α from {alphas.min():.3g} to {alphas.max():.3g}"
+        if edge == "top":
+            fix = (
+                f"the fit wants more smoothing than the grid allows, often a sign that nothing was learnt: "
+                f"{raw}a γ too large for the data's scale (try a smaller γ); to find the optimum, give "
+                f"`{a_key}` a grid reaching above {alphas.max():.3g}"
+            )
+        else:
+            fix = (
+                f"the fit wants (almost) no penalty: give `{a_key}` a grid reaching below "
+                f"{alphas.min():.3g}; if the score still improves there the model interpolates the data — "
+                f"check the holdout score and the bandwidth γ for the data's scale (with random features or "
+                f"Nyström, more components may fit better)"
+            )
+        out.append(Finding(
+            f"alpha_at_{edge}_of_grid",
+            f"α={float(alpha):.3g}, chosen by {how}, is the {'largest' if edge == 'top' else 'smallest'} of the "
+            f"{grid} searched: {fix}.",
+        ))  # fmt: skip
+    if gammas is not None and gamma is not None and (edge := _edge(gammas, gamma)):
+        u = np.unique(gammas)
+        if edge == "bottom":
+            fix = (
+                "the smoothest kernel searched fitted best: "
+                + ("" if scaled else f"if the features are on raw scales set {std}; else ")
+                + f"give `{g_key}` values below {u[0]:.3g}"
+            )
+        else:
+            fix = f"the roughest kernel searched fitted best: give `{g_key}` values above {u[-1]:.3g}"
+        out.append(Finding(
+            f"gamma_at_{edge}_of_grid",
+            f"γ={gamma:.3g}, chosen by {how}, is the {'smallest' if edge == 'bottom' else 'largest'} of the "
+            f"{u.size} γ from {u[0]:.3g} to {u[-1]:.3g} searched: {fix}.",
+        ))  # fmt: skip
+    return out
+
+
+def _kernel_name(est) -> str | None:
+    kernel = getattr(est, "kernel", None)
+    if kernel is None or is_precomputed(kernel):
+        return None
+    try:
+        return kernel_spec(kernel if isinstance(kernel, str) else getattr(kernel, "name", str(kernel))).name
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def feature_scale_findings(est, *, job: bool = False) -> list[Finding]:
+    """Feature ranges (``data_min_``/``data_max_`` of the fit's own pass) differing by more
+    than :data:`SCALE_RATIO` times while ``standardize`` is off.
+
+    Columns without spread are left out (they carry no scale); kernels whose domain is the
+    user's on purpose (histograms for chi², [0, 1] for the Fourier basis) are not checked.
+    """
+    if getattr(est, "standardize", False) or _kernel_name(est) in (None, *_SCALE_FREE_KERNELS):
+        return []
+    lo, hi = _first(est, "data_min_"), _first(est, "data_max_")
+    if lo is None or hi is None:
+        return []
+    width = np.asarray(hi, dtype=np.float64) - np.asarray(lo, dtype=np.float64)
+    spread = np.flatnonzero(np.isfinite(width) & (width > 0))
+    if spread.size < 2:
+        return []
+    wide, narrow = spread[np.argmax(width[spread])], spread[np.argmin(width[spread])]
+    ratio = width[wide] / width[narrow]
+    if ratio <= SCALE_RATIO:
+        return []
+    names = getattr(est, "feature_names_in_", None)
+
+    def name(i: int) -> str:
+        return repr(str(names[i])) if names is not None else f"feature {i}"
+
+    return [Finding(
+        "feature_scales",
+        f"the feature ranges differ by {ratio:.3g}× ({name(wide)} spans {width[wide]:.3g}, {name(narrow)} "
+        f"{width[narrow]:.3g}) and standardize is off: one bandwidth γ cannot suit every column — the widest "
+        f"dominates the kernel's distances and the narrowest are ignored. Set {_set('standardize', 'true', job)} "
+        f"(or rescale the columns yourself).",
+    )]  # fmt: skip
+
+
+def fit_findings(est, *, job: bool = False) -> list[Finding]:
+    """Every finding about a fitted model: grid edges, then feature scales."""
+    return grid_edge_findings(est, job=job) + feature_scale_findings(est, job=job)
+
+
+def log_fit(est) -> None:
+    """Log each of :func:`fit_findings` at WARNING level (called at the end of the estimators'
+    ``fit``; not by ``fit_dataset``, ``partial_fit`` or the bootstrap's replicate fits)."""
+    for f in fit_findings(est):
+        logger.warning("%s: %s [%s]", type(est).__name__, f.message, f.code)
+
+
+def score_findings(scores: dict[str, dict[str, Any]]) -> list[Finding]:
+    """A job's holdout score no better than a constant: R² <= 0 (regression), or accuracy <= the
+    share of the training rows' majority class among the scored rows (classification).
+
+    The holdout rows are judged when there are any, else the training rows.
+    """
+    name = "holdout" if "holdout" in scores else "train"
+    s = scores.get(name)
+    if s is None:
+        return []
+    rows = "holdout" if name == "holdout" else "training"
+    if "r2" in s and s["r2"] is not None and np.isfinite(s["r2"]) and s["r2"] <= 0:
+        return [Finding(
+            f"{name}_r2_not_positive",
+            f"{rows} R²={s['r2']:.4f} <= 0: the model predicts no better than the mean of y. See the other "
+            "warnings for the cause; usual fixes: `standardize: true`, a γ suited to the data's scale "
+            "(or a list of γ / `gamma: cv` to search), more components.",
+        )]  # fmt: skip
+    if "accuracy" in s and "confusion_matrix" in s:
+        conf = np.asarray(s["confusion_matrix"], dtype=np.float64)
+        ref = np.asarray(scores.get("train", s)["confusion_matrix"], dtype=np.float64)
+        majority = int(np.argmax(ref.sum(axis=1)))
+        rate = conf[majority].sum() / max(conf.sum(), 1.0)
+        if s["accuracy"] <= rate:
+            return [Finding(
+                f"{name}_accuracy_at_majority_rate",
+                f"{rows} accuracy {s['accuracy']:.4f} <= {rate:.4f}, the rate of always predicting the majority "
+                "class: the classifier learnt nothing useful. See the other warnings for the cause; usual fixes: "
+                "`standardize: true`, a γ suited to the data's scale (or `gamma: cv`), `class_weight: balanced` "
+                "for rare classes.",
+            )]  # fmt: skip
+    return []
