@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import zipfile
 from dataclasses import dataclass
+from typing import Any
 
 import dask
 import dask.array as da
@@ -23,13 +24,17 @@ class Dataset:
     """A validated data set: X (n, d) and optional y (n,) or (n, k), sharing row chunks.
 
     ``columns`` names X's columns when they were selected by name from a table (the model's
-    ``feature_names_in_``); None for arrays.
+    ``feature_names_in_``; after one-hot encoding, the encoded names); None for arrays.
+    ``encoder`` is the :class:`~bigkernel.data.encode.TableEncoder` that made X from a table's
+    columns (categorical or missing values), ``n_dropped`` the rows it dropped.
     """
 
     X: da.Array
     y: da.Array | None
     source: str
     columns: tuple[str, ...] | None = None
+    encoder: Any = None
+    n_dropped: int = 0
 
 
 def _is_url(path: str) -> bool:
@@ -197,6 +202,9 @@ def open_source(
     chunk_rows: int | None = None,
     storage_options: dict | None = None,
     labels: bool = False,
+    missing: str = "error",
+    categorical: list[str] | str | None = None,
+    encoder: Any = None,
 ) -> Dataset:
     """Open a data source and validate its metadata.
 
@@ -218,6 +226,12 @@ def open_source(
         fsspec options for a zarr URL.
     labels : bool, default=False
         y holds class labels, of any dtype (strings included), for a classifier.
+    missing : {"error", "drop", "impute"}, default="error"
+        Tables only: what a missing value does (:func:`~bigkernel.data.tables.read_table`).
+    categorical : list of str, "auto" or None, default=None
+        Tables only: columns to one-hot encode ("auto": the non-numeric ones).
+    encoder : TableEncoder, optional
+        Tables only: a fitted encoder (a loaded model's) to apply, e.g. to prediction data.
 
     Returns
     -------
@@ -226,14 +240,18 @@ def open_source(
         y), chunked along rows, and ``source``.
     """
     path = str(path)
-    from bigkernel.data.tables import is_table, open_table
+    from bigkernel.data.tables import is_table, read_table
 
-    columns = None
+    columns, encoder_used, dropped = None, None, 0
     if is_table(path):
-        X, Y = open_table(path, x, y, labels=labels)
+        t = read_table(path, x, y, labels=labels, missing=missing, categorical=categorical, encoder=encoder)
+        X, Y, encoder_used, dropped = t.X, t.Y, t.encoder, t.n_dropped
         rows = chunk_rows or default_chunk_rows(X.shape[1], X.dtype.itemsize)
         X = X.rechunk({0: rows})
-        columns = (x,) if isinstance(x, str) else tuple(x)
+        if encoder_used is not None:
+            columns = tuple(str(c) for c in encoder_used.get_feature_names_out())
+        else:
+            columns = (x,) if isinstance(x, str) else tuple(x)
     elif path.endswith(".npy"):
         X = open_npy(path, chunk_rows)
         Y = open_npy(y_path, X.chunks[0][0]) if y_path else None
@@ -243,7 +261,8 @@ def open_source(
     else:
         X = from_zarr(open_zarr_array(path, x, storage_options), chunk_rows)
         Y = from_zarr(open_zarr_array(path, y, storage_options), X.chunks[0][0]) if y else None
-    return as_dataset(X, Y, source=path, columns=columns, labels=labels)
+    ds = as_dataset(X, Y, source=path, columns=columns, labels=labels)
+    return Dataset(ds.X, ds.y, ds.source, ds.columns, encoder_used, dropped)
 
 
 def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:

@@ -24,13 +24,19 @@ def open_training_data(cfg: JobConfig) -> Dataset:
     return open_dataset(cfg.data.train_source, _chunk_rows(cfg), labels=cfg.task == "classification")
 
 
-def open_dataset(src: SourceConfig, chunk_rows: int | None, with_y: bool = True, labels: bool = False) -> Dataset:
-    """Open a ``SourceConfig`` (train, predict or eval data); ``labels``: y holds class labels."""
+def open_dataset(
+    src: SourceConfig, chunk_rows: int | None, with_y: bool = True, labels: bool = False, encoder: Any = None
+) -> Dataset:
+    """Open a ``SourceConfig`` (train, predict or eval data); ``labels``: y holds class labels;
+    ``encoder``: the training data's table encoder, applied to prediction data."""
     x = list(src.x) if isinstance(src.x, tuple) else src.x
     y = (list(src.y) if isinstance(src.y, tuple) else src.y) if with_y else None
     if labels and isinstance(y, list) and len(y) == 1:
         y = y[0]  # one label column: 1-D labels
-    return open_source(src.path, x, y, y_path=src.y_path if with_y else None, chunk_rows=chunk_rows, labels=labels)
+    return open_source(
+        src.path, x, y, y_path=src.y_path if with_y else None, chunk_rows=chunk_rows, labels=labels,
+        missing=getattr(src, "missing", "error"), categorical=getattr(src, "categorical", None), encoder=encoder,
+    )  # fmt: skip
 
 
 def check_inputs(cfg: JobConfig) -> None:
@@ -43,9 +49,10 @@ def check_inputs(cfg: JobConfig) -> None:
     ------
     DataNotFoundError, DataError
     """
+    encoder = None
     if cfg.data.train is not None:
         tds = open_training_data(cfg)
-        n_features, columns, train = tds.X.shape[1], tds.columns, cfg.data.train.path
+        n_features, columns, train, encoder = tds.X.shape[1], tds.columns, cfg.data.train.path, tds.encoder
     else:
         mk = cfg.data.make
         n_features, columns, train = mk.n_features, _column_names(mk.source.x), mk.path
@@ -57,7 +64,7 @@ def check_inputs(cfg: JobConfig) -> None:
         # predictions of the data this job makes (perhaps not yet): its columns by construction
         d, pcols = n_features, _column_names(cfg.predict.x)
     else:
-        pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
+        pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False, encoder=encoder)
         d, pcols = pds.X.shape[1], pds.columns
     if d != n_features:
         raise DataError(

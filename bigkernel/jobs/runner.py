@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from bigkernel._version import __version__
+from bigkernel.data.encode import MISSING_HINT, PREDICT_MISSING_HINT, nonfinite_named, table_facts
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import resolve_device
 from bigkernel.errors import OutputExistsError
@@ -329,7 +330,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             t = time.perf_counter()
             ds = open_training_data(cfg)
             timings["data"] = time.perf_counter() - t
-            plan = chunk_plan(cfg, ds)
+            plan = chunk_plan(cfg, ds) | table_facts(ds)
             logger.info("chunk plan: %s", plan)
 
             if cfg.bootstrap is not None:
@@ -341,8 +342,11 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
                 est = classify.build_classifier(cfg, est)
             split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
             t = time.perf_counter()
-            est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
+            with nonfinite_named(ds.columns, MISSING_HINT if ds.columns is not None else None):
+                est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
             est._set_input_facts(ds.X.dtype, ds.columns)  # a table's columns: as a DataFrame fit
+            if ds.encoder is not None:  # saved with the model, applied at predict
+                est.table_encoder_ = ds.encoder
             timings["fit"] = time.perf_counter() - t
 
             t = time.perf_counter()
@@ -361,8 +365,9 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             outputs: dict[str, str] = {"model": model_path}
             if cfg.predict is not None:
                 t = time.perf_counter()
-                pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
-                outputs["predictions"] = predict_to_path(est, pds.X, cfg.predict.output, overwrite=cfg.overwrite)
+                pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False, encoder=ds.encoder)
+                with nonfinite_named(pds.columns, PREDICT_MISSING_HINT if pds.columns is not None else None):
+                    outputs["predictions"] = predict_to_path(est, pds.X, cfg.predict.output, overwrite=cfg.overwrite)
                 timings["predict"] = time.perf_counter() - t
 
             boot = None
