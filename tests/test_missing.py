@@ -111,6 +111,9 @@ def test_many_ranges_are_counted_not_listed():
     X[3:7] = np.inf
     joined = find_nonfinite(X[:5], None, 0) + find_nonfinite(X[5:], None, 5)
     assert (joined.n_ranges, joined.head) == (1, [(3, 7)])
+    # class labels (text, integers) hold no NaN: a classifier's evaluation pass checks them too
+    assert find_nonfinite(np.zeros((3, 2)), np.array(["a", "b", "a"], dtype=object), 0) is None
+    assert find_nonfinite(np.zeros((3, 2)), np.array([1, 2, 3]), 0) is None
 
 
 # --------------------------------------------------------------------------------------------

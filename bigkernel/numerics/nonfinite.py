@@ -113,7 +113,14 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _bad_mask(a: Any) -> np.ndarray | None:
     """Host boolean mask (rows × columns) of non-finite entries, or None when all are finite
-    (one reduction in the array's namespace; the mask is built only when there is one)."""
+    (one reduction in the array's namespace; the mask is built only when there is one).
+    Integer, boolean and text arrays (class labels) hold no NaN: None."""
+    try:
+        kind = np.dtype(a.dtype).kind
+    except TypeError:  # a namespace's own dtype objects (array-api-strict): checked below
+        kind = "f"
+    if kind not in "fc":
+        return None
     if is_sparse(a):
         if np.isfinite(a.data).all():
             return None
