@@ -24,7 +24,7 @@ class NonFiniteError(DataError):
     behind the message, kept through pickling (a cluster's error reaches the client whole).
     """
 
-    def __init__(self, message: str, bad_rows=None) -> None:
+    def __init__(self, message: str, bad_rows: object = None) -> None:
         super().__init__(message)
         self.bad_rows = bad_rows
 

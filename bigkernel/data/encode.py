@@ -10,16 +10,17 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel.errors import DataError, NonFiniteError, ParameterError
+from bigkernel.errors import DataError, NonFiniteError
+from bigkernel.validation import Options, validate_params
 
-if TYPE_CHECKING:
-    import pandas as pd  # the tables extra: imported where a frame is handled
+#: a pandas DataFrame (pandas is the tables extra: imported where a frame is handled)
+Frame = Any
 
 logger = logging.getLogger(__name__)
 
@@ -81,15 +82,19 @@ class TableEncoder(TransformerMixin, BaseEstimator):
     missing value).
     """
 
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "categorical": [Options(str, ("auto",)), list, tuple, None],
+        "missing": [Options(str, MISSING)],
+    }
+
     def __init__(self, categorical: Sequence[str] | str | None = "auto", missing: str = "error") -> None:
         self.categorical = categorical
         self.missing = missing
 
     # -- fit -----------------------------------------------------------------------------
 
-    def _categorical_columns(self, columns: Sequence[str], dtypes: pd.Series) -> list[str]:
-        if self.missing not in MISSING:
-            raise ParameterError(f"missing must be one of {list(MISSING)}, got {self.missing!r}")
+    def _categorical_columns(self, columns: Sequence[str], dtypes: Any) -> list[str]:
+        validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
         text = [c for c in columns if not numeric_dtype(dtypes[c])]
         if self.categorical == "auto":
             return text
@@ -105,10 +110,13 @@ class TableEncoder(TransformerMixin, BaseEstimator):
             )
         return [c for c in columns if c in declared]
 
-    def fit(self, X, y=None) -> TableEncoder:
+    def fit(self, X: Any, y: Any = None) -> TableEncoder:
         """Find the categories (and fill values) from a pandas or dask DataFrame ``X``."""
         import pandas as pd
 
+        validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
+        if not hasattr(X, "columns"):
+            raise DataError(f"TableEncoder fits a pandas or dask DataFrame (named columns); got {type(X).__name__}")
         if isinstance(X, pd.DataFrame):
             xs = list(X.columns)
             summary = combine_summaries(
@@ -118,7 +126,7 @@ class TableEncoder(TransformerMixin, BaseEstimator):
             summary = summarize_frames(X, self, [])
         return self._fit_summary(list(X.columns), X.dtypes, summary)
 
-    def _fit_summary(self, columns: list[str], dtypes: pd.Series, summary: dict) -> TableEncoder:
+    def _fit_summary(self, columns: list[str], dtypes: Any, summary: dict) -> TableEncoder:
         cats = self._categorical_columns(columns, dtypes)
         self.feature_names_in_ = np.asarray(columns, dtype=object)
         self.n_features_in_ = len(columns)
@@ -141,7 +149,7 @@ class TableEncoder(TransformerMixin, BaseEstimator):
 
     # -- transform -----------------------------------------------------------------------
 
-    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """Output column names: numeric columns as they are, ``<column>_<category>`` for each
         category of a categorical one, in the input order."""
         check_is_fitted(self, "categories_")
@@ -150,7 +158,7 @@ class TableEncoder(TransformerMixin, BaseEstimator):
             names += [f"{c}_{v}" for v in self.categories_[c]] if c in self.categories_ else [str(c)]
         return np.asarray(names, dtype=object)
 
-    def transform(self, X):
+    def transform(self, X: Any) -> Any:
         """Encoded float64 DataFrame (pandas in, pandas out; dask in, dask out, per partition)."""
         import pandas as pd
 
@@ -161,7 +169,7 @@ class TableEncoder(TransformerMixin, BaseEstimator):
         meta = pd.DataFrame({n: pd.Series(dtype="float64") for n in names})
         return X.map_partitions(_encode_frame, self, meta=meta)
 
-    def encode(self, frame: pd.DataFrame) -> np.ndarray:
+    def encode(self, frame: Frame) -> np.ndarray:
         """One partition (pandas) as a float64 array (rows, n_features_out)."""
         import pandas as pd
 
@@ -218,13 +226,13 @@ class TableEncoder(TransformerMixin, BaseEstimator):
         return enc
 
 
-def _encode_frame(frame: pd.DataFrame, enc: TableEncoder) -> pd.DataFrame:
+def _encode_frame(frame: Frame, enc: TableEncoder) -> Frame:
     import pandas as pd
 
     return pd.DataFrame(enc.encode(frame), columns=list(enc.get_feature_names_out()), index=frame.index)
 
 
-def kept_rows(frame: pd.DataFrame, xs: Sequence[str], ys: Sequence[str], missing: str) -> np.ndarray:
+def kept_rows(frame: Frame, xs: Sequence[str], ys: Sequence[str], missing: str) -> np.ndarray:
     """Rows a fit keeps: all but those with a missing y (any mode but "error") or a missing x
     ("drop")."""
     keep = np.ones(len(frame), dtype=bool)
@@ -236,7 +244,7 @@ def kept_rows(frame: pd.DataFrame, xs: Sequence[str], ys: Sequence[str], missing
 
 
 def partition_summary(
-    frame: pd.DataFrame, xs: Sequence[str], ys: Sequence[str], cats: Sequence[str], missing: str, sums: bool = True
+    frame: Frame, xs: Sequence[str], ys: Sequence[str], cats: Sequence[str], missing: str, sums: bool = True
 ) -> dict:
     """Rows, kept rows, category counts and (over the kept rows) numeric sums and counts of one
     partition: what fitting a :class:`TableEncoder` and dropping rows need, in one read."""
