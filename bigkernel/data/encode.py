@@ -284,11 +284,17 @@ def summarize_frames(frame, enc: TableEncoder, ys: Sequence[str], *, rows_only: 
 
     xs = [c for c in frame.columns if c not in ys]
     cats = [] if rows_only else enc._categorical_columns(xs, frame.dtypes)
-    mode = "error" if rows_only and enc.missing == "error" else enc.missing
-    if rows_only:  # what decides the kept rows only
-        frame = frame[list(ys) + (xs if mode == "drop" else [])]
-        xs = [] if mode != "drop" else xs
-    parts = [dask.delayed(partition_summary)(p, xs, ys, cats, mode, not rows_only) for p in frame.to_delayed()]
+    mode = enc.missing
+    # read only the columns the summary needs: the categorical ones for "error" (every row is
+    # kept); every x and y for "drop"; y (and every x, for the fill values) for "impute"
+    if mode == "error":
+        need, ys = list(cats), []
+    elif mode == "drop" or not rows_only:
+        need = xs
+    else:
+        need = []
+    frame = frame[(need + list(ys)) or xs[:1]]
+    parts = [dask.delayed(partition_summary)(p, need, ys, cats, mode, not rows_only) for p in frame.to_delayed()]
     return combine_summaries(list(compute(*parts, label="scan table")))
 
 

@@ -157,6 +157,11 @@ def _encoded(path: str, df, xs: list[str], ys: list[str], y, missing: str, categ
     from bigkernel.data.encode import TableEncoder, summarize_frames
 
     fitting = encoder is None
+    if not fitting and sorted(xs) != sorted(str(c) for c in encoder.feature_names_in_):
+        raise DataError(
+            f"{path!r}: columns {xs} were given, but the model's table encoder reads the columns "
+            f"{list(encoder.feature_names_in_)} (the raw columns it was fitted on); name those"
+        )
     enc = TableEncoder(categorical=categorical or [], missing=missing) if fitting else encoder
     mode = enc.missing if ys else "error"  # rows are dropped only where there are targets
     lengths: tuple[int, ...] | bool = True
