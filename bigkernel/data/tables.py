@@ -139,7 +139,11 @@ def read_table(
             raise DataError(
                 f"{path!r}: columns must be numeric; non-numeric columns {bad}. Select numeric "
                 "columns or convert them before fitting"
-                + (" (in a job, declare string features `categorical: [..]` to one-hot encode them)" if text else "")
+                + (
+                    " (or one-hot encode text features: a job's `categorical:`, open_source(..., categorical='auto'))"
+                    if text
+                    else ""
+                )
             )
         declared = categorical if isinstance(categorical, (list, tuple)) else []
         if encoder is None and missing == "error" and not text and not declared:
