@@ -319,3 +319,24 @@ def test_table_encoder_api_on_pandas_and_dask():
         lazy.transform(dd.from_pandas(df, npartitions=3)).compute().to_numpy(), out.to_numpy(), rtol=1e-14
     )
     assert TableEncoder.from_dict(enc.to_dict()).to_dict() == enc.to_dict()
+
+
+@pytest.mark.parametrize("missing", ["drop", "impute"])
+def test_open_source_encodes_and_drops_per_partition(missing, tmp_path):
+    """The API path of a job's table: a multi-file Parquet dataset (partitions of uneven kept
+    lengths) gives exactly the arrays of the table prepared with pandas, chunks known."""
+    raw = _raw()
+    path = tmp_path / "parts"
+    path.mkdir()
+    for i, lo in enumerate(range(0, len(raw), 1700)):
+        raw.iloc[lo : lo + 1700].to_parquet(path / f"part.{i}.parquet")
+    ds = open_source(str(path), ["a", "city", "b"], "y", missing=missing, categorical="auto", chunk_rows=1024)
+    if missing == "drop":
+        ref = _one_hot(raw).dropna()
+    else:
+        kept = raw[raw.y.notna()]
+        ref = _one_hot(kept.fillna({"a": kept.a.mean(), "b": kept.b.mean(), "city": kept.city.value_counts().idxmax()}))
+    assert ds.columns == ("a", "city_Oslo", "city_Paris", "city_Rome", "b")
+    assert ds.n_dropped == len(raw) - len(ref) and sum(ds.X.chunks[0]) == len(ref)
+    np.testing.assert_allclose(ds.X.compute(), ref.drop(columns="y").to_numpy(), rtol=1e-15)
+    np.testing.assert_array_equal(ds.y.compute(), ref.y.to_numpy())
