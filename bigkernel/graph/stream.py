@@ -57,17 +57,20 @@ def row_blocks(X: da.Array, Y: da.Array | None = None) -> list[tuple[int, Any, A
     return list(zip(row_offsets(X.chunks[0]), xs, ys))
 
 
-def tree_reduce(parts: list, combine: Callable, split_every: int = SPLIT_EVERY, name: str = "combine") -> Delayed:
+def tree_reduce(
+    parts: list, combine: Callable, split_every: int = SPLIT_EVERY, name: str = "combine", *, bad_rows: bool = True
+) -> Delayed:
     """Combine delayed ``parts`` pairwise-ish in a tree of fan-in ``split_every``.
 
     A part may be a :class:`~bigkernel.numerics.nonfinite.BadRows` (its block held NaN/inf):
     ``combine`` is then skipped and the summaries are added, so the root holds every bad row of
     the pass and raises one :class:`~bigkernel.errors.NonFiniteError` naming them all (a task
-    that raised would stop the pass at whichever bad block failed first).
+    that raised would stop the pass at whichever bad block failed first). ``bad_rows=False``:
+    parts that never are (a matvec's), reduced without that check.
     """
     if not parts:
         raise ValueError("nothing to reduce: the data has no chunks")
-    level, checked = 0, _with_bad_rows(combine)
+    level, checked = 0, (_with_bad_rows(combine) if bad_rows else combine)
     while len(parts) > 1:
         parts = [
             dask.delayed(
@@ -76,6 +79,8 @@ def tree_reduce(parts: list, combine: Callable, split_every: int = SPLIT_EVERY, 
             for i in range(0, len(parts), split_every)
         ]
         level += 1
+    if not bad_rows:
+        return parts[0]
     return dask.delayed(_raise_bad_rows, pure=True, name=f"{name}-checked-{dask.base.tokenize(parts[0])}")(parts[0])
 
 
