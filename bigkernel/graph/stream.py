@@ -148,11 +148,15 @@ def stats_graph(
     if str(device) == "cpu":
         X, Y = split_row_tasks(X, Y, block_rows)
     kw = dict(weights=weights, dtype=dtype, block_rows=block_rows, device=str(device))
-    parts = [
-        dask.delayed(_checked, pure=True)(block_stats, fmap_d, xb, yb, start, **kw)
-        for start, xb, yb in row_blocks(X, Y)
-    ]
+    parts = [_checked_task(block_stats, fmap_d, xb, yb, start, **kw) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name="stats-sum")
+
+
+def _checked_task(func: Callable, *args: Any, **kwargs: Any) -> Delayed:
+    """The delayed :func:`_checked` of one block, keyed by ``func``'s name (as a task of
+    ``func`` itself would be: logs, dashboards and tests find the pass's tasks by it)."""
+    key = f"{getattr(func, '__name__', 'block')}-{dask.base.tokenize(func, *args, kwargs)}"
+    return dask.delayed(_checked, pure=True)(func, *args, dask_key_name=key, **kwargs)
 
 
 def _checked(func: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -179,9 +183,7 @@ def block_sums_graph(X: da.Array, Y: da.Array | None, func: Callable, *args: Any
     (numpy arrays of one shape), tree-reduced; ``args`` enter the graph once, under one key
     each (e.g. the fold models of a scoring pass), not once per chunk."""
     args_d = [a if isinstance(a, Delayed) else dask.delayed(a, pure=True) for a in args]
-    parts = [
-        dask.delayed(_checked, pure=True)(func, *args_d, xb, yb, start, **kwargs) for start, xb, yb in row_blocks(X, Y)
-    ]
+    parts = [_checked_task(func, *args_d, xb, yb, start, **kwargs) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name=f"{getattr(func, '__name__', 'block')}-sum")
 
 
