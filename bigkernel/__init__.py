@@ -1,12 +1,13 @@
 """bigkernel: kernel ridge regression for large n, out of core on Dask.
 
 Public API: :class:`RandomFeatureRidge`, :class:`ExactKernelRidge`, :class:`ExactKernelRidgeCV`,
-:class:`NystroemRidge`, :class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`;
+:class:`NystroemRidge`, :class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`; :class:`TableEncoder` (one-hot and missing values of tables);
 the feature maps as transformers: :class:`RandomFeatures`, :class:`NystroemFeatures`.
 """
 
 from bigkernel._version import __version__
 from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid, load_bootstrap
+from bigkernel.data.encode import TableEncoder
 from bigkernel.data.sources import open_source
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import (
@@ -64,6 +65,7 @@ __all__ = [
     "RandomFeatures",
     "StoreMismatchError",
     "SyntheticSpec",
+    "TableEncoder",
     "load",
     "make_data",
     "open_source",

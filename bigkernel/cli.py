@@ -179,14 +179,17 @@ def _cmd_run(args) -> int:
 def _cmd_predict(args) -> int:
     import os
 
+    from bigkernel.data.encode import PREDICT_MISSING_HINT, nonfinite_named
     from bigkernel.data.sources import open_source
+    from bigkernel.data.tables import is_table
     from bigkernel.errors import OutputExistsError
-    from bigkernel.io.model_store import load
+    from bigkernel.io.model_store import load_estimator
     from bigkernel.io.predictions import predict_to_path
     from bigkernel.jobs.config import path_relation
     from bigkernel.runtime import progress_bars
 
-    model = load(args.model)  # first: anything that is not a model store is refused unread
+    model = load_estimator(args.model)  # first: anything that is not a model store is refused unread
+    encoder = getattr(model, "table_encoder_", None)  # a job's categories / fill values
     for what, path in (("model", args.model), ("data", args.data)):
         relation = path_relation(args.output, path)
         if relation:
@@ -196,9 +199,18 @@ def _cmd_predict(args) -> int:
             )
     if os.path.exists(args.output) and not args.overwrite:  # before reading any data
         raise OutputExistsError(f"prediction output {args.output!r} exists; pass --overwrite to replace it")
-    ds = open_source(args.data, _x_columns(args.x, model, args.data), None, chunk_rows=args.chunk_rows, row_id=args.id)
+    table = is_table(args.data)
+    ds = open_source(
+        args.data,
+        _x_columns(args.x, encoder or model, args.data),
+        None,
+        chunk_rows=args.chunk_rows,
+        row_id=args.id,
+        encoder=encoder if table else None,
+    )
     ids = None if args.id is None else (args.id, ds.ids)
-    with _cluster(args.address), progress_bars(not args.quiet):
+    hint = PREDICT_MISSING_HINT if ds.columns is not None else None
+    with _cluster(args.address), progress_bars(not args.quiet), nonfinite_named(ds.columns, hint):
         path = predict_to_path(model, ds.X, args.output, overwrite=args.overwrite, ids=ids)
     sys.stdout.write(json.dumps({"path": path, "n_samples": int(ds.X.shape[0])}) + "\n")
     return 0
@@ -206,15 +218,17 @@ def _cmd_predict(args) -> int:
 
 def _cmd_update(args) -> int:
     from bigkernel.data.sources import open_source
+    from bigkernel.data.tables import is_table
     from bigkernel.errors import DataError
-    from bigkernel.io.model_store import load
+    from bigkernel.io.model_store import load_estimator
     from bigkernel.jobs.update import check_update_paths, updatable_part, update_model
     from bigkernel.runtime import progress_bars
 
-    model = load(args.model)  # first: anything that is not a model store is refused unread
+    model = load_estimator(args.model)  # first: anything that is not a model store is refused unread
+    encoder = getattr(model, "table_encoder_", None)  # a job's categories / fill values
     updatable_part(model)  # and a model that cannot take rows, before any data is read
     target = check_update_paths(args.model, args.data, args.output, args.in_place, args.overwrite)
-    x = _x_columns(args.x, model, args.data)  # by name: the model's columns unless --x
+    x = _x_columns(args.x, encoder or model, args.data)  # by name: the model's columns unless --x
     if args.data.endswith(".npy"):
         if not args.y:
             raise DataError(f"{args.data} is a .npy file of X; name the .npy file of y with --y y.npy")
@@ -222,7 +236,13 @@ def _cmd_update(args) -> int:
     else:
         # the model's own target column(s) when it was fitted on named ones, as X's columns
         ys = [c.strip() for c in args.y.split(",") if c.strip()] if args.y else _target_columns(model)
-        ds = open_source(args.data, x, ys[0] if len(ys) == 1 else ys, chunk_rows=args.chunk_rows)
+        ds = open_source(
+            args.data,
+            x,
+            ys[0] if len(ys) == 1 else ys,
+            chunk_rows=args.chunk_rows,
+            encoder=encoder if is_table(args.data) else None,
+        )
     if ds.y is None:
         raise DataError(f"{args.data} has no y: new rows need their targets to update a model")
     with _cluster(args.address), progress_bars(not args.quiet):

@@ -18,7 +18,18 @@ class DataError(BigkernelError, ValueError):
 
 
 class NonFiniteError(DataError):
-    """NaN or inf found in the data during the pass; the message names the row range."""
+    """NaN or inf found in the data during the pass; the message names the rows and columns.
+
+    ``bad_rows`` (a :class:`bigkernel.numerics.nonfinite.BadRows`, or None) is the summary
+    behind the message, kept through pickling (a cluster's error reaches the client whole).
+    """
+
+    def __init__(self, message: str, bad_rows: object = None) -> None:
+        super().__init__(message)
+        self.bad_rows = bad_rows
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.bad_rows))
 
 
 class ParameterError(BigkernelError, ValueError):

@@ -22,6 +22,7 @@ from bigkernel.jobs.config import (
     ModelConfig,
     PredictConfig,
     SourceConfig,
+    TrainSourceConfig,
     config_from_dict,
     load_config,
 )
@@ -38,7 +39,8 @@ def test_minimal_config_gets_documented_defaults(tmp_path: Path) -> None:
     assert cfg.seed == 0 and cfg.overwrite is False
     assert cfg.model == ModelConfig(random_state=0)
     assert cfg.model.alpha == "gcv" and cfg.model.kernel == "rbf"
-    assert cfg.data.train == SourceConfig(path=str(tmp_path / "data" / "train.zarr"))
+    assert cfg.data.train == TrainSourceConfig(path=str(tmp_path / "data" / "train.zarr"))
+    assert cfg.data.train.missing == "error" and cfg.data.train.categorical == "auto"
     assert cfg.data.make is None and cfg.data.chunk_rows == "auto"
     assert cfg.cluster == ClusterConfig(local=LocalClusterConfig())
     assert cfg.cluster.local is not None and cfg.cluster.local.host == "127.0.0.1"
@@ -314,11 +316,32 @@ def test_address_alone_is_fine_and_local_defaults_otherwise(tmp_path: Path) -> N
         ("{make: {path: s.zarr, kind: friedman1, n_features: 3}}", "n_features >= 5"),
         ("{make: {path: s.zarr, kind: sine, n_features: 2}}", "n_features exactly 1"),
         ("{make: {kind: sine}}", "data.make.path: missing"),
+        (
+            "{train: {path: t.csv, x: [a], mising: drop}}",
+            "data.train.mising: unknown key 'mising'; did you mean 'missing'?",
+        ),
+        ("{train: {path: t.csv, x: [a], missing: dorp}}", "found 'dorp' (string); did you mean 'drop'?"),
+        ("{train: {path: t.csv, x: [a], categorical: city}}", "'auto', null or a list of column names"),
+        ("{train: {path: t.csv, x: [a], categoricals: [a]}}", "did you mean 'categorical'"),
+        ("{train: {path: x.zarr, missing: drop}}", "missing: is for a table (Parquet or CSV) source"),
+        ("{train: {path: x.zarr, categorical: [a]}}", "categorical: is for a table"),
     ],
 )
 def test_data_section_rules(tmp_path: Path, data: str, fragment: str) -> None:
     message = error_of(write(tmp_path, f"output: runs/job\ndata: {data}\n"))
     assert fragment in message
+
+
+def test_missing_and_categorical_on_the_training_table(tmp_path: Path) -> None:
+    text = "output: runs/job\ndata: {train: {path: t.parquet, x: [a, city], missing: impute, categorical: [city]}}\n"
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.data.train.missing == "impute" and cfg.data.train.categorical == ("city",)
+    assert config_from_dict(cfg.to_dict(), base_dir=str(tmp_path)) == cfg
+    cfg = load_config(write(tmp_path, "output: runs/job\ndata: {train: {path: t.csv, categorical: null}}\n"))
+    assert cfg.data.train.categorical is None
+    # the keys belong to the training data: a predict source has the model's encoding
+    message = error_of(write(tmp_path, MINIMAL + "predict: {path: p.csv, missing: drop}\n"))
+    assert "predict.missing: unknown key" in message
 
 
 def test_missing_required_top_level_keys(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import zipfile
 from dataclasses import dataclass, replace
+from typing import Any
 
 import dask
 import dask.array as da
@@ -23,9 +24,12 @@ class Dataset:
     """A validated data set: X (n, d) and optional y (n,) or (n, k), sharing row chunks.
 
     ``columns`` names X's columns when they were selected by name from a table or from a zarr
-    group's 1-D column arrays (the model's ``feature_names_in_``), ``target_names`` y's (saved
-    with the model, so ``bigkernel update`` finds the target by name); None for arrays. ``ids``:
-    a row identifier (n,) of any dtype, chunked as X, when one was asked for (``row_id``).
+    group's 1-D column arrays (the model's ``feature_names_in_``; after one-hot encoding, the
+    encoded names), ``target_names`` y's (saved with the model, so ``bigkernel update`` finds
+    the target by name); None for arrays. ``ids``: a row identifier (n,) of any dtype, chunked
+    as X, when one was asked for (``row_id``). ``encoder`` is the
+    :class:`~bigkernel.data.encode.TableEncoder` that made X from a table's columns
+    (categorical or missing values), ``n_dropped`` the rows it dropped.
     """
 
     X: da.Array
@@ -34,6 +38,8 @@ class Dataset:
     columns: tuple[str, ...] | None = None
     target_names: tuple[str, ...] | None = None
     ids: da.Array | None = None
+    encoder: Any = None
+    n_dropped: int = 0
 
 
 def _is_url(path: str) -> bool:
@@ -202,6 +208,9 @@ def open_source(
     storage_options: dict | None = None,
     labels: bool = False,
     row_id: str | None = None,
+    missing: str = "error",
+    categorical: list[str] | str | None = None,
+    encoder: Any = None,
 ) -> Dataset:
     """Open a data source and validate its metadata.
 
@@ -228,6 +237,12 @@ def open_source(
     row_id : str, optional
         A column of the table, or a 1-D array of the zarr group, of any dtype, read beside X
         (rows aligned, chunked as X) as the data set's ``ids``: passed through to predictions.
+    missing : {"error", "drop", "impute"}, default="error"
+        Tables only: what a missing value does (:func:`~bigkernel.data.tables.read_table`).
+    categorical : list of str, "auto" or None, default=None
+        Tables only: columns to one-hot encode ("auto": the non-numeric ones).
+    encoder : TableEncoder, optional
+        Tables only: a fitted encoder (a loaded model's) to apply, e.g. to prediction data.
 
     Returns
     -------
@@ -236,18 +251,25 @@ def open_source(
         y), chunked along rows, ``source``, ``columns`` and ``ids``.
     """
     path = str(path)
-    from bigkernel.data.tables import is_table, open_table
+    from bigkernel.data.tables import is_table, read_table
 
-    columns = ids = target_names = None
+    columns = ids = target_names = encoder_used = None
+    dropped = 0
     if row_id is not None and not is_table(path) and path.endswith((".npy", ".npz")):
         raise DataError(
             f"{path} is a file of X alone: a row id ({row_id!r}) is a column of a table or a 1-D array of a zarr group"
         )
     if is_table(path):
-        X, Y, ids = open_table(path, x, y, labels=labels, row_id=row_id)
+        t = read_table(
+            path, x, y, labels=labels, missing=missing, categorical=categorical, encoder=encoder, row_id=row_id
+        )
+        X, Y, ids, encoder_used, dropped = t.X, t.Y, t.ids, t.encoder, t.n_dropped
         rows = chunk_rows or default_chunk_rows(X.shape[1], X.dtype.itemsize)
         X = X.rechunk({0: rows})
-        columns = (x,) if isinstance(x, str) else tuple(x)
+        if encoder_used is not None:
+            columns = tuple(str(c) for c in encoder_used.get_feature_names_out())
+        else:
+            columns = (x,) if isinstance(x, str) else tuple(x)
         target_names = None if y is None else ((y,) if isinstance(y, str) else tuple(y))
     elif path.endswith(".npy"):
         X = open_npy(path, chunk_rows)
@@ -269,6 +291,7 @@ def open_source(
             raise DataError(f"zarr group {path!r}: the id array {row_id!r} has shape {node.shape}; expected 1-D")
         ids = from_zarr(node, X.chunks[0][0])
     ds = as_dataset(X, Y, source=path, columns=columns, labels=labels, target_names=target_names)
+    ds = replace(ds, encoder=encoder_used, n_dropped=dropped)
     if ids is not None:
         if ids.shape[0] != ds.X.shape[0]:
             raise DataError(f"{path}: id {row_id!r} has {ids.shape[0]} rows, X has {ds.X.shape[0]}")

@@ -4,8 +4,11 @@ written from dask arrays (synthetic data, predictions)."""
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import warnings
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import dask
 import dask.array as da
@@ -13,6 +16,11 @@ import numpy as np
 
 from bigkernel.errors import DataError, DataNotFoundError
 from bigkernel.io.atomic import atomic_folder
+
+if TYPE_CHECKING:
+    from bigkernel.data.encode import TableEncoder
+
+logger = logging.getLogger(__name__)
 
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
 CSV_SUFFIXES = (".csv", ".csv.gz")
@@ -38,18 +46,78 @@ def _columns(path: str) -> list[str]:
     return list(_read(path, None).columns)
 
 
-def open_table(
-    path: str, x: str | list[str], y: str | list[str] | None, *, labels: bool = False, row_id: str | None = None
-) -> tuple[da.Array, da.Array | None, da.Array | None]:
-    """X (n, d) and y (n,) or (n, k) as dask arrays from the named columns; with ``labels``,
-    y may be a column of class labels of any type (strings included); with ``row_id``, that
-    column (any dtype) as a third array, cut from the same frame so its rows stay aligned
-    with X's (else None).
+@dataclass(frozen=True)
+class Table:
+    """A table read as arrays: X (n, d) and y (or None), the :class:`TableEncoder` applied (or
+    None), the rows a fit dropped for a missing value and the ``row_id`` column on the rows kept
+    (or None)."""
 
-    Partition lengths are computed once (``to_dask_array(lengths=True)``): for Parquet from the
-    footer metadata, for CSV by reading the file — row offsets are needed for error messages and
-    the holdout hash.
+    X: da.Array
+    Y: da.Array | None
+    encoder: TableEncoder | None = None
+    n_dropped: int = 0
+    ids: da.Array | None = None
+
+
+def open_table(
+    path: str, x: str | list[str], y: str | list[str] | None, *, labels: bool = False
+) -> tuple[da.Array, da.Array | None]:
+    """X (n, d) and y (n,) or (n, k) as dask arrays from the named numeric columns; with
+    ``labels``, y may be a column of class labels of any type (strings included).
+    (:func:`read_table` also encodes categorical columns and handles missing values.)"""
+    t = read_table(path, x, y, labels=labels)
+    return t.X, t.Y
+
+
+def read_table(
+    path: str,
+    x: str | list[str],
+    y: str | list[str] | None,
+    *,
+    labels: bool = False,
+    missing: str = "error",
+    categorical: list[str] | str | None = None,
+    encoder: TableEncoder | None = None,
+    row_id: str | None = None,
+) -> Table:
+    """Read the named columns of a table as dask arrays, encoding and masking per partition.
+
+    Parameters
+    ----------
+    path : str
+    x, y : str or list of str
+        Feature and target columns, by name (``y=None``: no targets).
+    labels : bool, default=False
+        y holds class labels of any dtype.
+    missing : {"error", "drop", "impute"}, default="error"
+        See :class:`~bigkernel.data.encode.TableEncoder`; "error" leaves NaN to the pass, whose
+        error names every bad row. With targets, "drop" drops rows with a missing x or y and
+        "impute" rows with a missing y (y is never imputed).
+    categorical : list of str, "auto" or None, default=None
+        Columns to one-hot encode; "auto": the non-numeric x columns (logged); None: a
+        non-numeric x column is an error.
+    encoder : TableEncoder, optional
+        A fitted encoder (a model's) to apply instead of fitting one; its ``missing`` then
+        applies (without targets, rows are never dropped: a missing value is imputed or left
+        to the prediction's NaN error).
+    row_id : str, optional
+        A column of any dtype (strings included) read beside X as ``Table.ids``, cut from the
+        same frame so its rows stay aligned with X's.
+
+    Returns
+    -------
+    Table
+
+    Notes
+    -----
+    Partition lengths are computed once: for plain numeric columns by
+    ``to_dask_array(lengths=True)`` (Parquet: the footer metadata; CSV: reading the file); when
+    rows may be dropped or categories are to be found, by one lightweight pass over the selected
+    columns that also counts the categories and the sums of the fill values. Row offsets are
+    needed for error messages and the holdout hash.
     """
+    from bigkernel.data.encode import numeric_dtype  # pandas: the tables extra
+
     path = str(path)
     if "://" not in path and not glob.glob(path.rstrip("/")):
         raise DataNotFoundError(f"table source {path!r} does not exist")
@@ -57,10 +125,10 @@ def open_table(
     ys = [] if y is None else ([y] if isinstance(y, str) else list(y))
     ids = [] if row_id is None or row_id in xs + ys else [row_id]
     available = _columns(path)
-    missing = [c for c in xs + ys + ids if c not in available]
-    if missing:
+    absent = [c for c in xs + ys + ids if c not in available]
+    if absent:
         raise DataNotFoundError(
-            f"{path!r} has no column(s) {missing}; columns found: {available}. "
+            f"{path!r} has no column(s) {absent}; columns found: {available}. "
             "Name them with the source's x: [..] and y: keys"
         )
     # dask-expr's "tune" step merges the partitions of a column subset of a multi-file Parquet
@@ -73,24 +141,138 @@ def open_table(
         # so a target-first CSV would otherwise hand y to X by position
         frame = _read(path, xs + ys + ids)[xs + ys + ids]
         df = frame[xs + ys]
-        bad = {c: str(t) for c, t in df.dtypes.items() if not _numeric(t) and not (labels and c in ys)}
-        if bad:
+        bad_y = {c: str(df.dtypes[c]) for c in ys if not labels and not numeric_dtype(df.dtypes[c])}
+        text = [c for c in xs if not numeric_dtype(df.dtypes[c])]
+        if bad_y or (text and categorical is None and encoder is None):
+            bad = {c: str(df.dtypes[c]) for c in text} | bad_y
             raise DataError(
                 f"{path!r}: columns must be numeric; non-numeric columns {bad}. Select numeric "
                 "columns or convert them before fitting"
+                + (
+                    " (or one-hot encode text features: a job's `categorical:`, open_source(..., categorical='auto'))"
+                    if text
+                    else ""
+                )
             )
-        # one conversion of the selected frame, then column slices: converting df[xs] and df[ys]
-        # separately lets dask-expr plan their partitions differently from the computed lengths
-        arr = df.to_dask_array(lengths=True)
-        id_arr = None if row_id is None else _id_array(frame[row_id], arr.chunks[0])
-    X = arr[:, : len(xs)]
+        declared = categorical if isinstance(categorical, (list, tuple)) else []
+        if encoder is None and missing == "error" and not text and not declared:
+            # one conversion of the selected frame, then column slices: converting df[xs] and
+            # df[ys] separately lets dask-expr plan their partitions differently from the lengths
+            arr = df.to_dask_array(lengths=True)
+            ids_ = None if row_id is None else _id_array(frame[row_id], arr.chunks[0])
+            return replace(_split(arr, len(xs), y), ids=ids_)
+        return _encoded(path, frame, xs, ys, y, missing, categorical, encoder, row_id)
+
+
+def _encoded(
+    path: str, frame, xs: list[str], ys: list[str], y, missing: str, categorical, encoder, row_id: str | None
+) -> Table:
+    """:func:`read_table` with a :class:`TableEncoder`: fitted here (one summary pass) unless
+    given, applied per partition, rows dropped per partition (the ``row_id`` column too)."""
+    import pandas as pd
+
+    df = frame[xs + ys]
+    from bigkernel.data.encode import TableEncoder, summarize_frames
+
+    fitting = encoder is None
+    if not fitting and sorted(xs) != sorted(str(c) for c in encoder.feature_names_in_):
+        raise DataError(
+            f"{path!r}: columns {xs} were given, but the model's table encoder reads the columns "
+            f"{list(encoder.feature_names_in_)} (the raw columns it was fitted on); name those"
+        )
+    enc = TableEncoder(categorical=categorical or [], missing=missing) if fitting else encoder
+    mode = enc.missing if ys else "error"  # rows are dropped only where there are targets
+    lengths: tuple[int, ...] | bool = True
+    dropped = 0
+    if fitting or mode != "error":
+        key = _scan_key(path, df, ys, enc, fitting)
+        summary = _SCANS.get(key) if key is not None else None
+        fresh = summary is None  # logged once per scan, not again when a job reopens the table
+        if fresh:
+            summary = summarize_frames(df, enc, ys, rows_only=not fitting)
+            if key is not None:
+                _SCANS[key] = summary
+                while len(_SCANS) > 8:
+                    _SCANS.pop(next(iter(_SCANS)))
+        if fitting:
+            enc._fit_summary(xs, df.dtypes, summary)
+            if fresh and categorical == "auto" and enc.categories_:
+                logger.info(
+                    "non-numeric columns %s one-hot encoded (%s)",
+                    list(enc.categories_),
+                    ", ".join(f"{c}: {len(v)} categories" for c, v in enc.categories_.items()),
+                )
+        if len(summary["kept"]) != df.npartitions:  # the summary must describe these partitions
+            raise DataError(f"internal: {len(summary['kept'])} partition summaries for {df.npartitions} partitions")
+        lengths, dropped = tuple(summary["kept"]), sum(summary["rows"]) - sum(summary["kept"])
+        if dropped and fresh:
+            what = "a missing x or y value" if mode == "drop" else "a missing y value (y is never imputed)"
+            logger.info("missing: %s: dropped %d of %d rows with %s", mode, dropped, sum(summary["rows"]), what)
+    names = [f"__x{i}" for i in range(len(enc.get_feature_names_out()))] + [f"__y{j}" for j in range(len(ys))]
+    meta = pd.DataFrame({n: pd.Series(dtype="float64") for n in names[: len(names) - len(ys)]})
+    for j, c in enumerate(ys):
+        meta[f"__y{j}"] = pd.Series(dtype=df.dtypes[c])
+    source = frame
+    frame = df.map_partitions(_prepare_partition, enc, xs, ys, mode, names, meta=meta)
+    t = _split(frame.to_dask_array(lengths=lengths), len(names) - len(ys), y)
+    ids = None
+    if row_id is not None:  # the same rows kept, on the lengths just computed
+        kept = source.map_partitions(_kept_column, xs, ys, mode, row_id, meta=source[row_id]._meta)
+        ids = _id_array(kept, t.X.chunks[0])
+    return Table(t.X, t.Y, enc, dropped, ids)
+
+
+#: summaries of recent scans, by :func:`_scan_key`: a job opens its training data to check it
+#: before the cluster starts and again to fit, and must not read the table twice for it
+_SCANS: dict[tuple, dict] = {}
+
+
+def _scan_key(path: str, df, ys: list[str], enc, fitting: bool) -> tuple | None:
+    """What a scan's result depends on: the files (name, size, mtime), the columns and the
+    encoder's settings (its fitted state when given); None for remote tables (not cached)."""
+    import json
+
+    if "://" in path:
+        return None
+    files = (
+        sorted(glob.glob(os.path.join(path, "**", "*"), recursive=True))
+        if os.path.isdir(path)
+        else sorted(glob.glob(path))
+    )
+    stats = tuple((f, os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in files if os.path.isfile(f))
+    state = json.dumps(enc.get_params()) if fitting else json.dumps(enc.to_dict(), sort_keys=True)
+    return (stats, tuple(df.columns), tuple(ys), state, df.npartitions)
+
+
+def _prepare_partition(frame, enc: TableEncoder, xs: list[str], ys: list[str], mode: str, names: list[str]):
+    """One partition: rows kept by ``mode``, X encoded, y as read (internal column names)."""
+    import pandas as pd
+
+    from bigkernel.data.encode import kept_rows
+
+    frame = frame[kept_rows(frame, xs, ys, mode)]
+    out = pd.DataFrame(enc.encode(frame[xs]), columns=names[: len(names) - len(ys)], index=frame.index)
+    for j, c in enumerate(ys):
+        out[f"__y{j}"] = frame[c].to_numpy()
+    return out
+
+
+def _kept_column(frame, xs: list[str], ys: list[str], mode: str, column: str):
+    """One partition's ``column`` on the rows :func:`_prepare_partition` keeps."""
+    from bigkernel.data.encode import kept_rows
+
+    return frame[kept_rows(frame, xs, ys, mode)][column]
+
+
+def _split(arr: da.Array, d: int, y) -> Table:
+    X = arr[:, :d]
     if X.dtype == object:  # string labels beside numeric features: one object array, X cast back
         X = X.astype(np.float64)
     Y = None
-    if ys:
-        Y = arr[:, len(xs) :]
+    if arr.shape[1] > d:
+        Y = arr[:, d:]
         Y = Y[:, 0] if isinstance(y, str) else Y
-    return X, Y, id_arr
+    return Table(X, Y)
 
 
 def _id_array(column, lengths: tuple[int, ...]) -> da.Array:
@@ -101,14 +283,6 @@ def _id_array(column, lengths: tuple[int, ...]) -> da.Array:
             "ignore", "Dask currently has limited support for converting pandas extension", UserWarning
         )
         return column.to_dask_array(lengths=lengths)
-
-
-def _numeric(t) -> bool:
-    """numpy numeric dtypes only: pandas string/object/category columns are not features."""
-    try:
-        return np.dtype(t).kind in "fiub"
-    except TypeError:
-        return False
 
 
 def write_table(

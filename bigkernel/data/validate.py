@@ -1,6 +1,7 @@
 """Checks on data that need only metadata (shape, dtype, chunks): run before any compute.
 
-Value checks (NaN/inf) ride along the data pass instead (see ``numerics.sums.check_finite``).
+Value checks (NaN/inf) ride along the data pass instead (see :mod:`bigkernel.numerics.nonfinite`: each
+task returns its block's bad rows, the reduction raises once naming them all).
 """
 
 from __future__ import annotations

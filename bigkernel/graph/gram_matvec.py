@@ -133,4 +133,4 @@ def matvec_graph(
             else:
                 jobs.append((t[0], t[1], -1))
         parts.append(dask.delayed(_matvec_task, pure=True)(tiler, V, jobs, e, dtype, slots))
-    return tree_reduce(parts, _add, name="gram-matvec-sum")
+    return tree_reduce(parts, _add, name="gram-matvec-sum", bad_rows=False)  # kernel products, no data checks

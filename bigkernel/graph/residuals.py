@@ -13,8 +13,8 @@ from dask.delayed import Delayed
 
 from bigkernel._sparse import as_array
 from bigkernel.graph.stream import _sum, row_blocks, tree_reduce
+from bigkernel.numerics.nonfinite import find_nonfinite
 from bigkernel.numerics.residuals import residual_summary
-from bigkernel.numerics.sums import check_finite
 
 __all__ = ["residual_graph", "residual_sample_graph"]
 
@@ -27,8 +27,11 @@ def _residuals_task(
     groups: Callable[[int, int], np.ndarray] | None,
     n_groups: int,
 ) -> np.ndarray:
-    """Per-group [count, SSE, Σy, Σy²] for each target, shape (n_groups, 4, k)."""
-    check_finite(X, Y, start)
+    """Per-group [count, SSE, Σy, Σy²] for each target, shape (n_groups, 4, k); the block's
+    :class:`~bigkernel.numerics.nonfinite.BadRows` instead when it holds NaN/inf."""
+    bad = find_nonfinite(X, Y, start)
+    if bad is not None:
+        return bad
     Y = np.asarray(Y, dtype=np.float64)
     pred = np.asarray(predict(as_array(X)), dtype=np.float64).reshape(Y.shape)
     g = np.zeros(X.shape[0], dtype=np.int64) if groups is None else np.asarray(groups(start, start + X.shape[0]))
@@ -65,7 +68,9 @@ def residual_graph(
 
 
 def _sample_task(predict, X: np.ndarray, Y: np.ndarray, start: int, seed: int, capacity: int):
-    check_finite(X, Y, start)
+    bad = find_nonfinite(X, Y, start)
+    if bad is not None:
+        return bad
     return residual_summary(predict(as_array(X)), Y, start, seed, capacity)
 
 

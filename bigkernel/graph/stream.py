@@ -17,7 +17,8 @@ from distributed import Future
 
 from bigkernel._sparse import column_sums
 from bigkernel.numerics.fourier_features import FeatureMap
-from bigkernel.numerics.sums import block_stats, check_finite
+from bigkernel.numerics.nonfinite import BadRows, check_finite, find_nonfinite
+from bigkernel.numerics.sums import block_stats
 
 #: partial results combined per reduction task; each is m·D² float64, so keep it small
 SPLIT_EVERY = 4
@@ -56,20 +57,53 @@ def row_blocks(X: da.Array, Y: da.Array | None = None) -> list[tuple[int, Any, A
     return list(zip(row_offsets(X.chunks[0]), xs, ys))
 
 
-def tree_reduce(parts: list, combine: Callable, split_every: int = SPLIT_EVERY, name: str = "combine") -> Delayed:
-    """Combine delayed ``parts`` pairwise-ish in a tree of fan-in ``split_every``."""
+def tree_reduce(
+    parts: list, combine: Callable, split_every: int = SPLIT_EVERY, name: str = "combine", *, bad_rows: bool = True
+) -> Delayed:
+    """Combine delayed ``parts`` pairwise-ish in a tree of fan-in ``split_every``.
+
+    A part may be a :class:`~bigkernel.numerics.nonfinite.BadRows` (its block held NaN/inf):
+    ``combine`` is then skipped and the summaries are added, so the root holds every bad row of
+    the pass and raises one :class:`~bigkernel.errors.NonFiniteError` naming them all (a task
+    that raised would stop the pass at whichever bad block failed first). ``bad_rows=False``:
+    parts that never are (a matvec's), reduced without that check.
+    """
     if not parts:
         raise ValueError("nothing to reduce: the data has no chunks")
-    level = 0
+    level, checked = 0, (_with_bad_rows(combine) if bad_rows else combine)
     while len(parts) > 1:
         parts = [
             dask.delayed(
-                combine, pure=True, name=f"{name}-{level}-{i}-{dask.base.tokenize(*parts[i : i + split_every])}"
+                checked, pure=True, name=f"{name}-{level}-{i}-{dask.base.tokenize(*parts[i : i + split_every])}"
             )(*parts[i : i + split_every])
             for i in range(0, len(parts), split_every)
         ]
         level += 1
-    return parts[0]
+    if not bad_rows:
+        return parts[0]
+    return dask.delayed(_raise_bad_rows, pure=True, name=f"{name}-checked-{dask.base.tokenize(parts[0])}")(parts[0])
+
+
+def _raise_bad_rows(result):
+    if isinstance(result, BadRows):
+        raise result.error()
+    return result
+
+
+def _with_bad_rows(combine: Callable) -> Callable:
+    """``combine`` over parts of which any may be a BadRows: then the BadRows are added."""
+
+    def checked(*parts):
+        bad = [p for p in parts if isinstance(p, BadRows)]
+        if bad:
+            total = bad[0]
+            for b in bad[1:]:
+                total = total + b
+            return total
+        return combine(*parts)
+
+    checked.__name__ = getattr(combine, "__name__", "combine")
+    return checked
 
 
 def _sum(*parts):
@@ -105,7 +139,8 @@ def stats_graph(
     float64 statistics; the tree reduction runs on the host.
 
     ``X`` (n, d) and ``Y`` (n, k) must share their row chunks and have one column chunk.
-    NaN/inf raise :class:`~bigkernel.errors.NonFiniteError` from the chunk that holds them.
+    NaN/inf raise one :class:`~bigkernel.errors.NonFiniteError` at the end of the pass,
+    naming every bad row range (each task returns its block's summary instead of raising).
     """
     fmap_d = dask.delayed(fmap, pure=True)
     if weights is not None and not isinstance(weights, Delayed):
@@ -113,8 +148,23 @@ def stats_graph(
     if str(device) == "cpu":
         X, Y = split_row_tasks(X, Y, block_rows)
     kw = dict(weights=weights, dtype=dtype, block_rows=block_rows, device=str(device))
-    parts = [dask.delayed(block_stats, pure=True)(fmap_d, xb, yb, start, **kw) for start, xb, yb in row_blocks(X, Y)]
+    parts = [_checked_task(block_stats, fmap_d, xb, yb, start, **kw) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name="stats-sum")
+
+
+def _checked_task(func: Callable, *args: Any, **kwargs: Any) -> Delayed:
+    """The delayed :func:`_checked` of one block, keyed by ``func``'s name (as a task of
+    ``func`` itself would be: logs, dashboards and tests find the pass's tasks by it)."""
+    key = f"{getattr(func, '__name__', 'block')}-{dask.base.tokenize(func, *args, kwargs)}"
+    return dask.delayed(_checked, pure=True)(func, *args, dask_key_name=key, **kwargs)
+
+
+def _checked(func: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` of a block ``(..., X, Y, start)``, or the block's
+    :class:`~bigkernel.numerics.nonfinite.BadRows` when X or Y holds NaN/inf."""
+    X, Y, start = args[-3:]
+    bad = find_nonfinite(X, Y, start)
+    return bad if bad is not None else func(*args, **kwargs)
 
 
 def split_row_tasks(X: da.Array, Y: da.Array | None, block_rows: int) -> tuple[da.Array, da.Array | None]:
@@ -133,7 +183,7 @@ def block_sums_graph(X: da.Array, Y: da.Array | None, func: Callable, *args: Any
     (numpy arrays of one shape), tree-reduced; ``args`` enter the graph once, under one key
     each (e.g. the fold models of a scoring pass), not once per chunk."""
     args_d = [a if isinstance(a, Delayed) else dask.delayed(a, pure=True) for a in args]
-    parts = [dask.delayed(func, pure=True)(*args_d, xb, yb, start, **kwargs) for start, xb, yb in row_blocks(X, Y)]
+    parts = [_checked_task(func, *args_d, xb, yb, start, **kwargs) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name=f"{getattr(func, '__name__', 'block')}-sum")
 
 

@@ -13,7 +13,8 @@ import numpy as np
 from dask.delayed import Delayed
 
 from bigkernel.graph.stream import block_sums_graph, split_row_tasks
-from bigkernel.numerics.sums import check_finite, sub_block_edges
+from bigkernel.numerics.nonfinite import check_finite
+from bigkernel.numerics.sums import sub_block_edges
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, accumulate_block, fold_scale
 
 

@@ -100,6 +100,11 @@ def load(path: str) -> BaseEstimator:
     Only JSON metadata and numeric arrays are read; nothing in the store is executed. Anything
     that is not a complete bigkernel model store raises :class:`ModelFormatError`.
 
+    A model fitted by a job on a table with categorical columns or ``missing: impute`` comes
+    back as a scikit-learn ``Pipeline([("encode", TableEncoder), ("model", estimator)])``, so
+    ``load(path).predict(df)`` takes the table's raw columns (pandas), as the job's
+    ``predict:`` and ``bigkernel predict`` do; ``pipeline[-1]`` is the estimator.
+
     Parameters
     ----------
     path : str
@@ -107,9 +112,9 @@ def load(path: str) -> BaseEstimator:
 
     Returns
     -------
-    estimator
+    estimator or Pipeline
         A fitted estimator of the saved class (a bigkernel estimator, hence a scikit-learn
-        ``BaseEstimator``), with the saved parameters.
+        ``BaseEstimator``), with the saved parameters; or the Pipeline above.
 
     Raises
     ------
@@ -118,6 +123,19 @@ def load(path: str) -> BaseEstimator:
     ModelFormatError
         ``path`` is not a complete bigkernel model, or was written by a newer format version.
     """
+    est = load_estimator(path)
+    encoder = getattr(est, "table_encoder_", None)
+    if encoder is None:
+        return est
+    from sklearn.pipeline import Pipeline
+
+    return Pipeline([("encode", encoder), ("model", est)])
+
+
+def load_estimator(path: str) -> BaseEstimator:
+    """:func:`load` without the Pipeline: the estimator, its table encoder (if any) as
+    ``table_encoder_`` (for tools that encode the data themselves: ``bigkernel predict``,
+    ``bigkernel update``)."""
     path = str(path)
     local = "://" not in path
     if local and not os.path.exists(path):
@@ -171,6 +189,15 @@ def _input_facts(estimator) -> dict:
         facts["feature_names_in"] = [str(n) for n in names]
     if getattr(estimator, "_target_names_in", None):
         facts["target_names"] = list(estimator._target_names_in)
+    encoder = getattr(estimator, "table_encoder_", None)
+    # categories and fill values of a table's columns, as JSON; not an encoder left over from
+    # before a refit on other columns
+    if (
+        encoder is not None
+        and names is not None
+        and list(encoder.get_feature_names_out()) == list(facts["feature_names_in"])
+    ):
+        facts["encoder"] = encoder.to_dict()
     return facts
 
 
@@ -186,3 +213,10 @@ def _restore_input_facts(estimator, facts: dict | None) -> None:
     if names is not None and len(names) != d:
         raise ValueError(f"input.feature_names_in has {len(names)} names for {d} features")
     estimator._set_input_facts(facts.get("X_dtype", "float64"), names, facts.get("target_names"))
+    if facts.get("encoder") is not None:
+        from bigkernel.data.encode import TableEncoder
+
+        encoder = TableEncoder.from_dict(facts["encoder"])
+        if names is not None and list(encoder.get_feature_names_out()) != list(names):
+            raise ValueError("input.encoder's output columns differ from input.feature_names_in")
+        estimator.table_encoder_ = encoder

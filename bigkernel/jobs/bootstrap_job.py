@@ -133,7 +133,7 @@ def evaluation_points(cfg: Any, ds: Dataset, client: Any = None) -> tuple[np.nda
     """
     bc = cfg.bootstrap
     if isinstance(bc.eval, SourceConfig):
-        eds = open_eval_data(cfg, ds.columns)  # the training columns, by name
+        eds = open_eval_data(cfg, ds.columns, ds.encoder)  # the training columns, by name (encoded as at fit)
         (E,) = compute(eds.X, client=client, label="bootstrap-eval")
         return np.asarray(E, dtype=np.float64), True
     if bc.eval is not None:  # points written in the YAML

@@ -34,41 +34,50 @@ def open_dataset(
     columns: tuple[str, ...] | None = None,
     where: str = "x",
     row_id: str | None = None,
+    encoder: Any = None,
 ) -> Dataset:
     """Open a ``SourceConfig`` (train, predict or eval data); ``labels``: y holds class labels.
 
     ``x`` not given (None: predict, eval) means the model's ``columns`` (the training data's
-    names) for a table or a zarr group of column arrays, else the array ``"X"``; ``where``
-    names the key in messages. ``row_id``: a column (or 1-D array) read beside X as the
-    data set's ``ids``.
+    names; with an ``encoder``, the raw columns it reads) for a table or a zarr group of column
+    arrays, else the array ``"X"``; ``where`` names the key in messages. ``row_id``: a column
+    (or 1-D array) read beside X as the data set's ``ids``. ``encoder``: the training data's
+    table encoder (categories, fill values), applied to prediction and evaluation data.
     """
-    x = default_x(src.path, src.x, columns, f"{where}: [a, b, c]")
+    raw = columns if encoder is None else tuple(str(c) for c in encoder.feature_names_in_)
+    x = default_x(src.path, src.x, raw, f"{where}: [a, b, c]")
     y = (list(src.y) if isinstance(src.y, tuple) else src.y) if with_y else None
     if labels and isinstance(y, list) and len(y) == 1:
         y = y[0]  # one label column: 1-D labels
     return open_source(
-        src.path, x, y, y_path=src.y_path if with_y else None, chunk_rows=chunk_rows, labels=labels, row_id=row_id
-    )
+        src.path, x, y, y_path=src.y_path if with_y else None, chunk_rows=chunk_rows, labels=labels, row_id=row_id,
+        missing=getattr(src, "missing", "error"), categorical=getattr(src, "categorical", None), encoder=encoder,
+    )  # fmt: skip
 
 
-def open_predict_data(cfg: JobConfig, columns: tuple[str, ...] | None) -> Dataset:
-    """The ``predict:`` data, its X columns by name (default: the model's ``columns``), with the
-    ``id`` column as ``ids`` when asked for; checked against the training columns.
+def open_predict_data(cfg: JobConfig, columns: tuple[str, ...] | None, encoder: Any = None) -> Dataset:
+    """The ``predict:`` data, its X columns by name (default: the model's ``columns``), encoded
+    by the training data's ``encoder`` if any, with the ``id`` column as ``ids`` when asked for;
+    checked against the training columns.
 
     Raises
     ------
     DataNotFoundError, DataError
     """
     pds = open_dataset(
-        cfg.predict, _chunk_rows(cfg), with_y=False, columns=columns, where="predict.x", row_id=cfg.predict.id
-    )
+        cfg.predict, _chunk_rows(cfg), with_y=False, columns=columns, where="predict.x", row_id=cfg.predict.id,
+        encoder=encoder,
+    )  # fmt: skip
     _check_columns("predict.x", pds.columns, columns, cfg)
     return pds
 
 
-def open_eval_data(cfg: Any, columns: tuple[str, ...] | None) -> Dataset:
-    """The ``bootstrap.eval`` data source, its X columns by name (default: the model's)."""
-    eds = open_dataset(cfg.bootstrap.eval, None, with_y=False, columns=columns, where="bootstrap.eval.x")
+def open_eval_data(cfg: Any, columns: tuple[str, ...] | None, encoder: Any = None) -> Dataset:
+    """The ``bootstrap.eval`` data source, its X columns by name (default: the model's),
+    encoded by the training data's ``encoder`` if any."""
+    eds = open_dataset(
+        cfg.bootstrap.eval, None, with_y=False, columns=columns, where="bootstrap.eval.x", encoder=encoder
+    )
     _check_columns("bootstrap.eval.x", eds.columns, columns, cfg)
     return eds
 
@@ -95,21 +104,22 @@ def check_inputs(cfg: JobConfig) -> None:
     ------
     DataNotFoundError, DataError
     """
+    encoder = None
     if cfg.data.train is not None:
         tds = open_training_data(cfg)
-        n_features, columns, train = tds.X.shape[1], tds.columns, cfg.data.train.path
+        n_features, columns, train, encoder = tds.X.shape[1], tds.columns, cfg.data.train.path, tds.encoder
     else:
         mk = cfg.data.make
         n_features, columns, train = mk.n_features, _column_names(mk.source.x), mk.path
     if cfg.bootstrap is not None:
-        check_eval_features(cfg, n_features, train, columns)
+        check_eval_features(cfg, n_features, train, columns, encoder)
     if cfg.predict is None:
         return
     if cfg.data.make is not None and cfg.predict.path == train:
         # predictions of the data this job makes (perhaps not yet): its columns by construction
         _check_columns("predict.x", _column_names(cfg.predict.x), columns, cfg)
         return
-    d = open_predict_data(cfg, columns).X.shape[1]
+    d = open_predict_data(cfg, columns, encoder).X.shape[1]
     if d != n_features:
         raise DataError(
             f"predict.path {cfg.predict.path} has {d} features, but the training data "
@@ -123,7 +133,9 @@ def _column_names(x) -> tuple[str, ...] | None:
     return x if isinstance(x, tuple) else None
 
 
-def check_eval_features(cfg: Any, n_features: int, train: str, columns: tuple[str, ...] | None = None) -> None:
+def check_eval_features(
+    cfg: Any, n_features: int, train: str, columns: tuple[str, ...] | None = None, encoder: Any = None
+) -> None:
     """Before the fit: the evaluation points must have the training data's features.
 
     Inline points (``bootstrap.eval: [[...], ...]``) are checked from the config, a data source
@@ -139,6 +151,8 @@ def check_eval_features(cfg: Any, n_features: int, train: str, columns: tuple[st
         Where the training data is (named in the message).
     columns : tuple of str, optional
         The training data's column names.
+    encoder : TableEncoder, optional
+        The training data's table encoder (evaluation tables are encoded as it does).
 
     Raises
     ------
@@ -152,7 +166,7 @@ def check_eval_features(cfg: Any, n_features: int, train: str, columns: tuple[st
     if bc.eval is None:
         return
     if isinstance(bc.eval, SourceConfig):
-        d = open_eval_data(cfg, columns).X.shape[1]
+        d = open_eval_data(cfg, columns, encoder).X.shape[1]
         if d != n_features:
             raise DataError(
                 f"bootstrap.eval.path {bc.eval.path} has {d} features, but the training data "

@@ -278,7 +278,7 @@ def holdout_sample_note(output: str, metrics: dict[str, Any]) -> str | None:
 
 def report_from_folder(output: str) -> dict[str, str]:
     """Rebuild figures and report.md from a finished job folder (``bigkernel report``)."""
-    from bigkernel.io.model_store import load
+    from bigkernel.io.model_store import load_estimator
 
     metrics_path = os.path.join(output, "metrics.json")
     if not os.path.exists(metrics_path):
@@ -287,7 +287,7 @@ def report_from_folder(output: str) -> dict[str, str]:
         raise DataNotFoundError(f"{output!r} holds no finished job (no metrics.json); run the job first")
     with open(metrics_path) as f:
         metrics = json.load(f)
-    est = load(os.path.join(output, "model.zarr"))
+    est = load_estimator(os.path.join(output, "model.zarr"))
     search = os.path.join(output, "search_results.json")
     if os.path.exists(search):
         with open(search) as f:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from bigkernel._version import __version__
+from bigkernel.data.encode import MISSING_HINT, PREDICT_MISSING_HINT, nonfinite_named, table_facts
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import resolve_device
 from bigkernel.diagnostics import fit_findings, score_findings
@@ -337,7 +338,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             t = time.perf_counter()
             ds = open_training_data(cfg)
             timings["data"] = time.perf_counter() - t
-            plan = chunk_plan(cfg, ds)
+            plan = chunk_plan(cfg, ds) | table_facts(ds)
             logger.info("chunk plan: %s", plan)
 
             if cfg.bootstrap is not None:
@@ -349,8 +350,11 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
                 est = classify.build_classifier(cfg, est)
             split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
             t = time.perf_counter()
-            est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
+            with nonfinite_named(ds.columns, MISSING_HINT if ds.columns is not None else None):
+                est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
             est._set_input_facts(ds.X.dtype, ds.columns, ds.target_names)  # a table's columns: as a DataFrame fit
+            if ds.encoder is not None:  # saved with the model, applied at predict
+                est.table_encoder_ = ds.encoder
             timings["fit"] = time.perf_counter() - t
             findings = fit_findings(est, job=True)
 
@@ -373,11 +377,12 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             outputs: dict[str, str] = {"model": model_path}
             if cfg.predict is not None:
                 t = time.perf_counter()
-                pds = open_predict_data(cfg, ds.columns)  # X by the model's column names
+                pds = open_predict_data(cfg, ds.columns, ds.encoder)  # X by the model's column names
                 ids = None if cfg.predict.id is None else (cfg.predict.id, pds.ids)
-                outputs["predictions"] = predict_to_path(
-                    est, pds.X, cfg.predict.output, overwrite=cfg.overwrite, ids=ids
-                )
+                with nonfinite_named(pds.columns, PREDICT_MISSING_HINT if pds.columns is not None else None):
+                    outputs["predictions"] = predict_to_path(
+                        est, pds.X, cfg.predict.output, overwrite=cfg.overwrite, ids=ids
+                    )
                 timings["predict"] = time.perf_counter() - t
 
             boot = None

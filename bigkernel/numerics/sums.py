@@ -21,10 +21,11 @@ import numpy as np
 from array_api_compat import array_namespace
 from array_api_compat import device as array_device
 
-from bigkernel._sparse import as_csr, column_min_max, is_sparse, nonfinite_rows
+from bigkernel._sparse import as_csr, column_min_max, is_sparse
 from bigkernel.devices import resolve_device, to_host
-from bigkernel.errors import DeviceError, NonFiniteError
+from bigkernel.errors import DeviceError
 from bigkernel.numerics.fourier_features import FeatureMap
+from bigkernel.numerics.nonfinite import check_finite
 
 
 @dataclass
@@ -135,32 +136,6 @@ def sums_precision(dtype) -> float:
     (GCV, K-fold CV) use this to refuse points whose value is below their rounding error.
     """
     return 3e-7 if np.dtype(dtype) == np.float32 else 1e-13
-
-
-def check_finite(X: Any, y: Any | None, start: int, action: str = "fitting") -> None:
-    """Raise :class:`NonFiniteError` naming the first offending row if X or y has NaN/inf.
-
-    ``X`` and ``y`` may be arrays of any array-API namespace (one reduction on their device;
-    the rows are located on the host only when there is an error), or sparse ``X`` (its
-    stored entries are checked, no dense copy). ``y`` may be None (prediction data);
-    ``action`` completes "remove or impute those rows before ...".
-    """
-    for name, a in (("X", X), ("y", y)):
-        if a is None:
-            continue
-        if isinstance(a, np.ndarray) or is_sparse(a):
-            bad = nonfinite_rows(a)
-        else:
-            xp = array_namespace(a)
-            bad = None if bool(xp.all(xp.isfinite(a))) else nonfinite_rows(to_host(a))
-        if bad is not None:
-            first = start + int(np.argmax(bad))
-            stop = start + a.shape[0]
-            raise NonFiniteError(
-                f"{name} contains NaN or inf in rows [{start}, {stop}) — first at row {first} "
-                f"({int(bad.sum())} bad rows in that range); remove or impute those rows "
-                f"before {action}"
-            )
 
 
 def sub_block_edges(start: int, stop: int, block_rows: int) -> list[tuple[int, int]]:

@@ -65,6 +65,7 @@ from bigkernel.jobs.config.schema import (  # the dataclasses, and the vocabular
     SecurityConfig,
     Solver,
     SourceConfig,
+    TrainSourceConfig,
 )
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "PredictConfig",
     "SecurityConfig",
     "SourceConfig",
+    "TrainSourceConfig",
     "config_from_dict",
     "eval_points_problem",
     "load_config",

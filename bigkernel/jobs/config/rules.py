@@ -53,11 +53,13 @@ from bigkernel.jobs.config.schema import (
     LogLevel,
     MakeDataConfig,
     MakeKind,
+    Missing,
     ModelConfig,
     PredictConfig,
     SecurityConfig,
     SourceConfig,
     Task,
+    TrainSourceConfig,
 )
 from bigkernel.kernels.registry import (
     PATH_NEEDS,
@@ -162,6 +164,26 @@ def _parse_source(
     return {"path": path, "x": x, "y": y, "y_path": y_path}
 
 
+def _parse_train(sec: _Section) -> TrainSourceConfig:
+    """Parse ``data.train``: a source with targets, plus ``missing`` and ``categorical``."""
+    source = _parse_source(sec, y_default="y", needs_y=True)
+    missing = sec.value("missing", _choice(get_args(Missing)), "error")
+    categorical = sec.value("categorical", _categorical, "auto", nullable=True)
+    if sec.clean and (missing != "error" or isinstance(categorical, tuple)) and not is_table(source["path"]):
+        key = "missing" if missing != "error" else "categorical"
+        sec.report(key, f"{key}: is for a table (Parquet or CSV) source; {source['path']} is an array store")
+    return TrainSourceConfig(**source, missing=missing, categorical=categorical)
+
+
+def _categorical(value: Any) -> tuple[str, ...] | str:
+    """``auto`` or a list of column names."""
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        _fail("'auto', null or a list of column names, e.g. [city]", value)
+    return tuple(_text(v) for v in value)
+
+
 def _parse_make(sec: _Section) -> MakeDataConfig:
     """Parse ``data.make`` and check the feature count fits the generator."""
     kind = sec.value("kind", _choice(get_args(MakeKind)), "friedman1")
@@ -198,7 +220,7 @@ def _parse_data(top: _Section) -> DataConfig:
         sec.report(None, "give exactly one of data.train (existing data) and data.make (synthetic data)")
     train_sec, make_sec = sec.section("train"), sec.section("make")
     return DataConfig(
-        train=SourceConfig(**_parse_source(train_sec, y_default="y", needs_y=True)) if train_sec else None,
+        train=_parse_train(train_sec) if train_sec else None,
         make=_parse_make(make_sec) if make_sec else None,
         holdout_fraction=sec.value("holdout_fraction", _number(ge=0, lt=1), 0.2),
         chunk_rows=sec.value("chunk_rows", _chunk_rows, "auto"),

@@ -41,6 +41,7 @@ BandInterval = Literal["confidence", "prediction"]
 #: Inline evaluation points (``bootstrap.eval: [[0.1, 2.0], [0.5, 1.0]]``): one tuple per point.
 EvalPoints = tuple[tuple[float, ...], ...]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+Missing = Literal["error", "drop", "impute"]
 
 DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
 #: Features a synthetic generator needs (minimum, maximum or None) and uses by default.
@@ -84,6 +85,31 @@ class SourceConfig:
     def is_npy(self) -> bool:
         """bool : Whether X is read from a ``.npy`` (or sparse ``.npz``) file of X alone."""
         return self.path.lower().endswith((".npy", ".npz"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSourceConfig(SourceConfig):
+    """The training data source (``data.train``): a :class:`SourceConfig` plus what a table's
+    missing values and string columns become.
+
+    Parameters
+    ----------
+    path, x, y, y_path
+        As in :class:`SourceConfig`.
+    missing : {"error", "drop", "impute"}, default="error"
+        A missing (NaN/empty) value of a table: "error" stops the fit naming every bad row
+        range; "drop" drops the rows with a missing x or y (counted in the log and
+        metrics.json); "impute" fills x with the training column mean (a categorical column:
+        its most frequent category), saved with the model and applied at predict, and drops
+        the rows with a missing y (a target is never imputed).
+    categorical : tuple of str, "auto" or None, default="auto"
+        Table columns to one-hot encode (``city`` → ``city_<category>``; the sorted categories
+        are saved with the model and applied at predict, an unseen category is an error);
+        "auto": every non-numeric x column (logged); None: none (a string column is an error).
+    """
+
+    missing: Missing = "error"
+    categorical: tuple[str, ...] | Literal["auto"] | None = "auto"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,7 +163,7 @@ class DataConfig:
 
     Parameters
     ----------
-    train : SourceConfig or None, default=None
+    train : TrainSourceConfig or None, default=None
         Existing training data.
     make : MakeDataConfig or None, default=None
         Synthetic training data, written before the fit.
@@ -148,7 +174,7 @@ class DataConfig:
         Rows per chunk of the streamed pass.
     """
 
-    train: SourceConfig | None = None
+    train: TrainSourceConfig | None = None
     make: MakeDataConfig | None = None
     holdout_fraction: float = 0.2
     chunk_rows: int | Literal["auto"] = "auto"
@@ -592,7 +618,7 @@ def _keys(cls: type) -> tuple[str, ...]:
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "": _keys(JobConfig),
     "data": _keys(DataConfig),
-    "data.train": _keys(SourceConfig),
+    "data.train": _keys(TrainSourceConfig),
     "data.make": _keys(MakeDataConfig),
     "model": _keys(ModelConfig),
     "predict": _keys(PredictConfig),
