@@ -283,6 +283,26 @@ def _cmd_make_data(args) -> int:
     return 0
 
 
+#: optional packages and the extra that installs them
+_EXTRAS = {"cupy": "gpu", "cupyx": "gpu", "dask_cuda": "gpu"}
+#: pip's name for a dependency's module, where it differs (dask.dataframe needs pandas, pyarrow)
+_PIP_NAMES = {"dask": '"dask[dataframe]"', "yaml": "PyYAML", "sklearn": "scikit-learn"}
+
+
+def _missing_package(exc: ImportError) -> str:
+    """One line for a package that is not installed: which, and the pip command that fixes it."""
+    name = exc.name or ""
+    top = name.split(".")[0]
+    if top in _EXTRAS:
+        return f'{name} is not installed ({exc}): install the extra with pip install "bigkernel[{_EXTRAS[top]}]"'
+    if not name:  # e.g. fsspec's "Install s3fs to access S3": its message names the package
+        return f"a package is missing: {exc}"
+    return (
+        f"{name} is not installed ({exc}); it is a dependency of bigkernel: reinstall bigkernel "
+        f"(pip install -e . in a clone, or pip install bigkernel) or pip install {_PIP_NAMES.get(top, top)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bigkernel`` command; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -298,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command](args)
     except BigkernelError as exc:
         logger.error("%s: %s", type(exc).__name__, exc)
+        return EXIT_USER_ERROR
+    except ImportError as exc:
+        if (exc.name or "").startswith("bigkernel"):
+            raise  # a bug of ours, not a missing package: the traceback says where
+        logger.error("%s", _missing_package(exc))
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         logger.error("interrupted")

@@ -10,6 +10,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from bigkernel.data.empty_tables import check_has_rows
 from bigkernel.errors import DataError, DataNotFoundError
 from bigkernel.io.atomic import atomic_folder
 
@@ -50,6 +51,7 @@ def open_table(
     path = str(path)
     if "://" not in path and not glob.glob(path.rstrip("/")):
         raise DataNotFoundError(f"table source {path!r} does not exist")
+    check_has_rows(path)  # 0-byte and header-only files: one clear error, not pandas'
     xs = [x] if isinstance(x, str) else list(x)
     ys = [] if y is None else ([y] if isinstance(y, str) else list(y))
     available = _columns(path)
