@@ -5,9 +5,12 @@ message and exit code 2."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
+from collections.abc import Iterator
 
 from bigkernel._version import __version__
 from bigkernel.data.synthetic import DEFAULT_NOISE
@@ -142,15 +145,69 @@ def _count(text: str) -> int:
 
 
 def _configure_logging(args) -> None:
+    """The terminal's handler: bigkernel's records at -v/-q/INFO; the libraries' (distributed,
+    asyncio, dask's warnings) only with -v: job.log keeps them (``jobs.runner._job_logging``)."""
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    for old in [h for h in logger.handlers if getattr(h, "_bigkernel_cli", False)]:
-        logger.removeHandler(old)  # main() may run several times in one process (tests, notebooks)
+    root = logging.getLogger()
+    for where in (root, logger):  # main() may run several times in one process (tests, notebooks)
+        for old in [h for h in where.handlers if getattr(h, "_bigkernel_cli", False)]:
+            where.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.setLevel(level)  # the terminal's own level: a job may lower the logger's for job.log
+    if not args.verbose:
+        handler.addFilter(lambda record: record.name == "bigkernel" or record.name.startswith("bigkernel."))
     handler._bigkernel_cli = True
-    logger.addHandler(handler)
+    root.addHandler(handler)  # on the root: asyncio's records too ("Task exception was never retrieved")
     logger.setLevel(level)
+
+
+def _set_terminal_level(level: str | int) -> None:
+    """A job's ``log_level:`` on the terminal, where neither -q nor -v was given."""
+    for h in logging.getLogger().handlers:
+        if getattr(h, "_bigkernel_cli", False):
+            h.setLevel(level)
+    logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _library_output_to_log(verbose: bool) -> Iterator[None]:
+    """Keep distributed's log lines and dask's warnings off the terminal (unless ``-v``).
+
+    distributed prints to stderr through its own handler (worker "Compute Failed" tracebacks
+    forwarded from the workers, the nanny's "still alive, killing" on Ctrl-C, ...) and warns
+    "Sending large graph": those become log records that job.log keeps and the terminal handler
+    drops. bigkernel's own warnings are shown as before.
+    """
+    if verbose:
+        yield
+        return
+    import warnings
+
+    import dask
+    import distributed  # its logging is configured on import: its stderr handler must exist now
+
+    handlers = [h for h in logging.getLogger("distributed").handlers if type(h) is logging.StreamHandler]
+    levels = [h.level for h in handlers]
+    libraries = tuple(os.path.dirname(m.__file__) + os.sep for m in (dask, distributed))
+    show = warnings.showwarning
+
+    def to_log(message, category, filename, lineno, file=None, line=None):
+        if str(filename).startswith(libraries):
+            text = warnings.formatwarning(message, category, filename, lineno, line)
+            logging.getLogger("py.warnings").warning("%s", text.rstrip())
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    for h in handlers:
+        h.setLevel(logging.CRITICAL + 1)
+    warnings.showwarning = to_log
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
+        for h, old in zip(handlers, levels):
+            h.setLevel(old)
 
 
 def _cmd_run(args) -> int:
@@ -158,6 +215,8 @@ def _cmd_run(args) -> int:
     from bigkernel.jobs.runner import dry_run, run_job, summary_text
 
     cfg = load_config(args.config)
+    if not (args.quiet or args.verbose):
+        _set_terminal_level(cfg.log_level)  # the job's level, on the terminal as in job.log
     if args.dry_run:
         import yaml
 
@@ -308,14 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args)
     try:
-        commands = {
-            "run": _cmd_run,
-            "predict": _cmd_predict,
-            "update": _cmd_update,
-            "report": _cmd_report,
-            "make-data": _cmd_make_data,
-        }
-        return commands[args.command](args)
+        with _library_output_to_log(args.verbose):
+            return _COMMANDS[args.command](args)
     except BigkernelError as exc:
         logger.error("%s: %s", type(exc).__name__, exc)
         return EXIT_USER_ERROR
@@ -325,9 +378,23 @@ def main(argv: list[str] | None = None) -> int:
         logger.error("%s", _missing_package(exc))
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
-        logger.error("interrupted")
+        if args.command == "run":
+            logger.error(
+                "interrupted; job.log has what ran. Rerun the same command to run the job again "
+                "(a bootstrap resumes from the replicates it stored)"
+            )
+        else:
+            logger.error("interrupted")
         return 130
 
+
+_COMMANDS = {
+    "run": _cmd_run,
+    "predict": _cmd_predict,
+    "update": _cmd_update,
+    "report": _cmd_report,
+    "make-data": _cmd_make_data,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -189,12 +189,24 @@ def _job_logging(output: str, level: str, job: str) -> Iterator[None]:
     handler keeps its level (``bigkernel -q``) while job.log gets the full log. A failure is
     written to job.log (type and message; the traceback too unless it is a BigkernelError) and
     to ``status.json``, and re-raised: how the terminal shows it is the caller's business.
+
+    The libraries' records are kept too, at WARNING and above (all of them at DEBUG): the
+    workers' "Compute Failed" tracebacks (forwarded by ``jobs.cluster``), the nanny's, asyncio's
+    and dask's warnings, which the command line keeps off the terminal.
     """
     handler = logging.FileHandler(os.path.join(output, "job.log"), mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(level)
+    floor = logging.DEBUG if handler.level <= logging.DEBUG else logging.WARNING
+    handler.addFilter(lambda r: r.name == "bigkernel" or r.name.startswith("bigkernel.") or r.levelno >= floor)
     root = logging.getLogger("bigkernel")
-    root.addHandler(handler)
+    # on the root logger, which bigkernel's and the libraries' records reach; distributed's do
+    # not (its logger does not propagate), so its logger relays them: through a handler of
+    # its own, as a LocalCluster sets the level of every StreamHandler of that logger
+    distributed = logging.getLogger("distributed")
+    targets = [(logging.getLogger(), handler)] + ([] if distributed.propagate else [(distributed, _Relay(handler))])
+    for target, h in targets:
+        target.addHandler(h)
     old = root.level
     root.setLevel(min(root.getEffectiveLevel(), handler.level))
     try:
@@ -203,9 +215,21 @@ def _job_logging(output: str, level: str, job: str) -> Iterator[None]:
         _record_failure(output, job, handler, exc)
         raise
     finally:
-        root.removeHandler(handler)
+        for target, h in targets:
+            target.removeHandler(h)
         root.setLevel(old)
         handler.close()
+
+
+class _Relay(logging.Handler):
+    """Hands each record to another handler (which applies its own level and filters)."""
+
+    def __init__(self, to: logging.Handler) -> None:
+        super().__init__()
+        self.to = to
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.to.handle(record)
 
 
 def _record_failure(output: str, job: str, handler: logging.Handler, exc: BaseException) -> None:
