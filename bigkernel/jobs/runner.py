@@ -35,7 +35,7 @@ from bigkernel.models.random_features import RandomFeatureRidge, feature_block_r
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.dual import describe_df
 from bigkernel.numerics.splits import HoldoutSplit
-from bigkernel.runtime import compute, progress_bars
+from bigkernel.runtime import compute, progress_bars, progress_rows
 
 logger = logging.getLogger(__name__)
 
@@ -353,6 +353,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             t = time.perf_counter()
             ds = open_training_data(cfg)
             timings["data"] = time.perf_counter() - t
+            progress_rows(ds.X.shape[0])  # progress lines: rows done / total
             plan = chunk_plan(cfg, ds)
             logger.info("chunk plan: %s", plan)
 
@@ -386,6 +387,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             if cfg.predict is not None:
                 t = time.perf_counter()
                 pds = open_dataset(cfg.predict, _chunk_rows(cfg), with_y=False)
+                progress_rows(pds.X.shape[0])
                 outputs["predictions"] = predict_to_path(est, pds.X, cfg.predict.output, overwrite=cfg.overwrite)
                 timings["predict"] = time.perf_counter() - t
 
@@ -394,6 +396,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
                 t = time.perf_counter()
                 from bigkernel.jobs.bootstrap_job import run_bootstrap_section
 
+                progress_rows(ds.X.shape[0])
                 boot = run_bootstrap_section(cfg, est, ds, client)
                 outputs.update(boot.get("outputs", {}))
                 timings["bootstrap"] = time.perf_counter() - t
