@@ -76,3 +76,55 @@ def test_a_job_prints_stage_lines_with_rows(tmp_path, monkeypatch, capfd):
 def _no_tty(monkeypatch):
     """Log lines, not bars, whatever runs the tests."""
     monkeypatch.setattr(runtime.sys.stderr, "isatty", lambda: False, raising=False)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda v: bigkernel.RandomFeatureRidge(n_components=64, alpha=1.0, verbose=v),
+        lambda v: bigkernel.RandomFeatureRidgeCV(n_components=64, alphas=[0.1, 1.0], cv=2, verbose=v),
+        lambda v: bigkernel.NystroemRidge(n_components=64, alpha=1.0, verbose=v),
+    ],
+)
+def test_verbose_estimators_log_progress_of_fit_and_predict(make, monkeypatch, caplog):
+    monkeypatch.setattr(runtime, "PROGRESS_INTERVAL_S", 0.0)
+    X, y = _data()
+    with caplog.at_level(logging.INFO, logger="bigkernel"):
+        quiet = make(0).fit(X, y)
+        quiet.predict(X).compute()
+        assert _lines(caplog) == []
+        model = make(1).fit(X, y)
+        fit_lines = _lines(caplog)
+        caplog.clear()
+        pred = model.predict(X[:4000].compute())  # numpy in, numpy out: no pass, no line
+        assert _lines(caplog) == [] and pred.shape == (4000,)
+    assert fit_lines and all(" tasks" in line for line in fit_lines), fit_lines
+
+
+def test_verbose_is_a_parameter_that_clones_and_is_checked(tmp_path):
+    from sklearn.base import clone
+
+    from bigkernel.errors import ParameterError
+
+    model = bigkernel.RandomFeatureRidge(n_components=16, verbose=2)
+    assert clone(model).get_params()["verbose"] == 2
+    X, y = _data()
+    with pytest.raises(ParameterError, match="verbose"):
+        bigkernel.RandomFeatureRidge(verbose=-1).fit(X, y)
+    # a display setting, not part of the saved model: the store is as before, a load gets 0
+    model.fit(X[:2000].compute(), y[:2000].compute())
+    path = model.save(tmp_path / "m.zarr")
+    import zarr
+
+    assert "verbose" not in zarr.open_group(path, mode="r").attrs["params"]
+    assert bigkernel.load(path).verbose == 0
+
+
+def test_progress_bars_cover_a_bootstrap(monkeypatch, caplog):
+    monkeypatch.setattr(runtime, "PROGRESS_INTERVAL_S", 0.0)
+    X, y = _data()
+    model = bigkernel.RandomFeatureRidge(n_components=32, alpha=1.0, random_state=0)
+    with caplog.at_level(logging.INFO, logger="bigkernel"), bigkernel.progress_bars(rows=20_000):
+        bigkernel.bootstrap(model, X, y, X[:50], n_bootstraps=4, random_state=0)
+    lines = _lines(caplog)
+    assert any(line.startswith("bootstrap") and " / 20,000 rows (" in line for line in lines), lines

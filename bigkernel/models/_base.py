@@ -25,7 +25,7 @@ from bigkernel.io.model_store import save_model
 from bigkernel.io.predictions import predict_to_zarr
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
-from bigkernel.runtime import map_rows
+from bigkernel.runtime import map_rows, progress_bars
 from bigkernel.validation import Constraint, Interval, ListOf, Options, is_integer, validate_params
 
 # --------------------------------------------------------------------------------------------
@@ -99,6 +99,18 @@ COUNT = Interval(Integral, 0, None, closed="neither")
 ALPHA = [POSITIVE, ListOf(POSITIVE), Options(str, ("gcv", "evidence"))]
 #: a searched grid (the CV estimators): a list, or one value
 GRID = [ListOf(POSITIVE), POSITIVE, None]
+#: ``verbose``: 0, or >= 1 for the progress of the estimator's passes
+VERBOSE = [Interval(Integral, 0, None, closed="left")]
+#: the methods that run passes over the data: inside ``progress_bars()`` when ``verbose`` >= 1
+VERBOSE_METHODS = (
+    "fit",
+    "fit_dataset",
+    "partial_fit",
+    "predict",
+    "predict_proba",
+    "decision_function",
+    "predict_to_zarr",
+)
 #: the compute device of a fit: checked by form here; whether a GPU is usable is checked at the
 #: start of ``fit`` (:meth:`_EstimatorBase._fit_device`), which raises DeviceError
 DEVICE = [_Device()]
@@ -205,6 +217,29 @@ def block_predictor(est):
     return _NamedBlocks(est) if hasattr(est, "feature_names_in_") else est.predict
 
 
+def show_progress_when_verbose(cls: type) -> None:
+    """Run each of ``cls``'s :data:`VERBOSE_METHODS` inside :func:`~bigkernel.runtime.progress_bars`
+    when the estimator's ``verbose`` is >= 1 (called by the estimator bases' ``__init_subclass__``,
+    so every estimator and mixin method gets it, and an outer ``progress_bars()`` still works
+    with ``verbose=0``)."""
+    for name in VERBOSE_METHODS:
+        method = inspect.getattr_static(cls, name, None)
+        if inspect.isfunction(method) and not getattr(method, "_verbose_progress", False):
+            setattr(cls, name, _with_progress(method))
+
+
+def _with_progress(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        if not getattr(self, "verbose", 0):
+            return method(self, *args, **kwargs)
+        with progress_bars(True):
+            return method(self, *args, **kwargs)
+
+    run._verbose_progress = True
+    return run
+
+
 class _EstimatorBase(RegressorMixin, BaseEstimator):
     """Multi-output regressor taking numpy or dask input; subclasses implement ``fit``,
     ``predict``, ``_get_state`` and ``_set_state``."""
@@ -212,6 +247,10 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     #: the allowed forms of each ``__init__`` parameter (see :mod:`bigkernel.validation`),
     #: checked by :meth:`_check_params` at the start of every fit
     _parameter_constraints: ClassVar[dict[str, list]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        show_progress_when_verbose(cls)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -231,7 +270,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         """Check every parameter against ``_parameter_constraints`` (overrides scikit-learn's
         private method of the same name, which reads scikit-learn's own constraint objects)."""
         validate_params(
-            self._parameter_constraints,
+            {**self._parameter_constraints, "verbose": VERBOSE},
             self.get_params(deep=False),
             type(self).__name__,
             defaults=_init_defaults(type(self)),

@@ -33,6 +33,7 @@ from bigkernel.errors import DataError
 from bigkernel.io.model_store import save_model
 from bigkernel.models._base import (
     SPARSE_OK,
+    VERBOSE,
     ArrayIn,
     ArrayOut,
     RowWeights,
@@ -40,6 +41,7 @@ from bigkernel.models._base import (
     _EstimatorBase,
     _init_defaults,
     check_sample_weight,
+    show_progress_when_verbose,
 )
 from bigkernel.runtime import compute
 from bigkernel.validation import Options, validate_params
@@ -208,6 +210,10 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
     _regressor: ClassVar[type]
     _parameter_constraints: ClassVar[dict[str, list]] = {}
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        show_progress_when_verbose(cls)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_label = False
@@ -217,7 +223,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
     # ----------------------------------------------------------------- parameters
     def _check_params(self) -> None:
         validate_params(
-            self._parameter_constraints,
+            {**self._parameter_constraints, "verbose": VERBOSE},
             self.get_params(deep=False),
             type(self).__name__,
             defaults=_init_defaults(type(self)),
