@@ -171,24 +171,25 @@ def _set_terminal_level(level: str | int) -> None:
 
 
 @contextlib.contextmanager
-def _library_output_to_log(verbose: bool) -> Iterator[None]:
-    """Keep distributed's log lines and dask's warnings off the terminal (unless ``-v``).
+def _library_output_to_log() -> Iterator[None]:
+    """distributed's log lines and dask's warnings as records for job.log, off the terminal
+    unless ``-v``.
 
     distributed prints to stderr through its own handler (worker "Compute Failed" tracebacks
     forwarded from the workers, the nanny's "still alive, killing" on Ctrl-C, ...) and warns
-    "Sending large graph": those become log records that job.log keeps and the terminal handler
-    drops. bigkernel's own warnings are shown as before.
+    "Sending large graph". Here its handler is silenced and its records reach the root logger:
+    job.log's handler keeps them, the terminal's shows them with ``-v`` (in bigkernel's format).
+    dask's and distributed's warnings become records too (``py.warnings``); bigkernel's own
+    warnings are shown as before.
     """
-    if verbose:
-        yield
-        return
     import warnings
 
     import dask
     import distributed  # its logging is configured on import: its stderr handler must exist now
 
-    handlers = [h for h in logging.getLogger("distributed").handlers if type(h) is logging.StreamHandler]
-    levels = [h.level for h in handlers]
+    dist = logging.getLogger("distributed")
+    handlers = [h for h in dist.handlers if type(h) is logging.StreamHandler]
+    levels, propagate = [h.level for h in handlers], dist.propagate
     libraries = tuple(os.path.dirname(m.__file__) + os.sep for m in (dask, distributed))
     show = warnings.showwarning
 
@@ -201,11 +202,13 @@ def _library_output_to_log(verbose: bool) -> Iterator[None]:
 
     for h in handlers:
         h.setLevel(logging.CRITICAL + 1)
+    dist.propagate = True
     warnings.showwarning = to_log
     try:
         yield
     finally:
         warnings.showwarning = show
+        dist.propagate = propagate
         for h, old in zip(handlers, levels):
             h.setLevel(old)
 
@@ -367,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args)
     try:
-        with _library_output_to_log(args.verbose):
+        with _library_output_to_log():
             return _COMMANDS[args.command](args)
     except BigkernelError as exc:
         logger.error("%s: %s", type(exc).__name__, exc)
