@@ -170,6 +170,10 @@ def _set_terminal_level(level: str | int) -> None:
     logger.setLevel(level)
 
 
+def _nothing(record: logging.LogRecord) -> bool:
+    return False
+
+
 @contextlib.contextmanager
 def _library_output_to_log() -> Iterator[None]:
     """distributed's log lines and dask's warnings as records for job.log, off the terminal
@@ -189,7 +193,7 @@ def _library_output_to_log() -> Iterator[None]:
 
     dist = logging.getLogger("distributed")
     handlers = [h for h in dist.handlers if type(h) is logging.StreamHandler]
-    levels, propagate = [h.level for h in handlers], dist.propagate
+    propagate = dist.propagate
     libraries = tuple(os.path.dirname(m.__file__) + os.sep for m in (dask, distributed))
     show = warnings.showwarning
 
@@ -200,8 +204,8 @@ def _library_output_to_log() -> Iterator[None]:
         else:
             show(message, category, filename, lineno, file, line)
 
-    for h in handlers:
-        h.setLevel(logging.CRITICAL + 1)
+    for h in handlers:  # a filter: a LocalCluster sets these handlers' levels while it runs
+        h.addFilter(_nothing)
     dist.propagate = True
     warnings.showwarning = to_log
     try:
@@ -209,8 +213,8 @@ def _library_output_to_log() -> Iterator[None]:
     finally:
         warnings.showwarning = show
         dist.propagate = propagate
-        for h, old in zip(handlers, levels):
-            h.setLevel(old)
+        for h in handlers:
+            h.removeFilter(_nothing)
 
 
 def _cmd_run(args) -> int:

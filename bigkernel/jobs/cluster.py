@@ -128,6 +128,25 @@ class BlasThreadsPlugin(WorkerPlugin):
         worker._bigkernel_blas_threads = threads
 
 
+class IgnoreInterruptPlugin(WorkerPlugin):
+    """Worker processes of a local cluster ignore SIGINT.
+
+    Ctrl-C in a terminal signals the whole process group, workers included: each interrupted
+    worker printed its own ``KeyboardInterrupt`` traceback. The job's process takes the
+    interrupt, stops and closes the cluster, whose nannies end the workers.
+    """
+
+    name = "bigkernel-ignore-sigint"
+
+    def setup(self, worker) -> None:
+        """Ignore SIGINT in this worker process (setup runs on its event loop, the main thread)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def host_threads(client: Client) -> dict[str, int]:
     """Dask threads per host of the workers connected to ``client``'s scheduler.
 
@@ -246,6 +265,7 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
     if local.gpus is not None:
         with _cuda_cluster(local) as cluster, Client(cluster, set_as_default=True) as client:
             client.register_plugin(BlasThreadsPlugin(host_threads(client)))
+            client.register_plugin(IgnoreInterruptPlugin())
             client.forward_logging("distributed", level=logging.WARNING)
             _log_cluster(client, dashboard=bool(local.dashboard))
             yield client
@@ -267,6 +287,7 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
     )
     with LocalCluster(**kwargs) as cluster, Client(cluster, set_as_default=True) as client:
         client.register_plugin(BlasThreadsPlugin(host_threads(client)))
+        client.register_plugin(IgnoreInterruptPlugin())
         client.forward_logging("distributed", level=logging.WARNING)  # into job.log
         _log_cluster(client, dashboard=bool(local.dashboard))
         yield client
