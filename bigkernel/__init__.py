@@ -1,7 +1,9 @@
 """bigkernel: kernel ridge regression for large n, out of core on Dask.
 
 Public API: :class:`RandomFeatureRidge`, :class:`ExactKernelRidge`, :class:`ExactKernelRidgeCV`,
-:class:`NystroemRidge`, :class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`; :class:`TableEncoder` (one-hot and missing values of tables);
+:class:`NystroemRidge`, :class:`KernelRidge` (picks a solver), :func:`load`, :func:`make_data`,
+:func:`progress_bars` (progress of the passes run inside it); :class:`TableEncoder` (one-hot and
+missing values of tables);
 the feature maps as transformers: :class:`RandomFeatures`, :class:`NystroemFeatures`.
 """
 
@@ -36,6 +38,7 @@ from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.models.random_features_classifier import NystroemClassifier, RandomFeatureClassifier
 from bigkernel.models.random_features_classifier_cv import RandomFeatureClassifierCV
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+from bigkernel.runtime import progress_bars
 
 __all__ = [
     "__version__",
@@ -69,6 +72,7 @@ __all__ = [
     "load",
     "make_data",
     "open_source",
+    "progress_bars",
     "ExactKernelClassifier",
     "KernelClassifier",
     "NystroemClassifier",

@@ -5,9 +5,12 @@ message and exit code 2."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
+from collections.abc import Iterator
 
 from bigkernel._version import __version__
 from bigkernel.data.synthetic import DEFAULT_NOISE
@@ -150,15 +153,76 @@ def _count(text: str) -> int:
 
 
 def _configure_logging(args) -> None:
+    """The terminal's handler: bigkernel's records at -v/-q/INFO; the libraries' (distributed,
+    asyncio, dask's warnings) only with -v: job.log keeps them (``jobs.runner._job_logging``)."""
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    for old in [h for h in logger.handlers if getattr(h, "_bigkernel_cli", False)]:
-        logger.removeHandler(old)  # main() may run several times in one process (tests, notebooks)
+    root = logging.getLogger()
+    for where in (root, logger):  # main() may run several times in one process (tests, notebooks)
+        for old in [h for h in where.handlers if getattr(h, "_bigkernel_cli", False)]:
+            where.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.setLevel(level)  # the terminal's own level: a job may lower the logger's for job.log
+    if not args.verbose:
+        handler.addFilter(lambda record: record.name == "bigkernel" or record.name.startswith("bigkernel."))
     handler._bigkernel_cli = True
-    logger.addHandler(handler)
+    root.addHandler(handler)  # on the root: asyncio's records too ("Task exception was never retrieved")
     logger.setLevel(level)
+
+
+def _set_terminal_level(level: str | int) -> None:
+    """A job's ``log_level:`` on the terminal, where neither -q nor -v was given."""
+    for h in logging.getLogger().handlers:
+        if getattr(h, "_bigkernel_cli", False):
+            h.setLevel(level)
+    logger.setLevel(level)
+
+
+def _nothing(record: logging.LogRecord) -> bool:
+    return False
+
+
+@contextlib.contextmanager
+def _library_output_to_log() -> Iterator[None]:
+    """distributed's log lines and dask's warnings as records for job.log, off the terminal
+    unless ``-v``.
+
+    distributed prints to stderr through its own handler (worker "Compute Failed" tracebacks
+    forwarded from the workers, the nanny's "still alive, killing" on Ctrl-C, ...) and warns
+    "Sending large graph". Here its handler is silenced and its records reach the root logger:
+    job.log's handler keeps them, the terminal's shows them with ``-v`` (in bigkernel's format).
+    dask's and distributed's warnings become records too (``py.warnings``); bigkernel's own
+    warnings are shown as before.
+    """
+    import warnings
+
+    import dask
+    import distributed  # its logging is configured on import: its stderr handler must exist now
+
+    dist = logging.getLogger("distributed")
+    handlers = [h for h in dist.handlers if type(h) is logging.StreamHandler]
+    propagate = dist.propagate
+    libraries = tuple(os.path.dirname(m.__file__) + os.sep for m in (dask, distributed))
+    show = warnings.showwarning
+
+    def to_log(message, category, filename, lineno, file=None, line=None):
+        if str(filename).startswith(libraries):
+            text = warnings.formatwarning(message, category, filename, lineno, line)
+            logging.getLogger("py.warnings").warning("%s", text.rstrip())
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    for h in handlers:  # a filter: a LocalCluster sets these handlers' levels while it runs
+        h.addFilter(_nothing)
+    dist.propagate = True
+    warnings.showwarning = to_log
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
+        dist.propagate = propagate
+        for h in handlers:
+            h.removeFilter(_nothing)
 
 
 def _cmd_run(args) -> int:
@@ -166,6 +230,8 @@ def _cmd_run(args) -> int:
     from bigkernel.jobs.runner import dry_run, run_job, summary_text
 
     cfg = load_config(args.config)
+    if not (args.quiet or args.verbose):
+        _set_terminal_level(cfg.log_level)  # the job's level, on the terminal as in job.log
     if args.dry_run:
         import yaml
 
@@ -309,26 +375,59 @@ def _cmd_make_data(args) -> int:
     return 0
 
 
+#: optional packages and the extra that installs them
+_EXTRAS = {"cupy": "gpu", "cupyx": "gpu", "dask_cuda": "gpu"}
+#: pip's name for a dependency's module, where it differs (dask.dataframe needs pandas, pyarrow)
+_PIP_NAMES = {"dask": '"dask[dataframe]"', "yaml": "PyYAML", "sklearn": "scikit-learn"}
+
+
+def _missing_package(exc: ImportError) -> str:
+    """One line for a package that is not installed: which, and the pip command that fixes it."""
+    name = exc.name or ""
+    top = name.split(".")[0]
+    if top in _EXTRAS:
+        return f'{name} is not installed ({exc}): install the extra with pip install "bigkernel[{_EXTRAS[top]}]"'
+    if not name:  # e.g. fsspec's "Install s3fs to access S3": its message names the package
+        return f"a package is missing: {exc}"
+    return (
+        f"{name} is not installed ({exc}); it is a dependency of bigkernel: reinstall bigkernel "
+        f"(pip install -e . in a clone, or pip install bigkernel) or pip install {_PIP_NAMES.get(top, top)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bigkernel`` command; returns the exit code."""
     args = _parser().parse_args(argv)
     _configure_logging(args)
     try:
-        commands = {
-            "run": _cmd_run,
-            "predict": _cmd_predict,
-            "update": _cmd_update,
-            "report": _cmd_report,
-            "make-data": _cmd_make_data,
-        }
-        return commands[args.command](args)
+        with _library_output_to_log():
+            return _COMMANDS[args.command](args)
     except BigkernelError as exc:
         logger.error("%s: %s", type(exc).__name__, exc)
         return EXIT_USER_ERROR
+    except ImportError as exc:
+        if (exc.name or "").startswith("bigkernel"):
+            raise  # a bug of ours, not a missing package: the traceback says where
+        logger.error("%s", _missing_package(exc))
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
-        logger.error("interrupted")
+        if args.command == "run":
+            logger.error(
+                "interrupted; job.log has what ran. Rerun the same command to run the job again "
+                "(a bootstrap resumes from the replicates it stored)"
+            )
+        else:
+            logger.error("interrupted")
         return 130
 
+
+_COMMANDS = {
+    "run": _cmd_run,
+    "predict": _cmd_predict,
+    "update": _cmd_update,
+    "report": _cmd_report,
+    "make-data": _cmd_make_data,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -131,10 +131,15 @@ def test_quiet_job_logs_warnings_only_on_the_terminal_and_all_to_job_log(tmp_pat
     log = (tmp_path / "out" / "job.log").read_text()
     assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in log
     assert "INFO bigkernel.jobs.runner: chunk plan" in log
-    # the two levels are independent: without -q the terminal gets the INFO lines, and a job
-    # with `log_level: WARNING` keeps them out of its job.log
-    (tmp_path / "job.yaml").write_text((tmp_path / "job.yaml").read_text() + "overwrite: true\nlog_level: WARNING\n")
+    # without -q the terminal gets the INFO lines; a job with `log_level: WARNING` keeps them out
+    # of its job.log and off the terminal, unless -v asks for them there
+    assert main(["run", str(_job(tmp_path, data_dir, "overwrite: true\n"))]) == 0
+    assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in capsys.readouterr().err
+    (tmp_path / "job.yaml").write_text((tmp_path / "job.yaml").read_text() + "log_level: WARNING\n")
     assert main(["run", str(tmp_path / "job.yaml")]) == 0
+    assert "INFO" not in capsys.readouterr().err
+    assert " INFO " not in (tmp_path / "out" / "job.log").read_text()
+    assert main(["run", "-v", str(tmp_path / "job.yaml")]) == 0
     assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in capsys.readouterr().err
     assert " INFO " not in (tmp_path / "out" / "job.log").read_text()
 
@@ -174,9 +179,11 @@ def test_a_job_failing_mid_run_records_its_error(tmp_path, data_dir):
     assert (out / "model.zarr").exists()  # the fit finished before the failure
     log = (out / "job.log").read_text()
     assert "INFO bigkernel.models.random_features: fitted RandomFeatureRidge" in log
-    failed = [line for line in log.splitlines() if " ERROR " in line]
+    failed = [line for line in log.splitlines() if " ERROR bigkernel" in line]
     assert len(failed) == 1 and "job t failed: NonFiniteError: X contains NaN or inf" in failed[0]
-    assert "first at row 2500" in failed[0] and "Traceback" not in log
+    assert "first at row 2500" in failed[0] and "Traceback (most recent call last)" not in log
+    # the worker's own report of the failed task is kept there, not on the terminal
+    assert "ERROR distributed.worker: Compute Failed" in log and "Compute Failed" not in r.stderr
     status = json.loads((out / "status.json").read_text())
     assert status["status"] == "failed" and status["job"] == "t" and status["log"] == "job.log"
     assert status["error"]["type"] == "NonFiniteError" and "first at row 2500" in status["error"]["message"]

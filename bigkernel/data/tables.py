@@ -14,6 +14,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from bigkernel.data.empty_tables import check_has_rows
 from bigkernel.errors import DataError, DataNotFoundError
 from bigkernel.io.atomic import atomic_folder
 
@@ -121,6 +122,7 @@ def read_table(
     path = str(path)
     if "://" not in path and not glob.glob(path.rstrip("/")):
         raise DataNotFoundError(f"table source {path!r} does not exist")
+    check_has_rows(path)  # 0-byte and header-only files: one clear error, not pandas'
     xs = [x] if isinstance(x, str) else list(x)
     ys = [] if y is None else ([y] if isinstance(y, str) else list(y))
     ids = [] if row_id is None or row_id in xs + ys else [row_id]

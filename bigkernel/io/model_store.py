@@ -70,7 +70,9 @@ def _jsonable(value):
 def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
     """Write ``estimator`` (fitted) to a zarr group at ``path``; returns ``path``."""
     attrs, arrays = estimator._get_state()
-    params = {k: v for k, v in estimator.get_params(deep=False).items()}
+    # verbose is how fit/predict report progress, not the model: left out, so the store reads the
+    # same as before the parameter existed (a load gets the default, 0)
+    params = {k: v for k, v in estimator.get_params(deep=False).items() if k != "verbose"}
     if not isinstance(params.get("random_state"), (int, type(None))):
         params["random_state"] = None  # a RandomState object is not data; the seed is in the state
     meta = {

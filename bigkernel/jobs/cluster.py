@@ -32,6 +32,11 @@ from bigkernel.runtime import blas_threads_for
 logger = logging.getLogger(__name__)
 
 
+#: what a local cluster's processes print to stderr themselves: nothing below CRITICAL. Their
+#: WARNING and above ("Compute Failed" tracebacks, the nanny's on Ctrl-C) are forwarded to this
+#: process's ``distributed`` logger instead, which job.log keeps and the command line shows with -v
+_WORKER_STDERR_LEVEL = logging.CRITICAL
+
 #: resident memory of an idle worker process once a first task has imported what tasks need
 #: (numpy, scipy, scikit-learn, zarr, dask, distributed: 213 MiB measured, scripts/worker_memory.py)
 WORKER_BASE_BYTES = 220 * 2**20
@@ -121,6 +126,25 @@ class BlasThreadsPlugin(WorkerPlugin):
         threads = blas_threads_for(host_total, CPU_COUNT) if host_total else 1
         threadpool_limits(limits=threads)
         worker._bigkernel_blas_threads = threads
+
+
+class IgnoreInterruptPlugin(WorkerPlugin):
+    """Worker processes of a local cluster ignore SIGINT.
+
+    Ctrl-C in a terminal signals the whole process group, workers included: each interrupted
+    worker printed its own ``KeyboardInterrupt`` traceback. The job's process takes the
+    interrupt, stops and closes the cluster, whose nannies end the workers.
+    """
+
+    name = "bigkernel-ignore-sigint"
+
+    def setup(self, worker) -> None:
+        """Ignore SIGINT in this worker process (setup runs on its event loop, the main thread)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def host_threads(client: Client) -> dict[str, int]:
@@ -241,6 +265,8 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
     if local.gpus is not None:
         with _cuda_cluster(local) as cluster, Client(cluster, set_as_default=True) as client:
             client.register_plugin(BlasThreadsPlugin(host_threads(client)))
+            client.register_plugin(IgnoreInterruptPlugin())
+            client.forward_logging("distributed", level=logging.WARNING)
             _log_cluster(client, dashboard=bool(local.dashboard))
             yield client
         return
@@ -251,6 +277,7 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
         # without a dashboard, keep the bare HTTP routes on a free loopback port instead of :8787
         dashboard_address=f"{local.host}:8787" if local.dashboard else f"{local.host}:0",
         scheduler_kwargs={"dashboard": bool(local.dashboard)},
+        silence_logs=_WORKER_STDERR_LEVEL,
     )  # fmt: skip
     logger.info(
         "starting a LocalCluster: %d worker(s) × %d thread(s) on %s",
@@ -260,6 +287,8 @@ def client_from_config(cfg: ClusterConfig) -> Iterator[Client]:
     )
     with LocalCluster(**kwargs) as cluster, Client(cluster, set_as_default=True) as client:
         client.register_plugin(BlasThreadsPlugin(host_threads(client)))
+        client.register_plugin(IgnoreInterruptPlugin())
+        client.forward_logging("distributed", level=logging.WARNING)  # into job.log
         _log_cluster(client, dashboard=bool(local.dashboard))
         yield client
 
@@ -281,6 +310,7 @@ def _cuda_cluster(local):
         threads_per_worker=local.threads_per_worker, memory_limit=local.memory_limit, host=local.host,
         dashboard_address=f"{local.host}:8787" if local.dashboard else f"{local.host}:0",
         scheduler_kwargs={"dashboard": bool(local.dashboard)},
+        silence_logs=_WORKER_STDERR_LEVEL,
     )  # fmt: skip
     if local.gpus != "all":
         kwargs["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in local.gpus)

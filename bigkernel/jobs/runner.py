@@ -37,7 +37,7 @@ from bigkernel.models.random_features import RandomFeatureRidge, feature_block_r
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.dual import describe_df
 from bigkernel.numerics.splits import HoldoutSplit
-from bigkernel.runtime import compute, progress_bars
+from bigkernel.runtime import compute, progress_bars, progress_rows
 
 logger = logging.getLogger(__name__)
 
@@ -191,12 +191,24 @@ def _job_logging(output: str, level: str, job: str) -> Iterator[None]:
     handler keeps its level (``bigkernel -q``) while job.log gets the full log. A failure is
     written to job.log (type and message; the traceback too unless it is a BigkernelError) and
     to ``status.json``, and re-raised: how the terminal shows it is the caller's business.
+
+    The libraries' records are kept too, at WARNING and above (all of them at DEBUG): the
+    workers' "Compute Failed" tracebacks (forwarded by ``jobs.cluster``), the nanny's, asyncio's
+    and dask's warnings, which the command line keeps off the terminal.
     """
     handler = logging.FileHandler(os.path.join(output, "job.log"), mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(level)
+    floor = logging.DEBUG if handler.level <= logging.DEBUG else logging.WARNING
+    handler.addFilter(lambda r: r.name == "bigkernel" or r.name.startswith("bigkernel.") or r.levelno >= floor)
     root = logging.getLogger("bigkernel")
-    root.addHandler(handler)
+    # on the root logger, which bigkernel's and the libraries' records reach; distributed's do
+    # not (its logger does not propagate), so its logger relays them: through a handler of
+    # its own, as a LocalCluster sets the level of every StreamHandler of that logger
+    distributed = logging.getLogger("distributed")
+    targets = [(logging.getLogger(), handler)] + ([] if distributed.propagate else [(distributed, _Relay(handler))])
+    for target, h in targets:
+        target.addHandler(h)
     old = root.level
     root.setLevel(min(root.getEffectiveLevel(), handler.level))
     try:
@@ -205,9 +217,21 @@ def _job_logging(output: str, level: str, job: str) -> Iterator[None]:
         _record_failure(output, job, handler, exc)
         raise
     finally:
-        root.removeHandler(handler)
+        for target, h in targets:
+            target.removeHandler(h)
         root.setLevel(old)
         handler.close()
+
+
+class _Relay(logging.Handler):
+    """Hands each record to another handler (which applies its own level and filters)."""
+
+    def __init__(self, to: logging.Handler) -> None:
+        super().__init__()
+        self.to = to
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.to.handle(record)
 
 
 def _record_failure(output: str, job: str, handler: logging.Handler, exc: BaseException) -> None:
@@ -338,6 +362,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             t = time.perf_counter()
             ds = open_training_data(cfg)
             timings["data"] = time.perf_counter() - t
+            progress_rows(ds.X.shape[0])  # progress lines: rows done / total
             plan = chunk_plan(cfg, ds) | table_facts(ds)
             logger.info("chunk plan: %s", plan)
 
@@ -378,6 +403,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             if cfg.predict is not None:
                 t = time.perf_counter()
                 pds = open_predict_data(cfg, ds.columns, ds.encoder)  # X by the model's column names
+                progress_rows(pds.X.shape[0])
                 ids = None if cfg.predict.id is None else (cfg.predict.id, pds.ids)
                 with nonfinite_named(pds.columns, PREDICT_MISSING_HINT if pds.columns is not None else None):
                     outputs["predictions"] = predict_to_path(
@@ -390,6 +416,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
                 t = time.perf_counter()
                 from bigkernel.jobs.bootstrap_job import run_bootstrap_section
 
+                progress_rows(ds.X.shape[0])
                 boot = run_bootstrap_section(cfg, est, ds, client)
                 outputs.update(boot.get("outputs", {}))
                 for staged, final in boot.get("moves", ()):  # a replaced store: swapped at the end

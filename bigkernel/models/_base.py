@@ -26,7 +26,7 @@ from bigkernel.io.model_store import save_model
 from bigkernel.io.predictions import predict_to_zarr
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
-from bigkernel.runtime import map_rows
+from bigkernel.runtime import map_rows, progress_bars
 from bigkernel.validation import Constraint, Interval, ListOf, Options, canonical_params, is_integer, validate_params
 
 # --------------------------------------------------------------------------------------------
@@ -100,6 +100,18 @@ COUNT = Interval(Integral, 0, None, closed="neither")
 ALPHA = [POSITIVE, ListOf(POSITIVE), Options(str, ("gcv", "evidence"))]
 #: a searched grid (the CV estimators): a list, or one value
 GRID = [ListOf(POSITIVE), POSITIVE, None]
+#: ``verbose``: 0, or >= 1 for the progress of the estimator's passes
+VERBOSE = [Interval(Integral, 0, None, closed="left")]
+#: the methods that run passes over the data: inside ``progress_bars()`` when ``verbose`` >= 1
+VERBOSE_METHODS = (
+    "fit",
+    "fit_dataset",
+    "partial_fit",
+    "predict",
+    "predict_proba",
+    "decision_function",
+    "predict_to_zarr",
+)
 #: the compute device of a fit: checked by form here; whether a GPU is usable is checked at the
 #: start of ``fit`` (:meth:`_EstimatorBase._fit_device`), which raises DeviceError
 DEVICE = [_Device()]
@@ -192,8 +204,9 @@ def check_estimator_params(est) -> None:
     ``"gcv"``), and the code after this compares one spelling."""
     cls = type(est)
     params = est.get_params(deep=False)
-    validate_params(est._parameter_constraints, params, cls.__name__, defaults=_init_defaults(cls))
-    for name, value in canonical_params(est._parameter_constraints, params).items():
+    table = {**est._parameter_constraints, "verbose": VERBOSE}  # every estimator's progress switch
+    validate_params(table, params, cls.__name__, defaults=_init_defaults(cls))
+    for name, value in canonical_params(table, params).items():
         setattr(est, name, value)
 
 
@@ -224,6 +237,29 @@ def block_predictor(est):
     return _NamedBlocks(est) if hasattr(est, "feature_names_in_") else est.predict
 
 
+def show_progress_when_verbose(cls: type) -> None:
+    """Run each of ``cls``'s :data:`VERBOSE_METHODS` inside :func:`~bigkernel.runtime.progress_bars`
+    when the estimator's ``verbose`` is >= 1 (called by the estimator bases' ``__init_subclass__``,
+    so every estimator and mixin method gets it, and an outer ``progress_bars()`` still works
+    with ``verbose=0``)."""
+    for name in VERBOSE_METHODS:
+        method = inspect.getattr_static(cls, name, None)
+        if inspect.isfunction(method) and not getattr(method, "_verbose_progress", False):
+            setattr(cls, name, _with_progress(method))
+
+
+def _with_progress(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        if not getattr(self, "verbose", 0):
+            return method(self, *args, **kwargs)
+        with progress_bars(True):
+            return method(self, *args, **kwargs)
+
+    run._verbose_progress = True
+    return run
+
+
 class _EstimatorBase(RegressorMixin, BaseEstimator):
     """Multi-output regressor taking numpy or dask input; subclasses implement ``fit``,
     ``predict``, ``_get_state`` and ``_set_state``."""
@@ -231,6 +267,10 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     #: the allowed forms of each ``__init__`` parameter (see :mod:`bigkernel.validation`),
     #: checked by :meth:`_check_params` at the start of every fit
     _parameter_constraints: ClassVar[dict[str, list]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        show_progress_when_verbose(cls)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -42,6 +42,7 @@ from bigkernel.models._base import (
     _init_defaults,
     check_estimator_params,
     check_sample_weight,
+    show_progress_when_verbose,
     target_names_of,
 )
 from bigkernel.runtime import compute
@@ -210,6 +211,10 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
     #: the regressor fitted on the ±1 targets (its ``__init__`` names the forwarded parameters)
     _regressor: ClassVar[type]
     _parameter_constraints: ClassVar[dict[str, list]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        show_progress_when_verbose(cls)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -184,6 +184,11 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         (logged). An unusable GPU raises DeviceError at fit start; fitted arrays are host numpy
         arrays (``docs/guide/gpu.rst``).
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
@@ -250,6 +255,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         standardize: bool = False,
         random_state: RandomStateLike = None,
         device: DeviceLike = "cpu",
+        verbose: int = 0,
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -270,6 +276,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.standardize = standardize
         self.random_state = random_state
         self.device = device
+        self.verbose = verbose
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {

@@ -39,6 +39,11 @@ class ExactKernelClassifier(_ClassifierBase):
         refused with an error naming the classifiers that serve them
         (:class:`~bigkernel.RandomFeatureClassifier`, :class:`~bigkernel.NystroemClassifier`).
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -73,6 +78,7 @@ class ExactKernelClassifier(_ClassifierBase):
         device: DeviceLike = "cpu",
         class_weight: dict | str | None = None,
         loss: str = "squared_error",
+        verbose: int = 0,
     ) -> None:
         store_init_params(self, locals())
 
@@ -107,6 +113,11 @@ class KernelClassifier(_ClassifierBase):
         Least squares on ±1 targets. The hinge losses (``"squared_hinge"``, ``"hinge"``) are
         refused with an error naming the classifiers that serve them
         (:class:`~bigkernel.RandomFeatureClassifier`, :class:`~bigkernel.NystroemClassifier`).
+
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
 
     Attributes
     ----------
@@ -146,6 +157,7 @@ class KernelClassifier(_ClassifierBase):
         device: DeviceLike = "cpu",
         class_weight: dict | str | None = None,
         loss: str = "squared_error",
+        verbose: int = 0,
     ) -> None:
         store_init_params(self, locals())
 

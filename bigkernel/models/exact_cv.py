@@ -170,6 +170,11 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
         at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     cv_results_ : dict of ndarray
@@ -230,6 +235,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         memory_budget: float | str | None = None,
         random_state: RandomStateLike = None,
         device: DeviceLike = "cpu",
+        verbose: int = 0,
     ) -> None:
         self.kernel = kernel
         self.gammas = gammas
@@ -246,6 +252,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.memory_budget = memory_budget
         self.random_state = random_state
         self.device = device
+        self.verbose = verbose
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {

@@ -160,6 +160,11 @@ class KernelRidge(_EstimatorBase):
         (logged). An unusable GPU raises DeviceError at fit start; fitted arrays are host numpy
         arrays (``docs/guide/gpu.rst``).
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     solver_ : str
@@ -203,6 +208,7 @@ class KernelRidge(_EstimatorBase):
         standardize: bool = False,
         random_state: RandomStateLike = None,
         device: DeviceLike = "cpu",
+        verbose: int = 0,
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -226,6 +232,7 @@ class KernelRidge(_EstimatorBase):
         self.standardize = standardize
         self.random_state = random_state
         self.device = device
+        self.verbose = verbose
 
     # ----------------------------------------------------------------- parameters
     #: the solvers' own entries, read from their tables (one rule each), and the solver choice;

@@ -86,6 +86,11 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         start (use ExactKernelRidge or RandomFeatureRidge on a GPU); ``"auto"`` stays on the
         CPU, logged (``docs/guide/gpu.rst``).
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     coef_, intercept_, alpha_, alphas_, df_, df_path_, gcv_, spectrum_, n_features_in_, n_samples_fit_, data_min_, data_max_
@@ -123,6 +128,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         chunk_rows: int | None = None,
         standardize: bool = False,
         device: DeviceLike = "cpu",
+        verbose: int = 0,
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -140,6 +146,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         self.chunk_rows = chunk_rows
         self.standardize = standardize
         self.device = device
+        self.verbose = verbose
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {

@@ -66,6 +66,11 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
     max_iter : int, default=100
         SVM losses: the most passes over the data (``n_iter_`` reports those taken).
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     feature_map_ : FeatureMap
@@ -96,6 +101,7 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
         loss: str = "squared_error",
         tol: float = 1e-4,
         max_iter: int = 100,
+        verbose: int = 0,
     ) -> None:
         store_init_params(self, locals())
 
@@ -143,6 +149,11 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
     max_iter : int, default=100
         SVM losses: the most passes over the data (``n_iter_`` reports those taken).
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     feature_map_ : NystroemMap
@@ -173,6 +184,7 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
         loss: str = "squared_error",
         tol: float = 1e-4,
         max_iter: int = 100,
+        verbose: int = 0,
     ) -> None:
         store_init_params(self, locals())
 

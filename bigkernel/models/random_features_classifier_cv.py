@@ -83,6 +83,11 @@ class RandomFeatureClassifierCV(_ClassifierBase):
         Weights the fits (multiplying ``sample_weight``); the score is plain accuracy.
     loss : {"squared_error"}, default="squared_error"
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -123,6 +128,7 @@ class RandomFeatureClassifierCV(_ClassifierBase):
         standardize: bool = False,
         class_weight: dict | str | None = None,
         loss: str = "squared_error",
+        verbose: int = 0,
     ) -> None:
         store_init_params(self, locals())
 

@@ -74,6 +74,11 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         (``"auto"``: a GPU when CuPy sees one, logged). An unusable GPU raises DeviceError
         at fit start; fitted arrays are host numpy arrays (``docs/guide/gpu.rst``).
 
+    verbose : int, default=0
+        Progress of this estimator's passes over the data (fit, predict and the searches'
+        passes): 0 none; 1 or more, a progress bar per pass on a terminal, else a log line
+        every 10 s (logger ``bigkernel.runtime``, INFO). See :func:`bigkernel.progress_bars`.
+
     Attributes
     ----------
     cv_results_ : dict of ndarray
@@ -109,6 +114,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         chunk_rows: int | None = None,
         standardize: bool = False,
         device: DeviceLike = "cpu",
+        verbose: int = 0,
     ) -> None:
         self.kernel = kernel
         self.gammas = gammas
@@ -127,6 +133,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         self.chunk_rows = chunk_rows
         self.standardize = standardize
         self.device = device
+        self.verbose = verbose
 
     # ----------------------------------------------------------------- parameters
     _parameter_constraints: ClassVar[dict[str, list]] = {
