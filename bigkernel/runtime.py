@@ -27,6 +27,8 @@ _progress_rows: contextvars.ContextVar[int | None] = contextvars.ContextVar("big
 
 #: seconds between two progress log lines of a pass when stderr is not a terminal
 PROGRESS_INTERVAL_S = 10.0
+#: how often a local pass's progress is polled (a pass shorter than this logs no line)
+PROGRESS_POLL_S = 0.5
 
 
 @contextlib.contextmanager
@@ -372,5 +374,5 @@ def _local_progress(show: str | None, label: str) -> Iterator[None]:
             self._running = False
             self._timer.join()
 
-    with LogBar(dt=0.5):
+    with LogBar(dt=PROGRESS_POLL_S):
         yield
