@@ -204,7 +204,7 @@ def check_estimator_params(est) -> None:
     ``"gcv"``), and the code after this compares one spelling."""
     cls = type(est)
     params = est.get_params(deep=False)
-    table = {**est._parameter_constraints, "verbose": VERBOSE}  # every estimator's progress switch
+    table = est._parameter_constraints
     validate_params(table, params, cls.__name__, defaults=_init_defaults(cls))
     for name, value in canonical_params(table, params).items():
         setattr(est, name, value)
@@ -241,7 +241,9 @@ def show_progress_when_verbose(cls: type) -> None:
     """Run each of ``cls``'s :data:`VERBOSE_METHODS` inside :func:`~bigkernel.runtime.progress_bars`
     when the estimator's ``verbose`` is >= 1 (called by the estimator bases' ``__init_subclass__``,
     so every estimator and mixin method gets it, and an outer ``progress_bars()`` still works
-    with ``verbose=0``)."""
+    with ``verbose=0``); ``verbose`` joins the class's parameter table."""
+    if "verbose" in _init_defaults(cls) and "verbose" not in cls._parameter_constraints:
+        cls._parameter_constraints = {**cls._parameter_constraints, "verbose": VERBOSE}
     for name in VERBOSE_METHODS:
         method = inspect.getattr_static(cls, name, None)
         if inspect.isfunction(method) and not getattr(method, "_verbose_progress", False):
