@@ -114,7 +114,7 @@ class TrainSourceConfig(SourceConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class MakeDataConfig:
-    """Synthetic data written to zarr before the fit (``data.make``).
+    """Synthetic data written (a zarr group or a table) before the fit (``data.make``).
 
     Parameters
     ----------
@@ -124,9 +124,9 @@ class MakeDataConfig:
         ``task: classification``).
     n_samples : int, default=200_000
         Number of rows, > 0.
-    n_features : int, default=10 for friedman1, 1 for sine
+    n_features : int, default=10 for friedman1 and classes, 1 for sine
         Number of columns of X.
-    noise : float, default=1.0 for friedman1, 0.3 for sine
+    noise : float, default=1.0 for friedman1 and classes, 0.3 for sine
         Standard deviation of the Gaussian noise added to y, >= 0; None (as constructed without
         it) means the kind's default, :data:`bigkernel.data.synthetic.DEFAULT_NOISE`.
     seed : int, default=the job's ``seed``
@@ -507,12 +507,14 @@ class JobConfig:
     bootstrap : BootstrapConfig or None, default=None
     intervals : IntervalsConfig or None, default=None
     progress : bool, default=True
-        Show progress bars (on a terminal; ``bigkernel -q`` turns them off).
+        Show the progress of each pass: bars on a terminal, else a log line every 10 s with the
+        rows done (``bigkernel -q`` turns it off).
     plots : bool or "auto", default="auto"
-        Write figures and report.md to the output folder; "auto" when matplotlib is installed,
-        true makes a missing matplotlib an error.
+        Write figures and report.md to the output folder (matplotlib is a dependency); "auto"
+        skips them with a warning if matplotlib cannot be imported, true makes that an error.
     log_level : {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, default="INFO"
-        Level of ``job.log``; the terminal's is the CLI's (``-q``: WARNING, ``-v``: DEBUG).
+        Level of ``job.log`` and of the terminal, unless the CLI's ``-q`` (WARNING) or ``-v``
+        (DEBUG) is given.
     task : {"regression", "classification"}, default="regression"
         ``classification``: y holds class labels (ints or strings), the model is the matching
         classifier (least squares on ±1 targets, one-vs-rest) and the job reports accuracy,
