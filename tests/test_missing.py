@@ -319,6 +319,22 @@ def test_table_encoder_api_on_pandas_and_dask():
         lazy.transform(dd.from_pandas(df, npartitions=3)).compute().to_numpy(), out.to_numpy(), rtol=1e-14
     )
     assert TableEncoder.from_dict(enc.to_dict()).to_dict() == enc.to_dict()
+    assert enc.onehot_groups() == [[1, 2, 3]]
+
+
+def test_eval_grid_holds_a_one_hot_feature_at_its_commonest_category():
+    """Medians of 0/1 columns name no category when none holds half the rows: the grid's
+    reference takes the most frequent one instead (one 1 in the block)."""
+    from bigkernel import eval_grid
+
+    rng = np.random.default_rng(0)
+    city = rng.choice(3, size=1000, p=[0.25, 0.4, 0.35])  # the commonest holds 40 %
+    X = np.column_stack([rng.uniform(size=1000), np.eye(3)[city], rng.normal(size=1000)])
+    plain = eval_grid(X, feature=0, n_points=5)
+    assert (plain[:, 1:4] == 0).all()  # what the medians give: no city at all
+    grid = eval_grid(X, feature=0, n_points=5, onehot=[[1, 2, 3]])
+    np.testing.assert_array_equal(grid[:, 1:4], np.tile([0.0, 1.0, 0.0], (5, 1)))
+    np.testing.assert_array_equal(grid[:, [0, 4]], plain[:, [0, 4]])
 
 
 @pytest.mark.parametrize("missing", ["drop", "impute"])

@@ -698,7 +698,13 @@ def load_bootstrap(
 
 
 def eval_grid(
-    X: Any, feature: int = 0, n_points: int = 200, reference: Any = None, *, client: Any = None
+    X: Any,
+    feature: int = 0,
+    n_points: int = 200,
+    reference: Any = None,
+    *,
+    client: Any = None,
+    onehot: Any = None,
 ) -> np.ndarray:
     """Evaluation points along one feature, the other features held at a reference point.
 
@@ -716,6 +722,10 @@ def eval_grid(
         sample of about 100,000 rows (read in the same pass as the min and max).
     client : distributed.Client, optional
         For dask input.
+    onehot : list of lists of int, optional
+        The column indices of each one-hot encoded feature
+        (:meth:`~bigkernel.TableEncoder.onehot_groups`): held at its most frequent category in
+        the default reference, since the medians of 0/1 columns can name no category at all.
 
     Returns
     -------
@@ -739,6 +749,10 @@ def eval_grid(
         raise ParameterError(f"feature must be < n_features = {d}; found {feature}.")
     if reference is None:
         ref = np.median(A, axis=0)
+        for group in onehot or ():
+            group = list(group)
+            ref[group] = 0.0
+            ref[group[int(np.argmax(A[:, group].mean(axis=0)))]] = 1.0
     else:
         ref = np.asarray(reference, dtype=np.float64).ravel()
         if ref.shape != (d,):

@@ -158,6 +158,18 @@ class TableEncoder(TransformerMixin, BaseEstimator):
             names += [f"{c}_{v}" for v in self.categories_[c]] if c in self.categories_ else [str(c)]
         return np.asarray(names, dtype=object)
 
+    def onehot_groups(self) -> list[list[int]]:
+        """The output column indices of each categorical column's one-hot block, in the input
+        order (for holding a categorical feature at one category, e.g. in :func:`eval_grid`)."""
+        check_is_fitted(self, "categories_")
+        groups, at = [], 0
+        for c in self.feature_names_in_:
+            width = len(self.categories_[c]) if c in self.categories_ else 1
+            if c in self.categories_:
+                groups.append(list(range(at, at + width)))
+            at += width
+        return groups
+
     def transform(self, X: Any) -> Any:
         """Encoded float64 DataFrame (pandas in, pandas out; dask in, dask out, per partition)."""
         import pandas as pd

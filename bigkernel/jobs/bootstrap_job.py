@@ -138,7 +138,8 @@ def evaluation_points(cfg: Any, ds: Dataset, client: Any = None) -> tuple[np.nda
         return np.asarray(E, dtype=np.float64), True
     if bc.eval is not None:  # points written in the YAML
         return np.asarray(bc.eval, dtype=np.float64).reshape(len(bc.eval), -1), True
-    return eval_grid(ds.X, grid_feature(cfg, ds), bc.eval_grid.n_points, client=client), False
+    onehot = ds.encoder.onehot_groups() if ds.encoder is not None else None  # held at their commonest
+    return eval_grid(ds.X, grid_feature(cfg, ds), bc.eval_grid.n_points, client=client, onehot=onehot), False
 
 
 def grid_feature(cfg: Any, ds: Dataset) -> int:
