@@ -134,3 +134,14 @@ def test_progress_bars_cover_a_bootstrap(monkeypatch, caplog):
         bigkernel.bootstrap(model, X, y, X[:50], n_bootstraps=4, random_state=0)
     lines = _lines(caplog)
     assert any(line.startswith("bootstrap") and " / 20,000 rows (" in line for line in lines), lines
+
+
+def test_bootstrap_verbose_logs_the_replicates_pass(monkeypatch, caplog):
+    monkeypatch.setattr(runtime, "PROGRESS_INTERVAL_S", 0.0)
+    X, y = _data()
+    model = bigkernel.RandomFeatureRidge(n_components=32, alpha=1.0, random_state=0)
+    with caplog.at_level(logging.INFO, logger="bigkernel"):
+        bigkernel.bootstrap(model, X, y, X[:50], n_bootstraps=4, random_state=0)
+        assert [line for line in _lines(caplog) if line.startswith("bootstrap")] == []
+        bigkernel.bootstrap(model, X, y, X[:50], n_bootstraps=4, random_state=1, verbose=1)
+    assert any(line.startswith("bootstrap: ") and " tasks" in line for line in _lines(caplog)), _lines(caplog)

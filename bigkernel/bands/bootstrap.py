@@ -67,6 +67,7 @@ ReplicatePlan`` provides its own.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -112,7 +113,7 @@ from bigkernel.numerics.residuals import (
     RESIDUAL_SAMPLE_ROWS,
     ResidualSample,
 )
-from bigkernel.runtime import active_client, compute, local_threads
+from bigkernel.runtime import active_client, compute, local_threads, progress_bars
 from bigkernel.validation import Interval, Options, check_int, check_param
 
 __all__ = [
@@ -446,6 +447,7 @@ def bootstrap(
     client: Any = None,
     interval: str = "confidence",
     device: str | None = None,
+    verbose: int = 0,
 ) -> BootstrapResult:
     """Bootstrap interval of an estimator at ``X_eval``: by default a pointwise confidence
     band for the fitted function f̂(x) at the given level (percentile bootstrap); not an
@@ -508,6 +510,10 @@ def bootstrap(
         sample to a store made by a confidence run.
     device : {"cpu", "cuda", "cuda:N", "auto"} or None, default=None
         Where replicates compute (None: the estimator's own; not in the store's identity).
+    verbose : int, default=0
+        >= 1: the progress of the replicates' pass (bars on a terminal, else a log line every
+        10 s), as the estimators' ``verbose``; an outer :func:`~bigkernel.progress_bars` shows it
+        too. A line per batch landing in the store is logged at INFO either way.
 
     Returns
     -------
@@ -540,6 +546,7 @@ def bootstrap(
     """
     _refuse_classifier(estimator)
     B = check_int("n_bootstraps", n_bootstraps, 1, caller="bootstrap", default=200)
+    verbose = check_int("verbose", verbose, 0, caller="bootstrap", default=0)
     level = _check_confidence(confidence_level, "bootstrap")
     interval = _check_interval(interval)
     if method not in METHODS:
@@ -619,7 +626,8 @@ def bootstrap(
         extra["data_min"], extra["data_max"] = ds.X.min(axis=0), ds.X.max(axis=0)
     replicate_tasks = [t for batch in per_batch for t in batch]
     if replicate_tasks or extra:  # one compute: replicates, original fit, range
-        with StoreProgress(bs, len(missing)):  # a line per landing, what is kept on Ctrl-C
+        shown = progress_bars(True) if verbose else contextlib.nullcontext()  # else an outer context's
+        with StoreProgress(bs, len(missing)), shown:  # a line per landing, what is kept on Ctrl-C
             out = compute(*replicate_tasks, *extra.values(), client=client, label="bootstrap")
         extra = dict(zip(extra, out[len(replicate_tasks) :]))
     if "data_min" in extra:
