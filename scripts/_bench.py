@@ -139,6 +139,28 @@ class PeakRSS:
         self._thread.join()
 
 
+class LoadTimer:
+    """Wall time of a block with what else the machine did meanwhile: the CPU seconds of other
+    processes (:func:`cpu_seconds`) and the highest 1-minute load average seen."""
+
+    def __enter__(self) -> LoadTimer:
+        self.load0 = os.getloadavg()[0]
+        self.c0, self.b0 = cpu_seconds()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds = time.perf_counter() - self.t0
+        c1, b1 = cpu_seconds()
+        self.others_cpu_s = round(max(0.0, (b1 - self.b0) - (c1 - self.c0)), 1)
+        self.load = round(max(self.load0, os.getloadavg()[0]), 2)
+
+    def figures(self, prefix: str = "") -> dict:
+        """``time_s``, ``others_cpu_s`` and ``load_1min``, each name after ``prefix``."""
+        return {f"{prefix}time_s": round(self.seconds, 3), f"{prefix}others_cpu_s": self.others_cpu_s,
+                f"{prefix}load_1min": self.load}  # fmt: skip
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, int, Any]:
     """(seconds, peak RSS bytes, result) of ``fn()``."""
     with PeakRSS() as rss:

@@ -36,7 +36,7 @@ import os
 import time
 
 # scripts/ is on sys.path when a benchmark runs as a script
-from _bench import cpu_seconds, dispatch_measurement, machine_info, measurement_runner, peak_rss_gb, write_json
+from _bench import LoadTimer, dispatch_measurement, machine_info, measurement_runner, peak_rss_gb, write_json
 
 GAMMAS = [0.02, 0.05, 0.1, 0.2, 0.5]
 N_TEST = 5000
@@ -55,26 +55,9 @@ def _data(n: int, seed: int):
     return a[:, :10], a[:, 10]
 
 
-class _Timer:
-    def __enter__(self):
-        self.load0 = os.getloadavg()[0]
-        self.c0, self.b0 = cpu_seconds()
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.seconds = time.perf_counter() - self.t0
-        c1, b1 = cpu_seconds()
-        self.others_cpu_s = max(0.0, (b1 - self.b0) - (c1 - self.c0))
-        self.load = round(max(self.load0, os.getloadavg()[0]), 2)
-
+class _Timer(LoadTimer):
     def figures(self) -> dict:
-        return {
-            "time_s": self.seconds,
-            "others_cpu_s": self.others_cpu_s,
-            "load_1min": self.load,
-            "peak_rss_gb": peak_rss_gb(),
-        }
+        return {**super().figures(), "peak_rss_gb": peak_rss_gb()}
 
 
 def _rmse(est) -> float:

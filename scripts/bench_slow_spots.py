@@ -35,7 +35,7 @@ import time
 
 # scripts/ is on sys.path when a benchmark runs as a script
 from _bench import (
-    cpu_seconds,
+    LoadTimer,
     dispatch_measurement,
     load_text,
     machine_info,
@@ -62,24 +62,6 @@ def _policy(policy: str) -> None:
         threads.lapack_threads = threads._blas_threads
 
 
-class _Timer:
-    def __enter__(self):
-        self.load0 = os.getloadavg()[0]
-        self.c0, self.b0 = cpu_seconds()
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.seconds = time.perf_counter() - self.t0
-        c1, b1 = cpu_seconds()
-        self.others_cpu_s = round(max(0.0, (b1 - self.b0) - (c1 - self.c0)), 1)
-        self.load = round(max(self.load0, os.getloadavg()[0]), 2)
-
-    def figures(self, prefix: str = "") -> dict:
-        return {f"{prefix}time_s": round(self.seconds, 2), f"{prefix}others_cpu_s": self.others_cpu_s,
-                f"{prefix}load_1min": self.load}  # fmt: skip
-
-
 def m_exact_cv(n: int, n_gammas: int, policy: str) -> dict:
     """ExactKernelRidgeCV, ``n_gammas`` γ × 20 α, closed-form LOO."""
     _policy(policy)
@@ -87,7 +69,7 @@ def m_exact_cv(n: int, n_gammas: int, policy: str) -> dict:
 
     X, y = _data(n, 8)
     est = ExactKernelRidgeCV(gammas=GAMMAS[:n_gammas], max_n=None)
-    with _Timer() as t:
+    with LoadTimer() as t:
         est.fit(X, y)
     eigh = [g["eigh_seconds"] for g in est.solver_info_["per_gamma"]]
     return {**t.figures(), "eigh_s": round(sum(eigh), 2), "peak_rss_gb": round(peak_rss_gb(), 2),
@@ -99,7 +81,7 @@ def m_kernel_ridge(n: int) -> dict:
     from sklearn.kernel_ridge import KernelRidge
 
     X, y = _data(n, 8)
-    with _Timer() as t:
+    with LoadTimer() as t:
         KernelRidge(kernel="rbf", gamma=0.1, alpha=1e-2).fit(X, y)
     return {**t.figures(), "peak_rss_gb": round(peak_rss_gb(), 2)}
 
@@ -111,13 +93,13 @@ def m_posterior(n: int, m: int, policy: str) -> dict:
 
     X, y = _data(n + m, 8)
     est = ExactKernelRidge(gamma=0.1, alpha=1.0)
-    with _Timer() as fit:
+    with LoadTimer() as fit:
         est.fit(X[:n], y[:n])
-    with _Timer() as mean:
+    with LoadTimer() as mean:
         est.predict(X[n:])
-    with _Timer() as std:
+    with LoadTimer() as std:
         _, s = est.predict(X[n:], return_std=True)
-    with _Timer() as again:
+    with LoadTimer() as again:
         est.predict(X[n:], return_std=True)
     return {**fit.figures("fit_"), **mean.figures("mean_"), **std.figures("std_"), **again.figures("std_again_"),
             "peak_rss_gb": round(peak_rss_gb(), 2), "std": s[:200].tolist()}  # fmt: skip
@@ -132,7 +114,7 @@ def m_gpr(n: int, m: int) -> dict:
 
     X, y = _data(n + m, 8)
     gpr = GaussianProcessRegressor(RBF(length_scale=1 / np.sqrt(2 * 0.1)), alpha=1.0, optimizer=None)
-    with _Timer() as t:
+    with LoadTimer() as t:
         gpr.fit(X[:n], y[:n]).predict(X[n:], return_std=True)
     return {**t.figures(), "peak_rss_gb": round(peak_rss_gb(), 2)}
 
@@ -162,7 +144,7 @@ def m_rff_one(n: int, D: int, policy: str) -> dict:
 
     stats = _count_eigh()
     X, y = _data(n, 8)
-    with _Timer() as t:
+    with LoadTimer() as t:
         RandomFeatureRidge(n_components=D, gamma=0.1, alpha=1.0, random_state=0).fit(X, y)
     return {**t.figures(), "eigh_calls": stats["calls"], "eigh_s": round(stats["seconds"], 2),
             "peak_rss_gb": round(peak_rss_gb(), 2)}  # fmt: skip
@@ -176,7 +158,7 @@ def m_rff_cv(n: int, D: int, n_gammas: int, policy: str) -> dict:
     stats = _count_eigh()
     X, y = _data(n, 8)
     est = RandomFeatureRidgeCV(n_components=D, gammas=GAMMAS[:n_gammas], cv=5, random_state=0)
-    with _Timer() as t:
+    with LoadTimer() as t:
         est.fit(X, y)
     return {**t.figures(), "eigh_calls": stats["calls"], "eigh_s": round(stats["seconds"], 2),
             "peak_rss_gb": round(peak_rss_gb(), 2), "scores": est.cv_results_["mean_test_score"].tolist()}  # fmt: skip
