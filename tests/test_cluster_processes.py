@@ -340,7 +340,7 @@ def test_sigkill_of_workers_mid_fit_and_mid_bootstrap(cluster, data, local_refer
         cluster.wait_for_restart(victim)  # its nanny starts a new worker process
         pids = cluster.worker_pids()
         # 2. while the bootstrap runs: its weighted statistics tasks
-        _wait_for_log(job_log, "replicates to compute", proc)
+        _wait_for_log(job_log, "replicates already in the store, computing", proc)
         victim = cluster.wait_for_task("block_stats")
         killed.append((victim, cluster.kill_worker(victim, pids)))
         assert _finish(proc, log) == 0, _tail(log)

@@ -217,6 +217,7 @@ def _params(est: Any, **override: Any) -> dict[str, Any]:
     params = est.get_params(deep=False)
     params.pop("chunk_rows", None)  # the chunking is recorded with the data
     params.pop("device", None)  # where replicates run, not what they are: a store serves any device
+    params.pop("verbose", None)  # how progress is shown, not what is computed
     params.update(override)
     return jsonable(params)
 
