@@ -319,7 +319,7 @@ def _cmd_update(args) -> int:
 
 def _target_columns(model) -> list[str]:
     """The y column(s) a model was fitted on (saved with it), else ``["y"]``."""
-    return list(getattr(model, "_target_names_in", None) or ["y"])
+    return list(getattr(model, "target_names_in_", None) or ["y"])
 
 
 def _cluster(address: str | None):

@@ -46,11 +46,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral, Real
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import dask
 import numpy as np
@@ -59,7 +57,7 @@ from sklearn.base import clone
 
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import parse_device, resolve_device
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import ParameterError
 from bigkernel.graph.residuals import residual_sample_graph
 from bigkernel.io.band_store import BootstrapStore, array_digest
 from bigkernel.kernels.registry import is_precomputed, kernel_spec
@@ -82,6 +80,28 @@ from bigkernel.numerics.resample import BootstrapWeights
 from bigkernel.numerics.residuals import ResidualSample, finish_residuals, residual_summary
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
+from bigkernel.solvers.replicates import (
+    ReplicatePlan,
+    derived_seed,
+    feature_map_digest,
+    jsonable,
+    task_cache_budget,
+)
+from bigkernel.solvers.replicates import (
+    check_n_features as _check_n_features,
+)
+from bigkernel.solvers.replicates import (
+    class_name as _class_name,
+)
+from bigkernel.solvers.replicates import (
+    fingerprint_params as _params,
+)
+from bigkernel.solvers.replicates import (
+    gated as _gated,
+)
+from bigkernel.solvers.replicates import (
+    run_replicate as _run_replicate,
+)
 from bigkernel.validation import is_integer
 
 __all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan", "on_device"]
@@ -96,105 +116,9 @@ BATCH_STATS_BYTES = 256 * 2**20
 EXACT_MAX_BATCH = 64
 
 
-@runtime_checkable
-class ReplicatePlan(Protocol):
-    """What :func:`bigkernel.bootstrap` needs from an estimator type.
-
-    Attributes
-    ----------
-    fingerprint : dict
-        JSON-able identity of everything that changes a replicate's values besides the data, the
-        seed and the resampling (estimator class and parameters, feature map digest, precision,
-        block sizes...). Recorded in the store and compared on resume.
-    n_coef : int
-        Coefficients per target stored per replicate (0 stores none).
-    max_batch_size : int
-        Most replicates one batch may hold (memory bound of the plan).
-
-    Notes
-    -----
-    Optional, for ``interval="prediction"``: a method ``residual_task(ds, seed, capacity) ->
-    Delayed`` returning the :class:`~bigkernel.numerics.residuals.ResidualSample` of the fit
-    with unit weights (see the module docstring). Plans without it serve confidence bands only.
-    """
-
-    fingerprint: dict[str, Any]
-    n_coef: int
-    max_batch_size: int
-
-    def batch_tasks(
-        self,
-        ds: Dataset,
-        weights: BootstrapWeights,
-        store: BootstrapStore,
-        after: Sequence[Delayed] = (),
-    ) -> list[Delayed]:
-        """Delayed tasks, one per replicate of ``weights.replicates``; each one fits its
-        replicate, predicts at the evaluation points and calls
-        :meth:`BootstrapStore.write_replicate` (flag last). The batch's data pass must not
-        start before the ``after`` tasks are done (this bounds the memory of the graph; e.g.
-        make the per-chunk tasks depend on them). Must not compute anything."""
-        ...
-
-
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-def derived_seed(seed_entropy: int) -> int:
-    """Feature-map (landmark, preconditioner) seed derived from the bootstrap seed (disjoint
-    from the replicate seeds)."""
-    ss = np.random.SeedSequence(seed_entropy, spawn_key=(2**32,))
-    return int(ss.generate_state(1, np.uint32)[0] & 0x7FFFFFFF)
-
-
-def jsonable(value: Any) -> Any:
-    """Estimator parameters as JSON values (arrays → lists, numpy scalars → Python)."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, Integral):
-        return int(value)
-    if isinstance(value, Real):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, np.dtype):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, type):
-        return value.__name__
-    if hasattr(value, "to_dict"):  # a Kernel object
-        return jsonable(value.to_dict())
-    return repr(value)
-
-
-def feature_map_digest(fmap: Any) -> str:
-    """Digest of a feature map (random Fourier or Nyström): metadata and every array."""
-    h = hashlib.sha256()
-    h.update(repr(sorted(jsonable(fmap.to_metadata()).items())).encode())
-    if hasattr(fmap, "arrays"):
-        arrays = fmap.arrays()
-    else:
-        arrays = {"weights": fmap.weights, "offsets": np.zeros(0) if fmap.offsets is None else fmap.offsets}
-    for name in sorted(arrays):
-        h.update(name.encode())
-        h.update(array_digest(np.asarray(arrays[name])).encode())
-    return "sha256:" + h.hexdigest()
-
-
-def gate(weights: BootstrapWeights, *done: Any) -> BootstrapWeights:
-    """The weights, handed over only once the ``done`` tasks (an earlier batch) have run."""
-    return weights
-
-
-def _gated(weights: BootstrapWeights, after: Sequence[Delayed]) -> Any:
-    return dask.delayed(gate, pure=True)(weights, *after) if after else weights
-
-
-def _class_name(est: Any) -> str:
-    return f"{type(est).__module__}.{type(est).__qualname__}"
 
 
 def _is_fitted(est: Any) -> bool:
@@ -213,15 +137,6 @@ def _with_seed(est: Any, seed_entropy: int) -> Any:
     return est
 
 
-def _params(est: Any, **override: Any) -> dict[str, Any]:
-    params = est.get_params(deep=False)
-    params.pop("chunk_rows", None)  # the chunking is recorded with the data
-    params.pop("device", None)  # where replicates run, not what they are: a store serves any device
-    params.pop("verbose", None)  # how progress is shown, not what is computed
-    params.update(override)
-    return jsonable(params)
-
-
 def _feature_params(est: Any, **override: Any) -> dict[str, Any]:
     """:func:`_params` of a random-feature estimator, without the polynomial kernel's ``degree``
     and ``coef0`` when its kernel does not take them: they change nothing then, and stores made
@@ -233,11 +148,6 @@ def _feature_params(est: Any, **override: Any) -> dict[str, Any]:
             if name not in taken:
                 params.pop(name, None)
     return params
-
-
-def _check_n_features(est: Any, d: int) -> None:
-    if est.n_features_in_ != d:
-        raise DataError(f"the fitted {type(est).__name__} expects {est.n_features_in_} features; X has {d}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,10 +189,6 @@ class _Reference:
     predict: Any
     center: np.ndarray
     df: float
-
-
-def _run_replicate(model: Any, data: Any, index: int, replicate: int, store: BootstrapStore) -> int:
-    return model.run(data, index, replicate, store)
 
 
 def _reference_fit(model: _FeatureReplicate, stats: SufficientStats) -> _Reference:
@@ -457,11 +363,6 @@ class _ExactReplicate:
 
 def _exact_reference(model: _ExactReplicate, data: tuple, seed: int, capacity: int) -> ResidualSample:
     return model.reference(data, seed, capacity)
-
-
-def task_cache_budget(budget: int, workers: int) -> int:
-    """Bytes of Gram tiles one exact replicate task may cache: its share of the budget."""
-    return budget // max(1, workers)
 
 
 def _with_counts(data: tuple[np.ndarray, np.ndarray], weights: BootstrapWeights) -> tuple:

@@ -184,13 +184,13 @@ def load_estimator(path: str) -> BaseEstimator:
 def _input_facts(estimator) -> dict:
     """What the training X looked like, for every estimator kind alike (``input`` metadata)."""
     facts = {"n_features_in": int(estimator.n_features_in_)}
-    if getattr(estimator, "_X_dtype_in", None) is not None:
-        facts["X_dtype"] = estimator._X_dtype_in
+    if getattr(estimator, "X_dtype_in_", None) is not None:
+        facts["X_dtype"] = estimator.X_dtype_in_
     names = getattr(estimator, "feature_names_in_", None)
     if names is not None:
         facts["feature_names_in"] = [str(n) for n in names]
-    if getattr(estimator, "_target_names_in", None):
-        facts["target_names"] = list(estimator._target_names_in)
+    if getattr(estimator, "target_names_in_", None):
+        facts["target_names"] = list(estimator.target_names_in_)
     encoder = getattr(estimator, "table_encoder_", None)
     # categories and fill values of a table's columns, as JSON; not an encoder left over from
     # before a refit on other columns
@@ -214,7 +214,7 @@ def _restore_input_facts(estimator, facts: dict | None) -> None:
     names = facts.get("feature_names_in")
     if names is not None and len(names) != d:
         raise ValueError(f"input.feature_names_in has {len(names)} names for {d} features")
-    estimator._set_input_facts(facts.get("X_dtype", "float64"), names, facts.get("target_names"))
+    estimator.set_input_facts(facts.get("X_dtype", "float64"), names, facts.get("target_names"))
     if facts.get("encoder") is not None:
         from bigkernel.data.encode import TableEncoder
 

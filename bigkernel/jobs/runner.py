@@ -377,7 +377,7 @@ def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
             t = time.perf_counter()
             with nonfinite_named(ds.columns, MISSING_HINT if ds.columns is not None else None):
                 est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
-            est._set_input_facts(ds.X.dtype, ds.columns, ds.target_names)  # a table's columns: as a DataFrame fit
+            est.set_input_facts(ds.X.dtype, ds.columns, ds.target_names)  # a table's columns: as a DataFrame fit
             if ds.encoder is not None:  # saved with the model, applied at predict
                 est.table_encoder_ = ds.encoder
             timings["fit"] = time.perf_counter() - t

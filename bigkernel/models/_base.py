@@ -346,7 +346,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             elif ds.X.shape[0] < 1:
                 raise DataError("X is empty")
             else:
-                self._set_input_facts(ds.X.dtype)  # a dask array has no column names
+                self.set_input_facts(ds.X.dtype)  # a dask array has no column names
             return ds, True
         check_real(X, "X")
         check_real(y, "y")
@@ -357,10 +357,10 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False, input_name="y")
             check_consistent_length(X, y)
         if reset:
-            self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None), target_names_of(y_in))
+            self.set_input_facts(X.dtype, getattr(self, "feature_names_in_", None), target_names_of(y_in))
         return as_dataset(X, y, chunk_rows=getattr(self, "chunk_rows", None)), False
 
-    def _set_input_facts(self, X_dtype, feature_names=None, target_names=None) -> None:
+    def set_input_facts(self, X_dtype, feature_names=None, target_names=None) -> None:
         """Remember the training X's dtype and column names (``feature_names_in_``, checked at
         predict by scikit-learn's ``validate_data``) and y's names (a pandas Series' name, a
         DataFrame's columns, a table's y columns: ``bigkernel update`` reads new targets by
@@ -369,8 +369,8 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         ``fit`` sets them from its input; orchestrators fitting a :class:`Dataset` read from a
         table pass the selected columns, as a DataFrame fit would.
         """
-        self._X_dtype_in = np.dtype(X_dtype).name
-        self._target_names_in = None if target_names is None else [str(t) for t in target_names]
+        self.X_dtype_in_ = np.dtype(X_dtype).name
+        self.target_names_in_ = None if target_names is None else [str(t) for t in target_names]
         if feature_names is None:
             self.__dict__.pop("feature_names_in_", None)  # a refit without names forgets the old ones
         else:

@@ -232,7 +232,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         params = self.get_params(deep=False)
         return self._regressor(**{k: v for k, v in params.items() if k in names})
 
-    _set_input_facts = _EstimatorBase._set_input_facts
+    set_input_facts = _EstimatorBase.set_input_facts
 
     # ----------------------------------------------------------------- fit
     def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:
@@ -258,11 +258,11 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         if isinstance(X, da.Array):
             X = as_dask(X)
             check_X_metadata(X)
-            self._set_input_facts(X.dtype)
+            self.set_input_facts(X.dtype)
         else:
             check_real(X, "X")  # text of numbers is not converted silently (labels y may be text)
             X = validate_data(self, X, reset=True, ensure_all_finite=False, dtype=[np.float64, np.float32], **SPARSE_OK)
-            self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None), target_names_of(y))
+            self.set_input_facts(X.dtype, getattr(self, "feature_names_in_", None), target_names_of(y))
         y = labels_in_memory(y)
         if y.shape[0] != X.shape[0]:
             raise DataError(

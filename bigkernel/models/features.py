@@ -91,16 +91,16 @@ class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Fea
             if ds.X.shape[0] < 1:
                 raise DataError("X is empty")
             self.n_features_in_ = int(ds.X.shape[1])
-            self._set_input_facts(ds.X.dtype)
+            self.set_input_facts(ds.X.dtype)
             return ds
         check_real(X, "X")
         X = validate_data(self, X, reset=True, dtype=[np.float64, np.float32], **SPARSE_OK)
-        self._set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
+        self.set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
         return as_dataset(X)
 
-    def _set_input_facts(self, X_dtype, feature_names=None, target_names=None) -> None:
+    def set_input_facts(self, X_dtype, feature_names=None, target_names=None) -> None:
         """The training X's dtype and column names (saved with the transformer; no targets)."""
-        self._X_dtype_in = np.dtype(X_dtype).name
+        self.X_dtype_in_ = np.dtype(X_dtype).name
         if feature_names is None:
             self.__dict__.pop("feature_names_in_", None)
         else:
