@@ -9,6 +9,23 @@ A :class:`Device` moves arrays (``asarray`` to the device, ``to_host`` back) and
 array namespace the numerics use (array-api-compat's numpy or CuPy namespace); numerics take
 their namespace from their inputs (``array_api_compat.array_namespace``), so the same code runs
 on numpy, CuPy and array-api-strict.
+
+One :class:`Device` from the estimator to the task
+--------------------------------------------------
+The ``device`` *parameter* (text) is resolved once, by :func:`resolve_device`, at the start of a
+fit (the estimators' ``_fit_device``), of a prediction (``_predict_device``), of a job and of
+``bootstrap(device=...)``. Everything below takes that :class:`Device` object unchanged: the
+solvers, the graph builders (``graph.stream.stats_graph``), the numerics (``numerics.sums``,
+``numerics.primal``) and the predictors (:class:`DeviceNamespace`). A ``Device`` is a frozen
+value: it pickles to dask workers as ``(kind, index)`` and tokenizes by value, so equal devices
+give equal graph keys.
+
+One function, :func:`task_device`, turns it into the device a task computes on. Outside a dask
+worker (numpy in-process fits, the threaded scheduler) that is the device itself, its GPU
+ordinal included. Inside a dask worker the ordinal is re-resolved: a dask-cuda worker sees only
+its own GPU, as ``cuda:0`` (``CUDA_VISIBLE_DEVICES``), so the fit's ``cuda:N`` — an ordinal of
+the client's machine — is replaced by that worker's GPU (as ``"cuda"`` without an ordinal was
+before the ``Device`` went into the graph).
 """
 
 from __future__ import annotations
@@ -17,6 +34,7 @@ import contextlib
 import importlib
 import logging
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -48,6 +66,17 @@ class Device:
 
     kind: str
     index: int | None = None
+
+    def __post_init__(self) -> None:
+        # the one form every layer below the estimator relies on: check it where it is made
+        if self.kind == "cpu" and self.index is None:
+            return
+        if self.kind != "cuda" or not isinstance(self.index, int) or isinstance(self.index, bool) or self.index < 0:
+            raise ValueError(f"a Device is ('cpu', None) or ('cuda', ordinal >= 0); got {self.kind!r}, {self.index!r}")
+
+    def __dask_tokenize__(self) -> tuple:
+        """Tokenized by value (equal devices give equal graph keys in every process)."""
+        return ("bigkernel.devices.Device", self.kind, self.index)
 
     def __str__(self) -> str:
         return self.kind if self.index is None else f"{self.kind}:{self.index}"
@@ -93,7 +122,70 @@ class Device:
             return int(free) + int(cp.get_default_memory_pool().free_bytes())
 
 
+#: the CPU (compare devices with ``==`` or ``is_gpu``: an unpickled CPU is equal, not identical)
 CPU = Device("cpu")
+
+
+def task_device(device: Device) -> Device:
+    """The device a task computes on, given the fit's resolved ``device``.
+
+    The one place a :class:`Device` is re-resolved below the estimator: every GPU code path of
+    the numerics calls it where it runs (``numerics.sums.block_stats``,
+    ``numerics.primal.symmetric_eigh``, :class:`DeviceNamespace`).
+
+    Parameters
+    ----------
+    device : Device
+        The fit's device (never its text: see the module docstring).
+
+    Returns
+    -------
+    Device
+        ``device`` itself on the CPU and outside a dask worker. Inside a dask worker a GPU
+        device becomes the worker's own GPU, ``cuda:0`` as the worker sees it: a dask-cuda
+        worker's ``CUDA_VISIBLE_DEVICES`` starts with its GPU, so the ordinal the client
+        resolved does not name it there.
+
+    Raises
+    ------
+    TypeError
+        For anything but a :class:`Device` (a ``device`` parameter passed down as text).
+    DeviceError
+        In a worker that sees no GPU.
+    """
+    if not isinstance(device, Device):
+        raise TypeError(
+            f"expected a bigkernel.devices.Device, got {device!r}: the estimator resolves its device "
+            "parameter once (resolve_device) and passes the Device down"
+        )
+    if not device.is_gpu or not _in_dask_worker():
+        return device
+    return resolve_device("cuda")  # the worker's own GPU (and a DeviceError where it has none)
+
+
+def _in_dask_worker() -> bool:
+    """Whether this code runs in a task on a ``distributed`` worker (never imports it)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except ValueError:  # "No worker found": the client, or another scheduler
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class DeviceNamespace:
+    """Picklable ``() -> (xp, context)`` of a GPU :class:`Device`, resolved where it is called
+    (:func:`task_device`: a dask worker's own GPU): the array namespace and a context manager
+    making the device current, as ``numerics.device_gram.DeviceExpansion`` takes them."""
+
+    device: Device
+
+    def __call__(self) -> tuple[ModuleType, contextlib.AbstractContextManager]:
+        device = task_device(self.device)
+        return device.xp, device.activate()
 
 
 def to_host(a: Any) -> np.ndarray:

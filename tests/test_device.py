@@ -25,7 +25,6 @@ from bigkernel import (
 )
 from bigkernel.devices import Device, resolve_device
 from bigkernel.errors import ConfigError, DeviceError, ParameterError
-from bigkernel.models.random_features import stream_device
 
 ESTIMATORS = [
     lambda **kw: RandomFeatureRidge(n_components=32, random_state=0, **kw),
@@ -115,19 +114,133 @@ def test_bootstrap_store_serves_any_device(tmp_path):
     np.testing.assert_array_equal(a.upper, b.upper)
 
 
-def test_stream_device_passes_a_gpu_to_the_pass_or_refuses_it():
-    """The streamed pass gets ``device`` as text (resolved where each task runs), never a
-    silent CPU pass: a pass without the argument refuses the GPU."""
-    import inspect
+def _as_if_a_gpu(monkeypatch, index: int = 3) -> Device:
+    """As if CuPy saw GPUs: the estimators resolve ``"cuda"`` to ``cuda:index`` and a task in
+    a dask worker finds its own GPU (one seen)."""
+    import bigkernel.devices as devices
+    import bigkernel.models._base as base
 
+    gpu = Device("cuda", index)
+    monkeypatch.setattr(base, "resolve_device", lambda spec: Device("cpu") if spec == "cpu" else gpu)
+    monkeypatch.setattr(devices, "_gpu_count", lambda: (1, ""))
+    return gpu
+
+
+#: what the spies saw, and the functions they stand in for (module level: a distributed client
+#: pickles the graph, and this module's functions travel by reference, so a task on an
+#: in-process worker appends here and not to a copy)
+_SEEN: list = []
+_REAL: dict = {}
+
+
+def _spy_block_stats(*args, device, **kwargs):
+    from bigkernel.devices import CPU, task_device
+
+    _SEEN.append(("block_stats", device, task_device(device)))
+    return _REAL["block_stats"](*args, device=CPU, **kwargs)
+
+
+def _spy_eigh(G, device):
+    from bigkernel.devices import CPU, task_device
+
+    _SEEN.append(("eigh", device, task_device(device)))
+    return _REAL["eigh"](G, CPU)
+
+
+def _spy_on_the_tasks(monkeypatch) -> list:
+    """Record the ``device`` each statistics task and each eigendecomposition receives (and
+    the device the task takes), computing them on the CPU (no GPU here)."""
+    import bigkernel.graph.stream as stream
+    import bigkernel.numerics.primal as primal
+
+    _SEEN.clear()
+    _REAL.update(block_stats=stream.block_stats, eigh=primal.symmetric_eigh)
+    monkeypatch.setattr(stream, "block_stats", _spy_block_stats)
+    monkeypatch.setattr(primal, "symmetric_eigh", _spy_eigh)
+    return _SEEN
+
+
+def test_the_device_a_fit_resolves_is_the_object_every_task_receives(monkeypatch):
+    """One Device from the estimator to the task: ``fit`` resolves ``device`` once
+    (``_device``), the graph builder and the eigendecomposition get that very object, and each
+    task takes it unchanged outside a dask worker (ordinal kept)."""
+    import dask
+    import dask.array as da
+
+    gpu = _as_if_a_gpu(monkeypatch)
+    seen = _spy_on_the_tasks(monkeypatch)
+    X, y = _data(3000)
+    Xd, yd = da.from_array(X, chunks=(1000, 3)), da.from_array(y, chunks=1000)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        est = RandomFeatureRidge(n_components=32, random_state=0, device="cuda").fit(Xd, yd)
+    assert est._device is gpu
+    assert [name for name, _, _ in seen] == ["block_stats"] * 3 + ["eigh"]  # 3 chunks, one solve
+    for _, received, in_task in seen:
+        assert received is gpu and in_task is gpu
+    ref = RandomFeatureRidge(n_components=32, random_state=0).fit(X, y)
+    np.testing.assert_allclose(est.predict(X[:20]), ref.predict(X[:20]), rtol=1e-12)
+
+
+def test_a_task_on_a_dask_worker_takes_the_workers_own_gpu(monkeypatch):
+    """Under a distributed client the fit's Device travels to the worker by value and
+    ``task_device`` re-resolves its ordinal there: a dask-cuda worker sees its GPU as cuda:0."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from bigkernel.devices import CPU, task_device
+
+    gpu = _as_if_a_gpu(monkeypatch)
+    seen = _spy_on_the_tasks(monkeypatch)
+    X, y = _data(1000)
+    X, y = da.from_array(X, chunks=(500, 3)), da.from_array(y, chunks=500)
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        est = RandomFeatureRidge(n_components=16, random_state=0, device="cuda").fit(X, y)
+        assert client.submit(task_device, gpu, pure=False).result() == Device("cuda", 0)
+        assert client.submit(task_device, CPU, pure=False).result() == CPU
+    tasks = [(received, in_task) for name, received, in_task in seen if name == "block_stats"]
+    assert len(tasks) == 2 and all(received == gpu and in_task == Device("cuda", 0) for received, in_task in tasks)
+    # the eigendecomposition of the fit runs in the client process: the fit's own device
+    assert [in_task for name, _, in_task in seen if name == "eigh"] == [est._device]
+    assert task_device(gpu) is gpu and task_device(CPU) is CPU
+    with pytest.raises(TypeError, match="Device"):
+        task_device("cuda")
+
+
+def test_a_device_is_a_frozen_value_that_pickles_and_tokenizes():
+    import pickle
+
+    import cloudpickle
+    import dask
+    import dask.array as da
+
+    from bigkernel.devices import CPU
     from bigkernel.graph.stream import stats_graph
+    from bigkernel.numerics.fourier_features import make_feature_map
 
-    assert stream_device(None) == {} and stream_device(Device("cpu")) == {}
-    if "device" in inspect.signature(stats_graph).parameters:
-        assert stream_device(Device("cuda", 0)) == {"device": "cuda:0"}
-    else:
-        with pytest.raises(DeviceError, match="CPU only"):
-            stream_device(Device("cuda", 0))
+    for device in (CPU, Device("cuda", 0), Device("cuda", 2)):
+        for dumps, loads in ((pickle.dumps, pickle.loads), (cloudpickle.dumps, cloudpickle.loads)):
+            back = loads(dumps(device))
+            assert back == device and hash(back) == hash(device) and back.is_gpu == device.is_gpu
+        assert dask.base.tokenize(Device(device.kind, device.index)) == dask.base.tokenize(device)
+    assert dask.base.tokenize(Device("cuda", 0)) != dask.base.tokenize(Device("cuda", 1))
+    with pytest.raises(AttributeError):
+        CPU.kind = "cuda"
+    for bad in (("cuda", None), ("cpu", 0), ("gpu", 0), ("cuda", -1)):
+        with pytest.raises(ValueError, match="Device"):
+            Device(*bad)
+    # the graph of the pass: keyed by the device's value, picklable as a whole
+    X, Y = _data(500)
+    Xd, Yd = da.from_array(X, chunks=(250, 3)), da.from_array(Y[:, None], chunks=(250, 1))
+    fmap = make_feature_map("rbf", 3, 8, seed=0)
+    keys = {i: stats_graph(Xd, Yd, fmap, device=Device("cuda", i)).key for i in (0, 0, 1)}
+    assert stats_graph(Xd, Yd, fmap, device=Device("cuda", 0)).key == keys[0] != keys[1]
+    graph = stats_graph(Xd, Yd, fmap, device=Device("cuda", 1))
+    assert cloudpickle.loads(cloudpickle.dumps(graph)).key == graph.key
+    with pytest.raises(TypeError, match="Device"):
+        stats_graph(Xd, Yd, fmap, device="cuda:1")
 
 
 # ------------------------------------------------------------------------------- YAML, CLI

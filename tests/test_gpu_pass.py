@@ -48,7 +48,7 @@ def test_gpu_block_stats_equal_cpu(dtype, form):
     X, Y = _data()
     fmap = make_feature_map("rbf", 4, 64, seed=1, gamma=0.8, form=form)
     cpu = sums.block_stats(fmap, X, Y, 1000, dtype=dtype, block_rows=512)
-    gpu = sums.block_stats(fmap, X, Y, 1000, dtype=dtype, block_rows=512, device="cuda")
+    gpu = sums.block_stats(fmap, X, Y, 1000, dtype=dtype, block_rows=512, device=GPU)
     _agree(gpu, cpu, dtype)
 
 
@@ -57,12 +57,12 @@ def test_gpu_folds_several_maps_and_bootstrap_weights():
     fmaps = [make_feature_map("rbf", 4, 32, seed=2, gamma=g) for g in (0.3, 1.5)]
     split = FoldSplit(seed=4, n_groups=3)
     for a, b in zip(
-        sums.block_stats(fmaps, X, Y, 0, weights=split, block_rows=512, device="cuda"),
+        sums.block_stats(fmaps, X, Y, 0, weights=split, block_rows=512, device=GPU),
         sums.block_stats(fmaps, X, Y, 0, weights=split, block_rows=512),
     ):
         _agree(a, b, "float64")
     w = BootstrapWeights(seed_entropy=3, replicates=(0, 1, 2, 3), n=4000)
-    a = sums.block_stats(fmaps[0], X, Y, 0, weights=w, block_rows=512, device="cuda")
+    a = sums.block_stats(fmaps[0], X, Y, 0, weights=w, block_rows=512, device=GPU)
     b = sums.block_stats(fmaps[0], X, Y, 0, weights=w, block_rows=512)
     _agree(a, b, "float64")
 
@@ -74,7 +74,7 @@ def test_gpu_sums_come_back_once_per_task(monkeypatch):
     real = sums.host_array
     monkeypatch.setattr(sums, "to_host", lambda a: copies.append(type(a).__module__) or real(a))
     monkeypatch.setattr(sums, "DEVICE_MAX_ROWS", 256)  # 24 sub-blocks of 256 rows
-    sums.block_stats(fmap, X, Y, 0, block_rows=256, device="cuda")
+    sums.block_stats(fmap, X, Y, 0, block_rows=256, device=GPU)
     # one copy per statistic of the task, all from the device, not one per sub-block
     assert len(copies) == len(FIELDS) and all(m.startswith("cupy") for m in copies)
 
@@ -87,7 +87,7 @@ def test_gpu_memory_budget_is_respected(monkeypatch):
     pool = cp.get_default_memory_pool()
     cp.cuda.Device(GPU.index).synchronize()
     pool.free_all_blocks()
-    stats = sums.block_stats(fmap, X, Y, 0, dtype="float32", block_rows=8192, device="cuda")
+    stats = sums.block_stats(fmap, X, Y, 0, dtype="float32", block_rows=8192, device=GPU)
     rows = sums.device_block_rows(8192, 1024 + 2, "float32", 1, budget)
     # the pool grew to the sub-blocks' share of the budget, the input block and the map's
     # parameters, not to the n × D features of the block
@@ -107,7 +107,7 @@ def test_gpu_stats_graph_equals_cpu():
     Xd, Yd = da.from_array(X, chunks=(2048, 4)), da.from_array(Y, chunks=(2048, 2))
     fmap = make_feature_map("rbf", 4, 64, seed=1)
     with dask.config.set(scheduler="threads", num_workers=2):
-        (gpu,) = compute(stats_graph(Xd, Yd, fmap, block_rows=512, device="cuda"))
+        (gpu,) = compute(stats_graph(Xd, Yd, fmap, block_rows=512, device=GPU))
         (cpu,) = compute(stats_graph(Xd, Yd, fmap, block_rows=512))
     _agree(gpu, cpu, "float64")
 
@@ -118,6 +118,6 @@ def test_gpu_eigh_of_a_large_system_equals_the_host():
     D = EIGH_DEVICE_MIN_FEATURES + 64
     A = np.random.default_rng(0).standard_normal((D, D // 4))
     G = A @ A.T + np.eye(D)
-    s, V = symmetric_eigh(G, "cuda")
+    s, V = symmetric_eigh(G, GPU)
     np.testing.assert_allclose(s, np.linalg.eigvalsh(G), rtol=1e-9, atol=1e-9 * s.max())
     np.testing.assert_allclose((V * s) @ V.T, G, atol=1e-8 * s.max())

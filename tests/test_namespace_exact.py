@@ -277,13 +277,20 @@ class _StrictNamespace:
 
 
 def test_exact_model_predicts_on_the_host_when_its_gpu_is_not_usable():
+    import pickle
+
+    from bigkernel import ExactKernelRidge
+    from bigkernel.devices import CPU, Device, DeviceNamespace
     from bigkernel.models.exact import predict_namespace
 
-    assert predict_namespace("cpu") is None
+    assert predict_namespace(CPU) is None
+    gpu = predict_namespace(Device("cuda", 1))  # resolved in each task (devices.task_device)
+    assert gpu == DeviceNamespace(Device("cuda", 1)) and pickle.loads(pickle.dumps(gpu)) == gpu
     try:
         import cupy  # noqa: F401
     except ImportError:
-        assert predict_namespace("cuda") is None and predict_namespace("auto") is None
+        for spec in ("cuda", "auto", "cpu"):
+            assert ExactKernelRidge(device=spec)._predict_device() == CPU
 
 
 def test_device_gram_with_sparse_points_uses_host_blocks():

@@ -6,6 +6,8 @@ array-api-strict inputs are put on its test device ``device1``, which refuses an
 to numpy: a stray ``np.`` call on them raises instead of silently computing on the host.
 """
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -168,7 +170,7 @@ def test_device_block_rows_fit_the_budget():
 
 
 def test_cuda_without_a_gpu_is_a_clear_error():
-    from bigkernel.devices import resolve_device
+    from bigkernel.devices import Device, resolve_device
 
     try:
         resolve_device("cuda")
@@ -177,8 +179,12 @@ def test_cuda_without_a_gpu_is_a_clear_error():
     else:
         pytest.skip("a GPU is present: tests/test_gpu_pass.py covers device='cuda'")
     X, Y = _data(50)
-    with pytest.raises(DeviceError, match="bigkernel\\[gpu\\]"):
-        block_stats(make_feature_map("rbf", 3, 8, seed=0), X, Y, 0, device="cuda")
+    fmap = make_feature_map("rbf", 3, 8, seed=0)
+    with pytest.raises(TypeError, match="Device"):  # the parameter's text is resolved above, never here
+        block_stats(fmap, X, Y, 0, device="cuda")
+    if importlib.util.find_spec("cupy") is None:  # a Device made by hand: CuPy's absence is said too
+        with pytest.raises(DeviceError, match="bigkernel\\[gpu\\]"):
+            block_stats(fmap, X, Y, 0, device=Device("cuda", 0))
 
 
 def test_nystroem_features_refuse_a_device_array():

@@ -16,6 +16,7 @@ from dask.delayed import Delayed
 from distributed import Future
 
 from bigkernel._sparse import column_sums
+from bigkernel.devices import CPU, Device
 from bigkernel.numerics.fourier_features import FeatureMap
 from bigkernel.numerics.nonfinite import BadRows, check_finite, find_nonfinite
 from bigkernel.numerics.sums import block_stats
@@ -124,19 +125,19 @@ def stats_graph(
     weights: Callable[[int, int], np.ndarray] | None = None,
     dtype: str = "float64",
     block_rows: int = 8192,
-    device: Any = "cpu",
+    device: Device = CPU,
 ) -> Delayed:
     """Delayed :class:`SufficientStats` of the whole data set, tree-reduced.
 
     With a list of feature maps, a list of statistics (one per map) from the same pass.
 
     On the CPU, chunks are cut into tasks of at most :data:`SUB_BLOCKS_PER_TASK` sub-blocks
-    (at global multiples, so the sub-blocks do not change). ``device`` (``"cpu"``, ``"cuda"``,
-    ``"cuda:N"``, or a resolved
-    :class:`~bigkernel.devices.Device`) is where each block's features and sums are computed
-    (:func:`~bigkernel.numerics.sums.block_stats`); it enters the graph as its spec string, so
-    the graph stays picklable and each worker resolves its own GPU. Every task returns host
-    float64 statistics; the tree reduction runs on the host.
+    (at global multiples, so the sub-blocks do not change). ``device``, the fit's resolved
+    :class:`~bigkernel.devices.Device`, is where each block's features and sums are computed
+    (:func:`~bigkernel.numerics.sums.block_stats`); it enters every task as that object (a
+    frozen value: it pickles and tokenizes), and each task takes it with
+    :func:`~bigkernel.devices.task_device` (on a dask-cuda worker: the worker's own GPU). Every
+    task returns host float64 statistics; the tree reduction runs on the host.
 
     ``X`` (n, d) and ``Y`` (n, k) must share their row chunks and have one column chunk.
     NaN/inf raise one :class:`~bigkernel.errors.NonFiniteError` at the end of the pass,
@@ -145,9 +146,11 @@ def stats_graph(
     fmap_d = dask.delayed(fmap, pure=True)
     if weights is not None and not isinstance(weights, Delayed):
         weights = dask.delayed(weights, pure=True)  # one key, not a copy in every task
-    if str(device) == "cpu":
+    if not isinstance(device, Device):  # text here would be resolved in every task, differently
+        raise TypeError(f"stats_graph(device=...) takes a bigkernel.devices.Device, got {device!r}")
+    if not device.is_gpu:
         X, Y = split_row_tasks(X, Y, block_rows)
-    kw = dict(weights=weights, dtype=dtype, block_rows=block_rows, device=str(device))
+    kw = dict(weights=weights, dtype=dtype, block_rows=block_rows, device=device)
     parts = [_checked_task(block_stats, fmap_d, xb, yb, start, **kw) for start, xb, yb in row_blocks(X, Y)]
     return tree_reduce(parts, _sum, name="stats-sum")
 

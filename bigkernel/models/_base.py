@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable, Sequence
 from numbers import Integral, Real
 from typing import Any, ClassVar, Protocol, Self
@@ -18,9 +19,9 @@ from sklearn.utils.validation import check_array, check_consistent_length, valid
 
 from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
-from bigkernel.devices import parse_device, resolve_device
+from bigkernel.devices import CPU, Device, parse_device, resolve_device
 from bigkernel.diagnostics import log_fit
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.model_store import save_model
 from bigkernel.io.predictions import predict_to_zarr
@@ -28,6 +29,8 @@ from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
 from bigkernel.runtime import map_rows, progress_bars
 from bigkernel.validation import Constraint, Interval, ListOf, Options, canonical_params, is_integer, validate_params
+
+logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------------
 # Types of the public API (one definition each, so the estimators' signatures agree)
@@ -296,14 +299,30 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     def _check_rules(self) -> None:
         """Rules a table cannot express (several parameters together); none by default."""
 
-    def _fit_device(self):
+    def _fit_device(self) -> Device:
         """The resolved :class:`~bigkernel.devices.Device` of this fit (``device`` parameter).
 
-        Called at the start of every fit: ``"cuda"`` without CuPy or a GPU raises
-        :class:`~bigkernel.errors.DeviceError` before any data is read; ``"auto"`` logs its
-        choice. The fitted model does not depend on it (fitted arrays are host numpy arrays).
+        Called at the start of every fit (:meth:`_check_params` keeps it as ``self._device``,
+        the one object every solver, graph and task of the fit receives): ``"cuda"`` without
+        CuPy or a GPU raises :class:`~bigkernel.errors.DeviceError` before any data is read;
+        ``"auto"`` logs its choice. The fitted model does not depend on it (fitted arrays are
+        host numpy arrays).
         """
         return resolve_device(getattr(self, "device", "cpu"))
+
+    def _predict_device(self) -> Device:
+        """The :class:`~bigkernel.devices.Device` predictions run on: the ``device`` parameter
+        resolved now, or the CPU when it names a GPU that is not usable here (logged at debug
+        level) — a model saved from a GPU fit keeps ``device="cuda"`` and predicts on a CPU-only
+        machine too. A malformed value still raises :class:`~bigkernel.errors.ParameterError`."""
+        spec = getattr(self, "device", "cpu")
+        if spec in (None, "cpu"):
+            return CPU
+        try:
+            return resolve_device(spec)
+        except DeviceError as exc:
+            logger.debug("predicting on the CPU: %s", exc)
+            return CPU
 
     # ----------------------------------------------------------------- data
     def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:

@@ -18,8 +18,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import array_or_sparse, model_arrays, refuse_sparse
 from bigkernel.data.sources import from_zarr
-from bigkernel.devices import Device, resolve_device
-from bigkernel.errors import DataError, DeviceError, ParameterError
+from bigkernel.devices import Device, DeviceNamespace
+from bigkernel.errors import DataError, ParameterError
 from bigkernel.kernels.registry import is_precomputed
 from bigkernel.models._base import ArrayIn, int_seed
 from bigkernel.models._posterior import Prediction, predict_output
@@ -99,30 +99,12 @@ def default_exact_rank(n: int, memory_budget: int) -> int:
     return int(max(1, min(n, max(100, math.ceil(7.0 * math.sqrt(n))), max(by_memory, 1))))
 
 
-class _GpuNamespace:
-    """Picklable ``() -> (xp, context)`` of a GPU spec, resolved where it is called (a dask
-    worker resolves its own GPU)."""
-
-    def __init__(self, spec: str) -> None:
-        self.spec = spec
-
-    def __call__(self):
-        device = resolve_device(self.spec)
-        return device.xp, device.activate()
-
-
-def predict_namespace(spec: str):
-    """Where predictions of a dual model run: a :class:`_GpuNamespace` when ``spec`` names a
-    GPU usable here, else None (the host). Prediction never fails for want of a GPU: a model
-    saved from a GPU fit keeps ``device="cuda"`` and predicts on a CPU-only machine too."""
-    if spec in (None, "cpu"):
-        return None
-    try:
-        device = resolve_device(spec)
-    except DeviceError as exc:
-        logger.debug("predicting on the CPU: %s", exc)
-        return None
-    return _GpuNamespace(str(device)) if device.is_gpu else None
+def predict_namespace(device: Device) -> DeviceNamespace | None:
+    """Where predictions of a dual model run: a :class:`~bigkernel.devices.DeviceNamespace`
+    (resolved in each task: a dask worker's own GPU) for a GPU ``device``, else None (the host).
+    ``device`` is the estimator's ``_predict_device()``: the CPU when the saved ``device`` names
+    a GPU not usable here, so a model fitted on a GPU predicts on any machine."""
+    return DeviceNamespace(device) if device.is_gpu else None
 
 
 class _DualPredictor:
@@ -135,7 +117,7 @@ class _DualPredictor:
         when ``device`` names one that is usable here (:func:`predict_namespace`), else on
         the host — so a model fitted on a GPU predicts on any machine."""
         expansion = self._expansion
-        where = predict_namespace(getattr(self, "device", "cpu"))
+        where = predict_namespace(self._predict_device())
         if where is not None:
             expansion = DeviceExpansion(expansion, where)
         if getattr(self, "scaler_mean_", None) is not None and self.standardize:

@@ -29,7 +29,7 @@ from bigkernel.models._base import (
 )
 from bigkernel.models._streamed import PartialFitMixin
 from bigkernel.models.exact import build_kernel
-from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase, solve_device
+from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
 from bigkernel.numerics.nystroem_features import (
     LANDMARK_METHODS,
     NystroemMap,
@@ -204,7 +204,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
                 self.alpha,
                 self.fit_intercept,
                 sums_precision(self.dtype),
-                **solve_device(getattr(self, "_device", None)),
+                device=getattr(self, "_device", CPU),
             ),
             fmap,
             ds.y.ndim,

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import is_sparse, scale_from_sums
 from bigkernel.data.sources import Dataset
+from bigkernel.devices import CPU
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import column_sums_graph, stats_graph
 from bigkernel.io.model_store import register_model
@@ -46,33 +47,13 @@ from bigkernel.numerics.posterior import PrimalPosterior, primal_posterior
 from bigkernel.numerics.primal import PathSpectrum, PrimalExpansion, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
-from bigkernel.runtime import active_client, compute
+from bigkernel.runtime import compute
 from bigkernel.validation import DTypes, Options
 
 logger = logging.getLogger(__name__)
 
 #: bytes of one feature sub-block (rows × D) per task; bounds the memory of the pass
 FEATURE_BLOCK_BYTES = 64 * 2**20
-
-
-def stream_device(device) -> dict:
-    """The ``device`` keyword of the streamed pass (:func:`~bigkernel.graph.stream.stats_graph`).
-
-    The CPU adds nothing (the pass as it always was). A GPU passes its spec as text: each task
-    resolves it where it runs (``"cuda"`` on a dask-cuda worker is that worker's own GPU; with
-    a distributed client the ordinal is dropped for that reason).
-    """
-    if device is None or not device.is_gpu:
-        return {}
-    return {"device": "cuda" if active_client() is not None else str(device)}
-
-
-def solve_device(device) -> dict:
-    """The ``device`` keyword of the primal eigendecomposition (``solve_primal``, ``eigen_path``:
-    a GPU decomposes large D×D systems there)."""
-    if device is None or not device.is_gpu:
-        return {}
-    return {"device": str(device)}
 
 
 def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOCK_BYTES) -> int:
@@ -248,7 +229,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
             weights=weights,
             dtype=str(np.dtype(self.dtype)),
             block_rows=feature_block_rows(self.n_components, self.dtype),
-            **stream_device(getattr(self, "_device", None)),
+            device=getattr(self, "_device", CPU),  # the fit's Device (CPU before any fit)
         )
 
     # ----------------------------------------------------------------- predict
@@ -562,5 +543,5 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
     def _fit_from_stats(self, stats: SufficientStats, fmap: FeatureMap, y_ndim: int):
         """Set the fitted attributes from one set of statistics."""
         sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype),
-                           **solve_device(getattr(self, "_device", None)))  # fmt: skip
+                           device=getattr(self, "_device", CPU))  # fmt: skip
         return self._set_fitted(sol, fmap, y_ndim, stats)

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from bigkernel.data.sources import Dataset
+from bigkernel.devices import CPU
 from bigkernel.errors import ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
@@ -23,7 +24,7 @@ from bigkernel.models._base import (
     RowPartition,
 )
 from bigkernel.models._search import best_index, cv_results
-from bigkernel.models.random_features import _RandomFeatureBase, solve_device
+from bigkernel.models.random_features import _RandomFeatureBase
 from bigkernel.numerics.cv import cv_path
 from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
 from bigkernel.numerics.splits import FoldSplit
@@ -214,7 +215,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         for i, st in enumerate(stats):
             folds = st if split is not None else None
             total = st.total() if split is not None else st
-            path = eigen_path(total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None)))
+            path = eigen_path(total, self.fit_intercept, eps, device=getattr(self, "_device", CPU))
             alphas = self._alpha_grid(path)
             alphas_per_gamma.append(alphas)
             dfs.append(path.df(alphas))
@@ -251,7 +252,7 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
     def _refit_best(self, best_total, fmaps, gammas, alphas_per_gamma, y_ndim: int, eps: float) -> Self:
         """Fitted attributes at the best (γ, α) (``_best_index``) from that map's total statistics."""
         gi, ai = self._best_index
-        path = eigen_path(best_total, self.fit_intercept, eps, **solve_device(getattr(self, "_device", None)))
+        path = eigen_path(best_total, self.fit_intercept, eps, device=getattr(self, "_device", CPU))
         alphas = alphas_per_gamma[gi]
         coef = path.coef(float(alphas[ai]))
         spectrum = path.spectrum()

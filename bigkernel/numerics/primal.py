@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from bigkernel.devices import resolve_device, to_host
+from bigkernel.devices import CPU, Device, task_device, to_host
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.evidence import EvidencePath, evidence_path
 from bigkernel.numerics.sums import SufficientStats
@@ -166,15 +166,17 @@ def centred_system(
 EIGH_DEVICE_MIN_FEATURES = 8192
 
 
-def symmetric_eigh(G: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+def symmetric_eigh(G: np.ndarray, device: Device = CPU) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues and eigenvectors of the symmetric float64 matrix ``G`` (host arrays).
 
     On the host (LAPACK ``evd``, on the BLAS threads other processes leave idle:
     :func:`~bigkernel.numerics.threads.lapack_limit`), unless ``device`` is a GPU and ``G`` has
-    more than :data:`EIGH_DEVICE_MIN_FEATURES` rows: then ``xp.linalg.eigh`` in float64 on that GPU.
+    more than :data:`EIGH_DEVICE_MIN_FEATURES` rows: then ``xp.linalg.eigh`` in float64 on that GPU
+    (the fit's :class:`~bigkernel.devices.Device`, taken by :func:`~bigkernel.devices.task_device`:
+    in a bootstrap task on a dask-cuda worker, that worker's GPU).
     """
+    dev = task_device(device)
     if G.shape[0] > EIGH_DEVICE_MIN_FEATURES:
-        dev = resolve_device(device)
         if dev.is_gpu:
             with dev.activate():
                 s, V = dev.xp.linalg.eigh(dev.asarray(G))
@@ -184,7 +186,7 @@ def symmetric_eigh(G: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, np.n
 
 
 def eigen_path(
-    stats: SufficientStats, fit_intercept: bool = True, eps: float = 1e-13, device: str = "cpu"
+    stats: SufficientStats, fit_intercept: bool = True, eps: float = 1e-13, device: Device = CPU
 ) -> EigenPath:
     """Eigendecompose the centred system of ``stats`` (one set) once, for any α.
 
@@ -252,7 +254,7 @@ def best_index(scores: np.ndarray, alphas: np.ndarray) -> int:
 
 
 def solve_primal(
-    stats: SufficientStats, alpha="gcv", fit_intercept: bool = True, eps: float = 1e-13, device: str = "cpu"
+    stats: SufficientStats, alpha="gcv", fit_intercept: bool = True, eps: float = 1e-13, device: Device = CPU
 ) -> PrimalSolution:
     """Solve the ridge problem of ``stats`` for ``alpha`` (number, list, ``"gcv"`` or
     ``"evidence"``).

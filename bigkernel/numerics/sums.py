@@ -22,7 +22,7 @@ from array_api_compat import array_namespace
 from array_api_compat import device as array_device
 
 from bigkernel._sparse import as_csr, column_min_max, is_sparse
-from bigkernel.devices import resolve_device, to_host
+from bigkernel.devices import CPU, Device, task_device, to_host
 from bigkernel.errors import DeviceError
 from bigkernel.numerics.fourier_features import FeatureMap
 from bigkernel.numerics.nonfinite import check_finite
@@ -155,7 +155,7 @@ def block_stats(
     weights=None,
     dtype: np.dtype | str = np.float64,
     block_rows: int = 8192,
-    device: str = "cpu",
+    device: Device = CPU,
 ) -> SufficientStats | list[SufficientStats]:
     """Statistics of rows ``[start, start + len(X))`` of a data set.
 
@@ -184,9 +184,10 @@ def block_stats(
         Rows are processed in sub-blocks aligned to global multiples of ``block_rows``, which
         bounds the feature memory to ``block_rows × D`` and makes each sub-block's product the
         same for any chunking whose boundaries are multiples of ``block_rows``.
-    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
-        A device *spec* (a string, so graphs stay picklable and each worker resolves its own
-        GPU). For a GPU, the block is copied to it once, the sub-blocks are sized from its free
+    device : Device, default=CPU
+        The fit's resolved device (:class:`~bigkernel.devices.Device`), taken where this task
+        runs by :func:`~bigkernel.devices.task_device` (a dask-cuda worker's own GPU). For a
+        GPU, the block is copied to it once, the sub-blocks are sized from its free
         memory (:func:`device_block_rows`, a power-of-two multiple or fraction of
         ``block_rows``), every partial sum is accumulated in float64 on the GPU and the
         statistics come back to the host once, at the end of the task.
@@ -200,7 +201,7 @@ def block_stats(
     maps = [fmap] if single else list(fmap)
     if is_sparse(X):
         X = as_csr(X, X.dtype)  # row slices and row gathers below
-    dev = resolve_device(device)
+    dev = task_device(device)
     # the weights live on the host: rows are picked there, only the kept rows' indices move
     partition = weights if hasattr(weights, "groups") else None
     W = None if weights is None or partition else np.asarray(weights(start, start + X.shape[0]), dtype=np.float64)
