@@ -243,6 +243,33 @@ def test_a_device_is_a_frozen_value_that_pickles_and_tokenizes():
         stats_graph(Xd, Yd, fmap, device="cuda:1")
 
 
+#: the modules that may turn a ``device`` parameter into a Device (``resolve_device``) or check
+#: its form (``parse_device``): the estimators' base (fit and predict start), the job config and
+#: runner, and ``bootstrap(device=...)`` (``on_device``); everything below takes the Device
+DEVICE_RESOLVERS = {
+    "bigkernel/devices.py",
+    "bigkernel/models/_base.py",
+    "bigkernel/jobs/config/fields.py",
+    "bigkernel/jobs/runner.py",
+    "bigkernel/bands/plans.py",
+}
+
+
+def test_only_the_estimator_base_and_the_job_config_resolve_a_device():
+    import ast
+    import pathlib
+
+    root = pathlib.Path(bigkernel.__file__).parent
+    callers = set()
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", getattr(node.func, "attr", None))
+                if name in ("resolve_device", "parse_device"):
+                    callers.add(path.relative_to(root.parent).as_posix())
+    assert callers <= DEVICE_RESOLVERS, sorted(callers - DEVICE_RESOLVERS)
+
+
 # ------------------------------------------------------------------------------- YAML, CLI
 def test_yaml_model_device_and_cluster_gpus(tmp_path):
     from bigkernel.jobs.config import load_config
