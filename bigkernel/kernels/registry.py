@@ -35,6 +35,8 @@ __all__ = [
     "check_kernel_name",
     "gamma_from_length_scale",
     "is_precomputed",
+    "document_kernels",
+    "kernel_list_doc",
     "kernel_names",
     "kernel_serves",
     "kernel_spec",
@@ -281,6 +283,33 @@ def kernels_searching(path: str, param: str) -> tuple[str, ...]:
     """Names of the kernels whose ``param`` (a bandwidth) the searching estimator of ``path`` varies."""
     _check_path(path)
     return tuple(s.name for s in KERNELS if param in s.search.get(path, ()))
+
+
+def kernel_list_doc(path: str, *, searched: str | None = None) -> str:
+    """The kernel names ``path`` serves (or, with ``searched``, those whose bandwidth
+    ``searched`` its searching estimator varies) as docstring text: ````"rbf"``, ``"laplacian"``…``."""
+    names = kernels_searching(path, searched) if searched else kernels_serving(path)
+    return ", ".join(f'``"{n}"``' for n in names)
+
+
+#: the markers :func:`document_kernels` fills in a docstring
+KERNEL_DOC_MARKERS = ("{kernels}", "{searched_kernels}")
+
+
+def document_kernels(path: str, *, searched: str | None = None):
+    """Class decorator: fill ``{kernels}`` (the names ``path`` serves) and ``{searched_kernels}``
+    (those whose ``searched`` bandwidth is varied) in the class docstring from the registry, so
+    an estimator's documented kernels are the ones it accepts (tests/test_kernel_docs.py)."""
+
+    def fill(cls: type) -> type:
+        doc = cls.__doc__ or ""
+        doc = doc.replace("{kernels}", kernel_list_doc(path))
+        if searched:
+            doc = doc.replace("{searched_kernels}", kernel_list_doc(path, searched=searched))
+        cls.__doc__ = doc
+        return cls
+
+    return fill
 
 
 def bandwidth_names() -> tuple[str, ...]:
