@@ -29,12 +29,11 @@ from bigkernel.graph.residuals import residual_graph
 from bigkernel.io.predictions import predict_to_path
 from bigkernel.jobs import classify
 from bigkernel.jobs.config import JobConfig
+from bigkernel.jobs.config.estimators import JOB_KEYS, estimator_arguments, estimator_class
 from bigkernel.jobs.holdout import holdout_rows, holdout_sample
 from bigkernel.jobs.inputs import _chunk_rows, check_inputs, open_dataset, open_predict_data, open_training_data
-from bigkernel.kernels.registry import kernel_spec
 from bigkernel.models._base import block_predictor
-from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
-from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+from bigkernel.models.random_features import feature_block_rows
 from bigkernel.numerics.dual import describe_df
 from bigkernel.numerics.splits import HoldoutSplit
 from bigkernel.runtime import compute, progress_bars, progress_rows
@@ -43,115 +42,31 @@ logger = logging.getLogger(__name__)
 
 
 def build_estimator(cfg: JobConfig):
-    """The estimator described by the ``model:`` section."""
-    m = cfg.model
-    alpha = list(m.alpha) if isinstance(m.alpha, tuple) else m.alpha
-    ls = list(m.length_scale) if isinstance(m.length_scale, tuple) else m.length_scale
-    if m.solver == "exact" and (isinstance(m.gamma, tuple) or "cv" in (m.gamma, m.alpha) or m.alpha == "loo"):
-        return _build_exact_search(m, alpha, ls)
-    if m.solver != "random_features":
-        return _build_kernel_solver(m, alpha, ls)
-    if isinstance(m.gamma, tuple) or m.gamma == "cv" or m.alpha == "cv":
-        return _build_search(m, alpha, ls)
-    return RandomFeatureRidge(
-        kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, degree=m.degree, coef0=m.coef0,
-        n_components=m.n_components, sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
-        random_state=m.random_state, dtype=m.dtype, standardize=m.standardize, device=m.device,
-    )  # fmt: skip
+    """Return the estimator the ``model:`` section describes (unfitted).
 
+    Parameters
+    ----------
+    cfg : JobConfig
+        The job; ``cfg.model`` names the class and holds every parameter (the config chose the
+        class, a classifier for ``task: classification``, and translated the job's keys).
 
-def _build_kernel_solver(m, alpha, ls):
-    """ExactKernelRidge, NystroemRidge or KernelRidge (solver auto) from the ``model:`` keys."""
-    from bigkernel.models.exact import ExactKernelRidge
-    from bigkernel.models.kernel_ridge import KernelRidge
-    from bigkernel.models.nystroem import NystroemRidge
-
-    common = dict(
-        alpha=alpha,
-        gamma=m.gamma,
-        degree=m.degree,
-        coef0=m.coef0,
-        length_scale=ls,
-        nu=m.nu,
-        fit_intercept=m.fit_intercept,
-        random_state=m.random_state,
-        standardize=m.standardize,
-        device=m.device,
-    )
-    exact = dict(
-        tol=m.tol,
-        max_iter=m.max_iter,
-        rank=m.rank,
-        memory_budget=m.memory_budget,
-        n_probes=m.n_probes,
-        preconditioner=None if m.preconditioner == "none" else m.preconditioner,
-    )
-    if m.solver == "exact":
-        return ExactKernelRidge(m.kernel, dtype=m.gram_dtype, **exact, **common)
-    if m.solver == "nystroem":
-        return NystroemRidge(m.kernel, n_components=m.n_components, landmarks=m.landmarks, dtype=m.dtype, **common)
-    # auto: the exact solver's Gram dtype, or the approximate solvers' feature dtype
-    dtype = m.gram_dtype if m.gram_dtype != "auto" else ("auto" if m.dtype == "float64" else m.dtype)
-    return KernelRidge(m.kernel, n_components=m.n_components, landmarks=m.landmarks, dtype=dtype,
-                       **exact, **common)  # fmt: skip
-
-
-def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
-    """A (γ, α) search from the one pass: K-fold when "cv" is asked for, else GCV."""
-    if isinstance(m.gamma, tuple):
-        gammas, length_scales = list(m.gamma), None
-    elif m.gamma == "cv":
-        gammas, length_scales = None, None  # the estimator's default grid around 1/d
-    elif m.gamma is not None:
-        gammas, length_scales = [m.gamma], None
-    else:  # a single (possibly ARD) length scale, or neither
-        gammas, length_scales = None, (None if ls is None else [ls])
-    if isinstance(alpha, list):
-        alphas = alpha
-    elif isinstance(alpha, float):
-        alphas = [alpha]
-    else:  # "gcv" or "cv": the default grid
-        alphas = None
-    return RandomFeatureRidgeCV(
-        kernel=m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        cv=m.cv if "cv" in (m.alpha, m.gamma) else "evidence" if m.alpha == "evidence" else "gcv", nu=m.nu,
-        degree=m.degree, coef0=m.coef0, n_components=m.n_components,
-        sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state,
-        dtype=m.dtype, standardize=m.standardize, device=m.device,
-    )  # fmt: skip
-
-
-def _build_exact_search(m, alpha, ls):
-    """ExactKernelRidgeCV: closed-form LOO when "cv" or "loo" is asked for, else GCV."""
-    from bigkernel.models.exact_cv import ExactKernelRidgeCV
-
-    searchable = kernel_spec(m.kernel).searchable("exact")
-    gammas = length_scales = kernel_params = None
-    if isinstance(m.gamma, tuple):
-        gammas = list(m.gamma)
-    elif m.gamma not in (None, "cv") and "gamma" in searchable:
-        gammas = [m.gamma]  # one gamma (ignored, as scikit-learn does, by kernels without one)
-    elif m.gamma is None and ls is not None:
-        if isinstance(ls, list) or "length_scale" not in searchable:
-            kernel_params = {"length_scale": ls}  # ARD scales or periodic: fixed, alpha searched
-        else:
-            length_scales = [ls]
-    alphas = alpha if isinstance(alpha, list) else None if isinstance(alpha, str) else [alpha]
-    return ExactKernelRidgeCV(
-        m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        criterion="loo" if "cv" in (m.gamma, m.alpha) or m.alpha == "loo" else "evidence" if m.alpha == "evidence" else "gcv",
-        degree=m.degree, coef0=m.coef0, nu=m.nu, kernel_params=kernel_params,
-        fit_intercept=m.fit_intercept, standardize=m.standardize, memory_budget=m.memory_budget,
-        random_state=m.random_state, device=m.device,
-    )  # fmt: skip
+    Returns
+    -------
+    estimator
+    """
+    return estimator_class(cfg.model.estimator)(**estimator_arguments(cfg.model.params))
 
 
 def chunk_plan(cfg: JobConfig, ds: Dataset) -> dict[str, Any]:
     """What the pass will do, from metadata only (for ``--dry-run`` and the log)."""
     n, d = ds.X.shape
-    D = cfg.model.n_components
-    itemsize = np.dtype(cfg.model.dtype).itemsize
-    rows = feature_block_rows(D, cfg.model.dtype)
+    # the feature pass's figures; an exact solver's parameters have no features (its dtype is
+    # the Gram's): the job's defaults then, as before
+    params = cfg.model.params
+    D = params.get("n_components", JOB_KEYS["n_components"].default)
+    dtype = params.get("dtype") if params.get("dtype") in ("float32", "float64") else "float64"
+    itemsize = np.dtype(dtype).itemsize
+    rows = feature_block_rows(D, dtype)
     k = 1 if ds.y is None or ds.y.ndim == 1 else ds.y.shape[1]
     return {
         "source": ds.source, "n_samples": n, "n_features": d, "n_targets": k,

@@ -85,6 +85,7 @@ def config_from_dict(
         stem=os.path.splitext(os.path.basename(shown))[0] if is_file else None,
         base_dir=os.path.abspath(os.path.expanduser(base_dir)),
         root=d,
+        section_keys=SECTION_KEYS,
     )
     return _parse_job(ctx)
 
