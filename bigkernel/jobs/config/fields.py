@@ -450,9 +450,7 @@ class _Context:
 class _Section:
     """One mapping of the config; reads typed values and reports problems by dotted key."""
 
-    def __init__(
-        self, ctx: _Context, raw: Mapping[Any, Any], prefix: str, keys: Sequence[str] | None = None
-    ) -> None:
+    def __init__(self, ctx: _Context, raw: Mapping[Any, Any], prefix: str, keys: Sequence[str] | None = None) -> None:
         self.ctx = ctx
         self.raw = raw
         self.prefix = prefix
@@ -538,9 +536,7 @@ class _Section:
                 self.report(key, _unknown_key_message(key, self.prefix, allowed, self.ctx.section_keys))
 
 
-def _unknown_key_message(
-    key: str, prefix: str, allowed: Sequence[str], sections: Mapping[str, Sequence[str]]
-) -> str:
+def _unknown_key_message(key: str, prefix: str, allowed: Sequence[str], sections: Mapping[str, Sequence[str]]) -> str:
     """Describe an unknown key with close matches here, or the section it belongs to."""
     close = difflib.get_close_matches(key, allowed, n=3)
     if not close:

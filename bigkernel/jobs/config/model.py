@@ -79,7 +79,9 @@ def _parse_explicit(sec: _Section, task: str) -> ModelConfig:
     table, the others its signature's defaults (``random_state``: the job's seed)."""
     mixed = [key for key in sec.raw if key not in ("estimator", "params")]
     if mixed:
-        sec.report(mixed[0], "give the model either as keys (solver, kernel, ...) or as `estimator:` and `params:`, not both")
+        sec.report(
+            mixed[0], "give the model either as keys (solver, kernel, ...) or as `estimator:` and `params:`, not both"
+        )
     name = sec.value("estimator", _choice(tuple(ESTIMATORS)), "")
     if not name:
         if "estimator" not in sec.raw:
@@ -255,4 +257,3 @@ def _check_exact_search(sec: _Section, values: Mapping[str, Any], spec: Any) -> 
             f"'cv' exist for kernels {', '.join(kernels_searching('exact', 'gamma'))} (use alpha 'loo' "
             "to search alpha alone)",
         )
-
