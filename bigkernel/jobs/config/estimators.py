@@ -63,9 +63,11 @@ CHOICE: dict[tuple[str, bool], tuple[type, type | None]] = {
     ("exact", True): (ExactKernelRidgeCV, None),
     ("auto", False): (KernelRidge, KernelClassifier),
 }
-#: every class a job may build, by name (the order decides which class checks a key the chosen
-#: class does not take: the first that takes it)
-ESTIMATORS: dict[str, type] = {cls.__name__: cls for pair in CHOICE.values() for cls in pair if cls is not None}
+#: every class a job may build, by name, regressors first (the order decides which class checks a
+#: key the chosen class does not take: the first that takes it)
+ESTIMATORS: dict[str, type] = {
+    cls.__name__: cls for i in (0, 1) for pair in CHOICE.values() if (cls := pair[i]) is not None
+}
 #: the ``solver`` each class stands for (a job's ``model.solver``)
 SOLVER_OF: dict[str, str] = {cls.__name__: s for (s, _), pair in CHOICE.items() for cls in pair if cls is not None}
 
