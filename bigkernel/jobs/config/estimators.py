@@ -63,13 +63,36 @@ CHOICE: dict[tuple[str, bool], tuple[type, type | None]] = {
     ("exact", True): (ExactKernelRidgeCV, None),
     ("auto", False): (KernelRidge, KernelClassifier),
 }
-#: every class a job may build, by name, regressors first (the order decides which class checks a
-#: key the chosen class does not take: the first that takes it)
-ESTIMATORS: dict[str, type] = {
-    cls.__name__: cls for i in (0, 1) for pair in CHOICE.values() if (cls := pair[i]) is not None
-}
-#: the ``solver`` each class stands for (a job's ``model.solver``)
-SOLVER_OF: dict[str, str] = {cls.__name__: s for (s, _), pair in CHOICE.items() for cls in pair if cls is not None}
+
+
+def estimators() -> dict[str, type]:
+    """Return every class a job may build, by name, regressors first.
+
+    Read from :data:`CHOICE` on each call. The order decides which class checks a key the
+    chosen class does not take: the first that takes it.
+
+    Returns
+    -------
+    dict of str to type
+    """
+    return {cls.__name__: cls for i in (0, 1) for pair in CHOICE.values() if (cls := pair[i]) is not None}
+
+
+def solver_of(name: str) -> str:
+    """Return the job's ``solver`` the class called ``name`` stands for.
+
+    Parameters
+    ----------
+    name : str
+        A class of :func:`estimators`.
+
+    Returns
+    -------
+    str
+        random_features, nystroem, exact or auto.
+    """
+    return next(s for (s, _), pair in CHOICE.items() if name in (c.__name__ for c in pair if c is not None))
+
 
 #: estimator parameters a job never sets by their own name: set from another key (the search
 #: grids and criterion from gamma, length_scale and alpha) or by another section
@@ -213,16 +236,20 @@ def signature_defaults(cls: type) -> dict[str, Any]:
     }
 
 
-def _estimator_keys() -> tuple[str, ...]:
-    """Every ``model:`` key: the job's, then each estimator's parameters not in NOT_KEYS."""
+def model_keys() -> tuple[str, ...]:
+    """Return the valid keys of ``model:``: the job's, then every parameter of the job's classes
+    (but :data:`NOT_KEYS`), then ``estimator`` and ``params`` (the explicit form).
+
+    Read from the classes' signatures on each call: a new parameter is a new key.
+
+    Returns
+    -------
+    tuple of str
+    """
     keys = dict.fromkeys(JOB_KEYS)
-    for cls in ESTIMATORS.values():
+    for cls in estimators().values():
         keys.update(dict.fromkeys(name for name in signature_defaults(cls) if name not in NOT_KEYS))
     return (*keys, "estimator", "params")
-
-
-#: the valid keys of ``model:`` (``estimator`` and ``params``: the explicit form)
-MODEL_KEYS: tuple[str, ...] = _estimator_keys()
 
 
 def owner_of(key: str, cls: type) -> type:
@@ -230,7 +257,7 @@ def owner_of(key: str, cls: type) -> type:
     first job class that does (a key the chosen solver ignores is still checked)."""
     if key in cls._parameter_constraints:
         return cls
-    return next(c for c in ESTIMATORS.values() if key in c._parameter_constraints)
+    return next(c for c in estimators().values() if key in c._parameter_constraints)
 
 
 def is_search(values: Mapping[str, Any]) -> bool:
@@ -388,4 +415,4 @@ def estimator_class(name: str) -> type:
     -------
     type
     """
-    return ESTIMATORS[name]
+    return estimators()[name]

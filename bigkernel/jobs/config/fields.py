@@ -338,8 +338,8 @@ def _choice(options: Sequence[str], *, upper: bool = False) -> Check:
             _fail(expected, value)
         word = by_key.get(value.strip().casefold(), value.upper() if upper else value)
         if word not in options:
-            close = difflib.get_close_matches(word if upper else word.lower(), options, n=1)
-            _fail(expected, value, f"; did you mean {close[0]!r}?" if close else "")
+            close = difflib.get_close_matches(word.casefold(), list(by_key), n=1)  # case aside, as matched
+            _fail(expected, value, f"; did you mean {by_key[close[0]]!r}?" if close else "")
         return word
 
     return check

@@ -15,20 +15,21 @@ from typing import Any
 
 from bigkernel.data.tables import is_table
 from bigkernel.jobs.config.estimators import (
-    ESTIMATORS,
     JOB_KERNELS,
     JOB_KEYS,
-    MODEL_KEYS,
     SEED,
     choose_estimator,
     estimator_class,
     estimator_params,
+    estimators,
+    model_keys,
     owner_of,
     signature_defaults,
 )
 from bigkernel.jobs.config.fields import _choice, _estimator_param, _Section
 from bigkernel.jobs.config.schema import SOLVER_PATHS, DataConfig, ModelConfig
 from bigkernel.kernels.registry import PATH_NEEDS, kernel_spec, kernels_searching, sampler_problem
+from bigkernel.models.random_features import RandomFeatureRidge
 
 
 def parse_model(sec: _Section, data: DataConfig, task: str) -> tuple[ModelConfig, dict[str, Any] | None]:
@@ -54,8 +55,9 @@ def parse_model(sec: _Section, data: DataConfig, task: str) -> tuple[ModelConfig
         return _parse_explicit(sec, task), None
     values = {key: _job_value(sec, key) for key in JOB_KEYS}
     cls = choose_estimator(values, task)
+    keys = model_keys()
     for key in sec.raw:
-        if isinstance(key, str) and key in MODEL_KEYS and key not in JOB_KEYS and key not in ("estimator", "params"):
+        if isinstance(key, str) and key in keys and key not in JOB_KEYS and key not in ("estimator", "params"):
             owner = owner_of(key, cls)
             nullable = any(form is None for form in owner._parameter_constraints[key])
             default = signature_defaults(owner)[key]
@@ -82,10 +84,10 @@ def _parse_explicit(sec: _Section, task: str) -> ModelConfig:
         sec.report(
             mixed[0], "give the model either as keys (solver, kernel, ...) or as `estimator:` and `params:`, not both"
         )
-    name = sec.value("estimator", _choice(tuple(ESTIMATORS)), "")
+    name = sec.value("estimator", _choice(tuple(estimators())), "")
     if not name:
         if "estimator" not in sec.raw:
-            sec.report("params", f"`params:` needs `estimator:` (one of {', '.join(ESTIMATORS)})")
+            sec.report("params", f"`params:` needs `estimator:` (one of {', '.join(estimators())})")
         return ModelConfig(estimator="RandomFeatureRidge", params={})
     cls = estimator_class(name)
     defaults = signature_defaults(cls)
@@ -183,7 +185,7 @@ def _check_model(sec: _Section, values: Mapping[str, Any], data: DataConfig) -> 
             "length_scale",
             "give gamma or length_scale, not both: they set the same bandwidth (gamma = 1 / (2 * length_scale**2))",
         )
-    features = signature_defaults(ESTIMATORS["RandomFeatureRidge"])
+    features = signature_defaults(RandomFeatureRidge)
     problem = sampler_problem(kernel, values.get("sampler", features["sampler"]))
     if problem:
         sec.report("sampler", problem)

@@ -12,7 +12,7 @@ import yaml
 from bigkernel.data.synthetic import table_columns
 from bigkernel.data.tables import is_table
 from bigkernel.errors import ConfigError
-from bigkernel.jobs.config.estimators import JOB_KERNELS, MODEL_KEYS, SOLVER_OF  # noqa: F401 (JOB_KERNELS: re-exported)
+from bigkernel.jobs.config.estimators import JOB_KERNELS, model_keys, solver_of  # noqa: F401 (JOB_KERNELS: re-exported)
 
 Solver = Literal["random_features", "exact", "nystroem", "auto"]
 #: a kernel of the registry (bigkernel/kernels/registry.py) usable on its own: JOB_KERNELS
@@ -201,7 +201,7 @@ class ModelConfig:
     Parameters
     ----------
     estimator : str, default="RandomFeatureRidge"
-        The class's name (one of :data:`bigkernel.jobs.config.estimators.ESTIMATORS`).
+        The class's name (one of :func:`bigkernel.jobs.config.estimators.estimators`).
     params : mapping, default={}
         Every ``__init__`` parameter of the class (lists held as tuples); built with
         ``estimator_class(estimator)(**estimator_arguments(params))``.
@@ -213,7 +213,7 @@ class ModelConfig:
     @property
     def solver(self) -> str:
         """str : The job's solver: random_features, nystroem, exact or auto."""
-        return SOLVER_OF[self.estimator]
+        return solver_of(self.estimator)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -522,7 +522,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "data": _keys(DataConfig),
     "data.train": _keys(TrainSourceConfig),
     "data.make": _keys(MakeDataConfig),
-    "model": MODEL_KEYS,
+    "model": (),  # the chosen classes' parameters: section_keys() reads them when a job is read
     "predict": _keys(PredictConfig),
     "cluster": _keys(ClusterConfig),
     "cluster.security": _keys(SecurityConfig),
@@ -532,3 +532,15 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "bootstrap.eval_grid": _keys(EvalGridConfig),
     "intervals": _keys(IntervalsConfig),
 }
+
+
+def section_keys() -> dict[str, tuple[str, ...]]:
+    """Return the valid keys of every section, the ``model`` section's read from the estimator
+    classes now (:func:`bigkernel.jobs.config.estimators.model_keys`).
+
+    Returns
+    -------
+    dict of str to tuple of str
+        By dotted prefix, as :data:`SECTION_KEYS`.
+    """
+    return {**SECTION_KEYS, "model": model_keys()}
