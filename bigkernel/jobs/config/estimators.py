@@ -18,6 +18,52 @@ job adds to that, in :data:`JOB_KEYS` and :data:`CHOICE`:
 
 The parsed section is :class:`~bigkernel.jobs.config.schema.ModelConfig`: the class's name and
 its whole parameter dict, built by ``estimator_class(name)(**estimator_arguments(params))``.
+
+The job's own keys
+------------------
+solver : {"random_features", "exact", "nystroem", "auto"}, default="random_features"
+    ``exact``: CG on the blocked Gram matrix (moderate n); ``nystroem``: Nyström features in
+    the one-pass primal path; ``auto``: ``KernelRidge`` chooses from n and ``memory_budget``
+    (the job log says which and why).
+kernel : str, default="rbf"
+    A kernel of the README's kernel table (:data:`JOB_KERNELS`); its columns say which solvers
+    serve it.
+gamma : float, list of float, "cv" or null
+    A list is searched together with alpha (by K-fold CV when alpha or gamma is "cv", else by
+    GCV); "cv", or gamma unset with alpha "cv", searches 1/d × 10^[-2..1]. Solver
+    random_features searches in the same data pass (``RandomFeatureRidgeCV``); solver exact
+    forms one Gram matrix and one eigendecomposition per gamma (``ExactKernelRidgeCV``).
+    Solvers nystroem and auto take one gamma. Exclusive with ``length_scale``.
+length_scale : float, list of float (one per feature) or null
+alpha : float, list of float, "gcv", "cv", "loo" or "evidence", default="gcv"
+    The mapping::
+
+        solver           alpha: gcv | list        alpha: cv             alpha: loo
+        random_features  GCV (one pass)           K-fold (cv: K)        error
+        exact            GCV (one gamma: CG;      closed-form LOO       closed-form LOO
+                         gamma list/cv: eigh)     (cv: K is an error)
+        nystroem, auto   GCV                      error                 error
+
+    "evidence" chooses α (and, with a gamma list, γ) by the largest marginal likelihood.
+cv : int, default=5
+    Folds of the K-fold search (alpha or gamma "cv", solver random_features; a
+    classification search always).
+dtype : {"float32", "float64"}
+    The features' dtype (solver auto: also the Gram's when ``gram_dtype`` is auto).
+gram_dtype : {"auto", "float32", "float64"}
+    The exact solver's ``dtype`` (of the Gram tiles).
+preconditioner : {"rpcholesky", "nystroem", "none"}
+    "none" is the exact solver's None.
+standardize : bool or "auto", default="auto"
+    See :func:`bigkernel.jobs.config.model.auto_standardize`.
+random_state : int >= 0, default=the job's ``seed``
+memory_budget : int or a size such as "8GB"
+device : {"cpu", "cuda", "cuda:N", "auto"}
+class_weight : "balanced" or {label: weight >= 0} (``task: classification``)
+
+Any other key is the parameter of that name of the chosen class (its docstring says what it
+does); a key that only another solver's class takes is checked by that class and unused.
+``task: classification`` builds the classifier of the same solver (:data:`CHOICE`).
 """
 
 from __future__ import annotations
