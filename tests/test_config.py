@@ -26,6 +26,8 @@ from bigkernel.jobs.config import (
     config_from_dict,
     load_config,
 )
+from bigkernel.jobs.config.estimators import signature_defaults
+from bigkernel.models.random_features import RandomFeatureRidge
 from tests._yaml import MINIMAL, error_of, with_bootstrap, with_model, write
 
 # --------------------------------------------------------------------------------------------
@@ -37,8 +39,16 @@ def test_minimal_config_gets_documented_defaults(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, MINIMAL))
     assert cfg.name == "job"  # the file stem
     assert cfg.seed == 0 and cfg.overwrite is False
-    assert cfg.model == ModelConfig(random_state=0)
-    assert cfg.model.alpha == "gcv" and cfg.model.kernel == "rbf"
+    # the estimator's signature defaults, but for the job's own (D=1024, alpha gcv, the seed)
+    assert cfg.model == ModelConfig(
+        estimator="RandomFeatureRidge",
+        params=dict(signature_defaults(RandomFeatureRidge), n_components=1024, alpha="gcv", random_state=0),
+    )
+    assert (
+        cfg.model.params["alpha"] == "gcv"
+        and cfg.model.params["kernel"] == "rbf"
+        and cfg.model.solver == "random_features"
+    )
     assert cfg.data.train == TrainSourceConfig(path=str(tmp_path / "data" / "train.zarr"))
     assert cfg.data.train.missing == "error" and cfg.data.train.categorical == "auto"
     assert cfg.data.make is None and cfg.data.chunk_rows == "auto"
@@ -102,7 +112,7 @@ def test_seeds_fall_back_to_top_level_seed(tmp_path: Path) -> None:
         """,
     )
     cfg = load_config(path)
-    assert cfg.model.random_state == 7
+    assert cfg.model.params["random_state"] == 7
     assert cfg.data.make is not None and cfg.data.make.seed == 7
     assert cfg.data.make.n_features == 1  # the sine default
 
@@ -119,7 +129,7 @@ def test_explicit_zero_seed_is_not_replaced(tmp_path: Path) -> None:
         """,
     )
     cfg = load_config(path)
-    assert cfg.model.random_state == 0 and cfg.data.make is not None and cfg.data.make.seed == 0
+    assert cfg.model.params["random_state"] == 0 and cfg.data.make is not None and cfg.data.make.seed == 0
 
 
 def test_train_source_comes_from_make(tmp_path: Path) -> None:
@@ -133,7 +143,7 @@ def test_train_source_comes_from_make(tmp_path: Path) -> None:
 )
 def test_alpha_accepts_number_list_or_gcv(tmp_path: Path, yaml_value: str, expected) -> None:
     cfg = load_config(with_model(tmp_path, f"alpha: {yaml_value}\n"))
-    assert cfg.model.alpha == expected
+    assert cfg.model.params["alpha"] == expected
 
 
 def test_full_config_and_round_trip(tmp_path: Path) -> None:
@@ -174,7 +184,7 @@ def test_full_config_and_round_trip(tmp_path: Path) -> None:
         """,
     )
     cfg = load_config(path)
-    assert cfg.model.length_scale == (0.5, 1.0, 2.0)
+    assert cfg.model.params["length_scale"] == (0.5, 1.0, 2.0)
     assert cfg.cluster.local is None
     assert cfg.cluster.security is not None
     assert cfg.cluster.security.tls_ca_file == str(tmp_path / "certs" / "ca.pem")
@@ -216,7 +226,7 @@ def test_yaml_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
         """,
     )
     cfg = load_config(path)
-    assert cfg.model.alpha == 2.0 and cfg.model.n_components == 64
+    assert cfg.model.params["alpha"] == 2.0 and cfg.model.params["n_components"] == 64
 
 
 # --------------------------------------------------------------------------------------------

@@ -276,8 +276,8 @@ def test_yaml_model_device_and_cluster_gpus(tmp_path):
     from tests._yaml import error_of, with_model, write
 
     cfg = load_config(with_model(tmp_path, "device: cuda:1\nsolver: exact\n"))
-    assert cfg.model.device == "cuda:1"
-    assert load_config(with_model(tmp_path, "solver: exact\n")).model.device == "cpu"
+    assert cfg.model.params["device"] == "cuda:1"
+    assert load_config(with_model(tmp_path, "solver: exact\n")).model.params["device"] == "cpu"
     assert "device" in error_of(with_model(tmp_path, "device: gpu\n"))
     head = "output: runs/job\ndata:\n  train:\n    path: data/train.zarr\n"
     cfg = load_config(write(tmp_path, head + "cluster:\n  local:\n    gpus: all\n"))

@@ -150,14 +150,14 @@ def test_job_on_raw_columns_with_standardize_off_says_so_everywhere(tmp_path, ca
     head = report.split("| set |")[0]  # the warnings come before the scores
     assert "## Warnings (3)" in head and all(f"**{c}**" in head for c in codes)
     assert "WARNING: " in (out / "summary.txt").read_text()
-    assert load_config(job).model.standardize is False
+    assert load_config(job).model.params["standardize"] is False
 
 
 def test_job_on_a_table_standardises_by_default_and_warns_nothing(tmp_path):
     """The same CSV with the job's defaults: standardize auto → true for a table, a useful R²,
     an empty warnings list."""
     job, out = _job(tmp_path, "{gamma: 0.5, n_components: 128}", name="auto")
-    assert load_config(job).model.standardize is True
+    assert load_config(job).model.params["standardize"] is True
     assert main(["-q", "run", str(job)]) == 0
     m = json.loads((out / "metrics.json").read_text())
     assert m["warnings"] == [] and m["scores"]["holdout"]["r2"] > 0.8
@@ -194,6 +194,6 @@ def test_standardize_auto_resolves_by_source(tmp_path):
     }
     for (kernel, data), want in cases.items():
         (tmp_path / "j.yaml").write_text(base % (kernel, data))
-        assert load_config(tmp_path / "j.yaml").model.standardize is want, (kernel, data)
+        assert load_config(tmp_path / "j.yaml").model.params["standardize"] is want, (kernel, data)
     (tmp_path / "j.yaml").write_text("output: o\nmodel: {standardize: false}\ndata:\n  train: {path: t.csv, x: [a]}\n")
-    assert load_config(tmp_path / "j.yaml").model.standardize is False
+    assert load_config(tmp_path / "j.yaml").model.params["standardize"] is False

@@ -115,16 +115,19 @@ def test_text_options_are_case_insensitive_in_fit_and_in_jobs(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(
         "name: t\noutput: out\ndata:\n  make: {kind: Friedman1, n_samples: 500, n_features: 5, path: d.zarr}\n"
-        "model: {kernel: RBF, alpha: GCV, sampler: Orthogonal, form: COS, dtype: Float32, solver: Auto}\n"
+        "model: {kernel: RBF, alpha: GCV, sampler: Orthogonal, form: COS, dtype: Float32, solver: Random_Features}\n"
     )
     cfg = job_config.load_config(str(job))
-    assert (cfg.data.make.kind, cfg.model.kernel, cfg.model.alpha, cfg.model.sampler) == (
+    params = cfg.model.params
+    assert (cfg.data.make.kind, params["kernel"], params["alpha"], params["sampler"]) == (
         "friedman1",
         "rbf",
         "gcv",
         "orthogonal",
     )
-    assert (cfg.model.form, cfg.model.dtype, cfg.model.solver) == ("cos", "float32", "auto")
+    assert (params["form"], params["dtype"], cfg.model.solver) == ("cos", "float32", "random_features")
+    auto = job_config.config_from_dict({**MINIMAL, "model": {"solver": "Auto"}})
+    assert auto.model.solver == "auto" and auto.model.params["solver"] == "auto"
 
 
 def test_list_of():
@@ -348,10 +351,15 @@ def test_config_keyword_forms():
         {"preconditioner": "ilu"}
     )
     cfg = job_config.config_from_dict(
-        {**MINIMAL, "model": {"alpha": [1, 2.5], "preconditioner": "none", "cv": 3, "n_components": 64, "tol": 1e-3}}
+        {
+            **MINIMAL,
+            "model": {"solver": "auto", "alpha": [1, 2.5], "preconditioner": "none", "n_components": 64, "tol": 1e-3},
+        }
     )
-    assert cfg.model.alpha == (1.0, 2.5) and cfg.model.preconditioner == "none"
-    assert type(cfg.model.n_components) is int and type(cfg.model.tol) is float
+    params = cfg.model.params  # KernelRidge's: preconditioner "none" is its None
+    assert params["alpha"] == (1.0, 2.5) and params["preconditioner"] is None
+    assert type(params["n_components"]) is int and type(params["tol"]) is float
+    assert job_config.config_from_dict({**MINIMAL, "model": {"alpha": "cv", "cv": 3}}).model.params["cv"] == 3
 
 
 def test_config_choices_name_the_tables_options():

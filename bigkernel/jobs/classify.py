@@ -1,5 +1,9 @@
-"""``task: classification`` jobs: the classifier of the ``model:`` section, the evaluation pass
+"""``task: classification`` jobs: the evaluation pass
 (confusion matrices of the training and holdout rows), metrics, figures and report text.
+
+The classifier itself is chosen and built like a regressor: the config picks the class
+(:mod:`bigkernel.jobs.config.estimators`) and :func:`bigkernel.jobs.runner.build_estimator`
+builds it.
 
 Log-loss is not reported: least squares on ±1 targets gives decision values, not probabilities,
 and no calibration is fitted (a calibrated probability would need held-out rows of its own);
@@ -8,7 +12,6 @@ and no calibration is fitted (a calibrated probability would need held-out rows 
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 from typing import Any
@@ -17,55 +20,17 @@ import numpy as np
 
 from bigkernel._sparse import as_array
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import ConfigError, DeviceError
 from bigkernel.graph.stream import block_sums_graph
-from bigkernel.jobs.config import JobConfig
 from bigkernel.jobs.holdout import holdout_rows
 from bigkernel.models._base import block_predictor
-from bigkernel.models.exact import ExactKernelRidge
-from bigkernel.models.exact_classifier import ExactKernelClassifier, KernelClassifier
-from bigkernel.models.kernel_ridge import KernelRidge
-from bigkernel.models.nystroem import NystroemRidge
-from bigkernel.models.random_features import RandomFeatureRidge
-from bigkernel.models.random_features_classifier import NystroemClassifier, RandomFeatureClassifier
-from bigkernel.models.random_features_classifier_cv import RandomFeatureClassifierCV
-from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.splits import HoldoutSplit
 from bigkernel.runtime import compute
 
 logger = logging.getLogger(__name__)
 
-#: the classifier of each regressor a job's ``model:`` section builds
-CLASSIFIER_OF = {
-    RandomFeatureRidge: RandomFeatureClassifier,
-    NystroemRidge: NystroemClassifier,
-    ExactKernelRidge: ExactKernelClassifier,
-    KernelRidge: KernelClassifier,
-    RandomFeatureRidgeCV: RandomFeatureClassifierCV,
-}
 LOG_LOSS_NOTE = (
     "not defined: least squares on ±1 targets gives decision values, not probabilities, and no calibration is fitted"
 )
-
-
-def build_classifier(cfg: JobConfig, regressor):
-    """The classifier with the parameters of the regressor the ``model:`` section describes
-    (a GCV search of γ becomes a K-fold accuracy search: accuracy has no GCV)."""
-    cls = CLASSIFIER_OF.get(type(regressor))
-    if cls is None:
-        raise ConfigError(f"task: classification has no classifier for {type(regressor).__name__}")
-    params = regressor.get_params(deep=False)
-    device = params.pop("device", "cpu")  # the regressors' device; classifiers take it if they can
-    if "device" in inspect.signature(cls.__init__).parameters:
-        params["device"] = device
-    elif device != "cpu":
-        raise DeviceError(f"model.device={device!r}: task: classification runs on the CPU in this version; "
-                          "use device: cpu (or a regression task on the GPU)")  # fmt: skip
-    if cls is RandomFeatureClassifierCV:
-        params["cv"] = cfg.model.cv
-    if cfg.model.loss != "squared_error":  # the config allows it with the feature solvers only
-        params["loss"] = cfg.model.loss
-    return cls(**params, class_weight=cfg.model.class_weight)
 
 
 # --------------------------------------------------------------------------------------------

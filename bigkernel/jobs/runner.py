@@ -29,12 +29,11 @@ from bigkernel.graph.residuals import residual_graph
 from bigkernel.io.predictions import predict_to_path
 from bigkernel.jobs import classify
 from bigkernel.jobs.config import JobConfig
+from bigkernel.jobs.config.estimators import JOB_KEYS, estimator_arguments, estimator_class
 from bigkernel.jobs.holdout import holdout_rows, holdout_sample
 from bigkernel.jobs.inputs import _chunk_rows, check_inputs, open_dataset, open_predict_data, open_training_data
-from bigkernel.kernels.registry import kernel_spec
 from bigkernel.models._base import block_predictor
-from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
-from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
+from bigkernel.models.random_features import feature_block_rows
 from bigkernel.numerics.dual import describe_df
 from bigkernel.numerics.splits import HoldoutSplit
 from bigkernel.runtime import compute, progress_bars, progress_rows
@@ -43,115 +42,31 @@ logger = logging.getLogger(__name__)
 
 
 def build_estimator(cfg: JobConfig):
-    """The estimator described by the ``model:`` section."""
-    m = cfg.model
-    alpha = list(m.alpha) if isinstance(m.alpha, tuple) else m.alpha
-    ls = list(m.length_scale) if isinstance(m.length_scale, tuple) else m.length_scale
-    if m.solver == "exact" and (isinstance(m.gamma, tuple) or "cv" in (m.gamma, m.alpha) or m.alpha == "loo"):
-        return _build_exact_search(m, alpha, ls)
-    if m.solver != "random_features":
-        return _build_kernel_solver(m, alpha, ls)
-    if isinstance(m.gamma, tuple) or m.gamma == "cv" or m.alpha == "cv":
-        return _build_search(m, alpha, ls)
-    return RandomFeatureRidge(
-        kernel=m.kernel, gamma=m.gamma, length_scale=ls, nu=m.nu, degree=m.degree, coef0=m.coef0,
-        n_components=m.n_components, sampler=m.sampler, form=m.form, alpha=alpha, fit_intercept=m.fit_intercept,
-        random_state=m.random_state, dtype=m.dtype, standardize=m.standardize, device=m.device,
-    )  # fmt: skip
+    """Return the estimator the ``model:`` section describes (unfitted).
 
+    Parameters
+    ----------
+    cfg : JobConfig
+        The job; ``cfg.model`` names the class and holds every parameter (the config chose the
+        class, a classifier for ``task: classification``, and translated the job's keys).
 
-def _build_kernel_solver(m, alpha, ls):
-    """ExactKernelRidge, NystroemRidge or KernelRidge (solver auto) from the ``model:`` keys."""
-    from bigkernel.models.exact import ExactKernelRidge
-    from bigkernel.models.kernel_ridge import KernelRidge
-    from bigkernel.models.nystroem import NystroemRidge
-
-    common = dict(
-        alpha=alpha,
-        gamma=m.gamma,
-        degree=m.degree,
-        coef0=m.coef0,
-        length_scale=ls,
-        nu=m.nu,
-        fit_intercept=m.fit_intercept,
-        random_state=m.random_state,
-        standardize=m.standardize,
-        device=m.device,
-    )
-    exact = dict(
-        tol=m.tol,
-        max_iter=m.max_iter,
-        rank=m.rank,
-        memory_budget=m.memory_budget,
-        n_probes=m.n_probes,
-        preconditioner=None if m.preconditioner == "none" else m.preconditioner,
-    )
-    if m.solver == "exact":
-        return ExactKernelRidge(m.kernel, dtype=m.gram_dtype, **exact, **common)
-    if m.solver == "nystroem":
-        return NystroemRidge(m.kernel, n_components=m.n_components, landmarks=m.landmarks, dtype=m.dtype, **common)
-    # auto: the exact solver's Gram dtype, or the approximate solvers' feature dtype
-    dtype = m.gram_dtype if m.gram_dtype != "auto" else ("auto" if m.dtype == "float64" else m.dtype)
-    return KernelRidge(m.kernel, n_components=m.n_components, landmarks=m.landmarks, dtype=dtype,
-                       **exact, **common)  # fmt: skip
-
-
-def _build_search(m, alpha, ls) -> RandomFeatureRidgeCV:
-    """A (γ, α) search from the one pass: K-fold when "cv" is asked for, else GCV."""
-    if isinstance(m.gamma, tuple):
-        gammas, length_scales = list(m.gamma), None
-    elif m.gamma == "cv":
-        gammas, length_scales = None, None  # the estimator's default grid around 1/d
-    elif m.gamma is not None:
-        gammas, length_scales = [m.gamma], None
-    else:  # a single (possibly ARD) length scale, or neither
-        gammas, length_scales = None, (None if ls is None else [ls])
-    if isinstance(alpha, list):
-        alphas = alpha
-    elif isinstance(alpha, float):
-        alphas = [alpha]
-    else:  # "gcv" or "cv": the default grid
-        alphas = None
-    return RandomFeatureRidgeCV(
-        kernel=m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        cv=m.cv if "cv" in (m.alpha, m.gamma) else "evidence" if m.alpha == "evidence" else "gcv", nu=m.nu,
-        degree=m.degree, coef0=m.coef0, n_components=m.n_components,
-        sampler=m.sampler, form=m.form, fit_intercept=m.fit_intercept, random_state=m.random_state,
-        dtype=m.dtype, standardize=m.standardize, device=m.device,
-    )  # fmt: skip
-
-
-def _build_exact_search(m, alpha, ls):
-    """ExactKernelRidgeCV: closed-form LOO when "cv" or "loo" is asked for, else GCV."""
-    from bigkernel.models.exact_cv import ExactKernelRidgeCV
-
-    searchable = kernel_spec(m.kernel).searchable("exact")
-    gammas = length_scales = kernel_params = None
-    if isinstance(m.gamma, tuple):
-        gammas = list(m.gamma)
-    elif m.gamma not in (None, "cv") and "gamma" in searchable:
-        gammas = [m.gamma]  # one gamma (ignored, as scikit-learn does, by kernels without one)
-    elif m.gamma is None and ls is not None:
-        if isinstance(ls, list) or "length_scale" not in searchable:
-            kernel_params = {"length_scale": ls}  # ARD scales or periodic: fixed, alpha searched
-        else:
-            length_scales = [ls]
-    alphas = alpha if isinstance(alpha, list) else None if isinstance(alpha, str) else [alpha]
-    return ExactKernelRidgeCV(
-        m.kernel, gammas=gammas, length_scales=length_scales, alphas=alphas,
-        criterion="loo" if "cv" in (m.gamma, m.alpha) or m.alpha == "loo" else "evidence" if m.alpha == "evidence" else "gcv",
-        degree=m.degree, coef0=m.coef0, nu=m.nu, kernel_params=kernel_params,
-        fit_intercept=m.fit_intercept, standardize=m.standardize, memory_budget=m.memory_budget,
-        random_state=m.random_state, device=m.device,
-    )  # fmt: skip
+    Returns
+    -------
+    estimator
+    """
+    return estimator_class(cfg.model.estimator)(**estimator_arguments(cfg.model.params))
 
 
 def chunk_plan(cfg: JobConfig, ds: Dataset) -> dict[str, Any]:
     """What the pass will do, from metadata only (for ``--dry-run`` and the log)."""
     n, d = ds.X.shape
-    D = cfg.model.n_components
-    itemsize = np.dtype(cfg.model.dtype).itemsize
-    rows = feature_block_rows(D, cfg.model.dtype)
+    # the feature pass's figures; an exact solver's parameters have no features (its dtype is
+    # the Gram's): the job's defaults then, as before
+    params = cfg.model.params
+    D = params.get("n_components", JOB_KEYS["n_components"].default)
+    dtype = params.get("dtype") if params.get("dtype") in ("float32", "float64") else "float64"
+    itemsize = np.dtype(dtype).itemsize
+    rows = feature_block_rows(D, dtype)
     k = 1 if ds.y is None or ds.y.ndim == 1 else ds.y.shape[1]
     return {
         "source": ds.source, "n_samples": n, "n_features": d, "n_targets": k,
@@ -335,123 +250,197 @@ def dry_run(cfg: JobConfig) -> dict[str, Any]:
 def run_job(cfg: JobConfig, *, progress: bool | None = None) -> dict[str, Any]:
     """Run the whole job on the configured cluster; returns the metrics written to metrics.json.
 
-    ``progress`` overrides the job's ``progress:`` key (``bigkernel -q`` turns the bars off).
-    A failure is recorded in ``job.log`` and ``status.json`` and re-raised.
+    The steps, in order: check the inputs, open the data, fit, evaluate, save, predict,
+    bootstrap (each timed, on the cluster), then the metrics, figures and summary. A job that
+    overwrites a finished one runs in a hidden sibling folder, swapped in once complete.
 
-    Notes
-    -----
-    One function on purpose: it is the job's script (inputs, cluster, fit, evaluation, save,
-    predict, bootstrap, report) under one logging and failure context; each stage is a call
-    and its timing is recorded here.
+    Parameters
+    ----------
+    cfg : JobConfig
+        The job.
+    progress : bool or None, default=None
+        Overrides the job's ``progress:`` key (``bigkernel -q`` turns the bars off).
+
+    Returns
+    -------
+    dict
+        The metrics written to ``metrics.json``.
+
+    Raises
+    ------
+    BigkernelError
+        A failure, recorded in ``job.log`` and ``status.json`` first.
     """
     from bigkernel.jobs.cluster import client_from_config
-    from bigkernel.jobs.overwrite import commit, final_paths, stage
+    from bigkernel.jobs.overwrite import commit, stage
 
-    # overwriting a finished job: run in a hidden sibling, swapped in once complete
     staging = stage(cfg)
     final_cfg, cfg = cfg, staging.cfg
     _prepare_output(cfg)
-    timings: dict[str, float] = {}
     progress = cfg.progress if progress is None else progress
     with _job_logging(cfg.output, cfg.log_level, cfg.name), progress_bars(progress):
         with open(os.path.join(cfg.output, "config.resolved.yaml"), "w") as f:
             f.write(final_cfg.to_yaml())
         check_inputs(cfg)  # fail on missing/bad data before starting a cluster
-        resolve_device(cfg.model.device)  # an unusable GPU fails here too (DeviceError), as fast
+        resolve_device(cfg.model.params["device"])  # an unusable GPU fails here too (DeviceError), as fast
+        run = _JobRun(cfg, staging)
         with client_from_config(cfg.cluster) as client:
-            t = time.perf_counter()
-            ds = open_training_data(cfg)
-            timings["data"] = time.perf_counter() - t
-            progress_rows(ds.X.shape[0])  # progress lines: rows done / total
-            plan = chunk_plan(cfg, ds) | table_facts(ds)
-            logger.info("chunk plan: %s", plan)
-
-            if cfg.bootstrap is not None:
-                from bigkernel.jobs.bootstrap_job import check_existing_store
-
-                check_existing_store(cfg, ds, client)  # a foreign store fails before the fit
-            est = build_estimator(cfg)
-            if cfg.task == "classification":
-                est = classify.build_classifier(cfg, est)
-            split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
-            t = time.perf_counter()
-            with nonfinite_named(ds.columns, MISSING_HINT if ds.columns is not None else None):
-                est.fit_dataset(ds, weights=split if cfg.data.holdout_fraction > 0 else None)
-            est.set_input_facts(ds.X.dtype, ds.columns, ds.target_names)  # a table's columns: as a DataFrame fit
-            if ds.encoder is not None:  # saved with the model, applied at predict
-                est.table_encoder_ = ds.encoder
-            timings["fit"] = time.perf_counter() - t
-            findings = fit_findings(est, job=True)
-
-            t = time.perf_counter()
-            if cfg.task == "classification":
-                scores, holdout = classify.evaluate_classifier(ds, est, split, client)
-                if holdout is not None:
-                    classify.save_sample(cfg.output, holdout, est.classes_)
-            else:
-                scores, holdout = _evaluate_regressor(cfg, ds, est, split, client)
-            timings["evaluate"] = time.perf_counter() - t
-            findings += score_findings(scores)
-            for f in findings:  # on the terminal and in job.log; listed in metrics.json and report.md
-                logger.warning("%s [%s]", f.message, f.code)
-
-            t = time.perf_counter()
-            model_path = est.save(os.path.join(cfg.output, "model.zarr"), overwrite=True)
-            timings["save"] = time.perf_counter() - t
-
-            outputs: dict[str, str] = {"model": model_path}
-            if cfg.predict is not None:
-                t = time.perf_counter()
-                pds = open_predict_data(cfg, ds.columns, ds.encoder)  # X by the model's column names
-                progress_rows(pds.X.shape[0])
-                ids = None if cfg.predict.id is None else (cfg.predict.id, pds.ids)
-                with nonfinite_named(pds.columns, PREDICT_MISSING_HINT if pds.columns is not None else None):
-                    outputs["predictions"] = predict_to_path(
-                        est, pds.X, cfg.predict.output, overwrite=cfg.overwrite, ids=ids
-                    )
-                timings["predict"] = time.perf_counter() - t
-
-            boot = None
-            if cfg.bootstrap is not None:
-                t = time.perf_counter()
-                from bigkernel.jobs.bootstrap_job import run_bootstrap_section
-
-                progress_rows(ds.X.shape[0])
-                boot = run_bootstrap_section(cfg, est, ds, client)
-                outputs.update(boot.get("outputs", {}))
-                for staged, final in boot.get("moves", ()):  # a replaced store: swapped at the end
-                    staging = staging.with_move(staged, final)
-                timings["bootstrap"] = time.perf_counter() - t
-
-        metrics = {
-            "job": cfg.name, "bigkernel_version": __version__, "data": plan,
-            "model": _model_summary(cfg, est),
-            "search": _search_summary(est),
-            "scores": scores, "warnings": [f.as_dict() for f in findings],
-            "timings_s": {k: round(v, 3) for k, v in timings.items()}, "outputs": outputs,
-        }  # fmt: skip
-        if boot is not None:
-            metrics["bootstrap"] = boot.get("metrics", {})
-        if hasattr(est, "cv_results_"):
-            with open(os.path.join(cfg.output, "search_results.json"), "w") as f:
-                json.dump(_jsonable_results(est.cv_results_), f)
-        if _want_plots(cfg):
-            from bigkernel.jobs.report import make_classification_report, make_report
-
-            t = time.perf_counter()
-            if cfg.task == "classification":
-                figures = make_classification_report(cfg.output, metrics, holdout)
-            else:
-                figures = make_report(cfg.output, getattr(est, "estimator_", est), holdout, metrics)
-            metrics["outputs"].update({k: v for k, v in figures.items()})
-            metrics["timings_s"]["report"] = round(time.perf_counter() - t, 3)
-        metrics = final_paths(metrics, staging)  # the paths the outputs have once swapped in
-        with open(os.path.join(cfg.output, "summary.txt"), "w") as f:
-            f.write(summary_text(metrics))
-        _write_json_atomic(os.path.join(cfg.output, "metrics.json"), metrics)
-    commit(staging, _OUTPUT_NAMES)
+            run.client = client
+            for step in (_open_data, _fit, _evaluate, _save, _predict, _bootstrap):
+                step(run)
+        metrics = _finish(run)
+    commit(run.staging, _OUTPUT_NAMES)
     logger.info("job %s finished: %s", cfg.name, os.path.join(final_cfg.output, "metrics.json"))
     return metrics
+
+
+class _JobRun:
+    """What the steps of :func:`run_job` hand on: the data, the model, scores and outputs.
+
+    Parameters
+    ----------
+    cfg : JobConfig
+        The job (its output folder: the staging one when a finished job is overwritten).
+    staging : Any
+        The overwrite plan of :func:`bigkernel.jobs.overwrite.stage`.
+    """
+
+    def __init__(self, cfg: JobConfig, staging: Any) -> None:
+        self.cfg, self.staging = cfg, staging
+        self.client: Any = None
+        self.timings: dict[str, float] = {}
+        self.ds: Dataset | None = None
+        self.plan: dict[str, Any] = {}
+        self.est: Any = None
+        self.split = HoldoutSplit(cfg.seed, cfg.data.holdout_fraction)
+        self.findings: list[Any] = []
+        self.scores: dict[str, Any] = {}
+        self.holdout: tuple | None = None
+        self.outputs: dict[str, str] = {}
+        self.boot: dict[str, Any] | None = None
+
+    @contextlib.contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """Record the seconds the block takes as ``timings[name]``."""
+        start = time.perf_counter()
+        yield
+        self.timings[name] = time.perf_counter() - start
+
+
+def _open_data(run: _JobRun) -> None:
+    """Open the training data, log the chunk plan, and check a bootstrap store before the fit."""
+    cfg = run.cfg
+    with run.timed("data"):
+        run.ds = ds = open_training_data(cfg)
+    progress_rows(ds.X.shape[0])  # progress lines: rows done / total
+    run.plan = chunk_plan(cfg, ds) | table_facts(ds)
+    logger.info("chunk plan: %s", run.plan)
+    if cfg.bootstrap is not None:
+        from bigkernel.jobs.bootstrap_job import check_existing_store
+
+        check_existing_store(cfg, ds, run.client)  # a foreign store fails before the fit
+
+
+def _fit(run: _JobRun) -> None:
+    """Build the ``model:`` estimator and fit it on the training rows (the holdout left out)."""
+    ds = run.ds
+    run.est = est = build_estimator(run.cfg)
+    with run.timed("fit"):
+        with nonfinite_named(ds.columns, MISSING_HINT if ds.columns is not None else None):
+            est.fit_dataset(ds, weights=run.split if run.cfg.data.holdout_fraction > 0 else None)
+        est.set_input_facts(ds.X.dtype, ds.columns, ds.target_names)  # a table's columns: as a DataFrame fit
+        if ds.encoder is not None:  # saved with the model, applied at predict
+            est.table_encoder_ = ds.encoder
+    run.findings = fit_findings(est, job=True)
+
+
+def _evaluate(run: _JobRun) -> None:
+    """Score the training and holdout rows in one pass; log what the fit and scores show."""
+    cfg, ds, est = run.cfg, run.ds, run.est
+    with run.timed("evaluate"):
+        if cfg.task == "classification":
+            run.scores, run.holdout = classify.evaluate_classifier(ds, est, run.split, run.client)
+            if run.holdout is not None:
+                classify.save_sample(cfg.output, run.holdout, est.classes_)
+        else:
+            run.scores, run.holdout = _evaluate_regressor(cfg, ds, est, run.split, run.client)
+    run.findings += score_findings(run.scores)
+    for f in run.findings:  # on the terminal and in job.log; listed in metrics.json and report.md
+        logger.warning("%s [%s]", f.message, f.code)
+
+
+def _save(run: _JobRun) -> None:
+    """Save the fitted model to ``model.zarr``."""
+    with run.timed("save"):
+        run.outputs["model"] = run.est.save(os.path.join(run.cfg.output, "model.zarr"), overwrite=True)
+
+
+def _predict(run: _JobRun) -> None:
+    """Predict the ``predict:`` data, if any, to its output (X by the model's column names)."""
+    cfg, ds = run.cfg, run.ds
+    if cfg.predict is None:
+        return
+    with run.timed("predict"):
+        pds = open_predict_data(cfg, ds.columns, ds.encoder)
+        progress_rows(pds.X.shape[0])
+        ids = None if cfg.predict.id is None else (cfg.predict.id, pds.ids)
+        with nonfinite_named(pds.columns, PREDICT_MISSING_HINT if pds.columns is not None else None):
+            run.outputs["predictions"] = predict_to_path(
+                run.est, pds.X, cfg.predict.output, overwrite=cfg.overwrite, ids=ids
+            )
+
+
+def _bootstrap(run: _JobRun) -> None:
+    """Run the ``bootstrap:`` section, if any; a replaced store is swapped in at the end."""
+    if run.cfg.bootstrap is None:
+        return
+    from bigkernel.jobs.bootstrap_job import run_bootstrap_section
+
+    with run.timed("bootstrap"):
+        progress_rows(run.ds.X.shape[0])
+        run.boot = boot = run_bootstrap_section(run.cfg, run.est, run.ds, run.client)
+        run.outputs.update(boot.get("outputs", {}))
+        for staged, final in boot.get("moves", ()):
+            run.staging = run.staging.with_move(staged, final)
+
+
+def _finish(run: _JobRun) -> dict[str, Any]:
+    """Write the search results, figures and report, summary.txt and, last, metrics.json."""
+    from bigkernel.jobs.overwrite import final_paths
+
+    cfg, est = run.cfg, run.est
+    metrics = {
+        "job": cfg.name, "bigkernel_version": __version__, "data": run.plan,
+        "model": _model_summary(cfg, est),
+        "search": _search_summary(est),
+        "scores": run.scores, "warnings": [f.as_dict() for f in run.findings],
+        "timings_s": {k: round(v, 3) for k, v in run.timings.items()}, "outputs": run.outputs,
+    }  # fmt: skip
+    if run.boot is not None:
+        metrics["bootstrap"] = run.boot.get("metrics", {})
+    if hasattr(est, "cv_results_"):
+        with open(os.path.join(cfg.output, "search_results.json"), "w") as f:
+            json.dump(_jsonable_results(est.cv_results_), f)
+    if _want_plots(cfg):
+        _report(run, metrics)
+    metrics = final_paths(metrics, run.staging)  # the paths the outputs have once swapped in
+    with open(os.path.join(cfg.output, "summary.txt"), "w") as f:
+        f.write(summary_text(metrics))
+    _write_json_atomic(os.path.join(cfg.output, "metrics.json"), metrics)
+    return metrics
+
+
+def _report(run: _JobRun, metrics: dict[str, Any]) -> None:
+    """Draw the figures and write report.md; their paths and time go into ``metrics``."""
+    from bigkernel.jobs.report import make_classification_report, make_report
+
+    t = time.perf_counter()
+    if run.cfg.task == "classification":
+        figures = make_classification_report(run.cfg.output, metrics, run.holdout)
+    else:
+        figures = make_report(run.cfg.output, getattr(run.est, "estimator_", run.est), run.holdout, metrics)
+    metrics["outputs"].update(figures)
+    metrics["timings_s"]["report"] = round(time.perf_counter() - t, 3)
 
 
 def _evaluate_regressor(cfg: JobConfig, ds: Dataset, est, split: HoldoutSplit, client) -> tuple:

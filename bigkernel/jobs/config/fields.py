@@ -14,7 +14,6 @@ from typing import Any, NoReturn
 
 from bigkernel.devices import parse_device
 from bigkernel.errors import ConfigError, ParameterError
-from bigkernel.jobs.config.schema import DASK_SCHEMES, SECTION_KEYS
 from bigkernel.kernels.registry import (
     kernel_spec,
 )
@@ -43,6 +42,7 @@ _NUMBER_TEXT = re.compile(r"[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]
 _NUMBER_PARTS = re.compile(r"([-+]?)(\d*)\.?(\d*)(?:[eE]([-+]?)(\d+))?")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 _BYTES = re.compile(r"\d+(?:\.\d+)?\s*(?:[kmgtp]i?b|[kmgtp]|b)?", re.IGNORECASE)
+DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
 
 
 def _show(value: Any) -> str:
@@ -196,6 +196,58 @@ def _param(owner: type, name: str, *, words: Sequence[str] | None = None, null_w
     return check
 
 
+def _estimator_param(owner: type, name: str) -> Check:
+    """Check a value by ``owner._parameter_constraints[name]``, whatever forms the entry has.
+
+    The forms YAML writes (numbers, lists, text options, booleans) are checked as
+    :func:`_param` does, with its messages; a value only another form takes (a ``dict``, any
+    text for a ``str`` entry, a seed, a device) is checked by
+    :func:`~bigkernel.validation.check_param`. The value comes back as plain data: mappings as
+    dicts and lists as tuples (so a parsed config compares equal to itself read back).
+    """
+    entry = owner._parameter_constraints[name]
+    forms = [make_constraint(form) for form in entry]
+    yaml_forms = any(isinstance(f, (Interval, ListOf, Options)) or f is _BOOLEAN for f in forms)
+    strict = _param(owner, name) if yaml_forms else None
+
+    def check(value: Any) -> Any:
+        try:
+            check_param(name, value, entry)
+            refused = None
+        except InvalidParameterError as exc:
+            refused = exc
+        if strict is not None:
+            try:
+                return strict(value)
+            except _Invalid:
+                if refused is not None:
+                    raise
+        elif refused is not None:
+            _fail(refused.expected, value, refused.hint)
+        return plain_value(value)
+
+    return check
+
+
+def plain_value(value: Any) -> Any:
+    """``value`` as plain, comparable data: mappings as dicts, lists as tuples (recursively).
+
+    Parameters
+    ----------
+    value : Any
+        A value read from YAML or given in a mapping.
+
+    Returns
+    -------
+    Any
+    """
+    if isinstance(value, Mapping):
+        return {key: plain_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return tuple(plain_value(item) for item in value)
+    return value
+
+
 def _positive_or_list(expected: str, *, word: str | tuple[str, ...] | None = None) -> Check:
     """Check for a number > 0, a non-empty list of them, or (if given) a keyword in ``word``."""
     scalar = _number(gt=0, expected=expected)
@@ -286,8 +338,8 @@ def _choice(options: Sequence[str], *, upper: bool = False) -> Check:
             _fail(expected, value)
         word = by_key.get(value.strip().casefold(), value.upper() if upper else value)
         if word not in options:
-            close = difflib.get_close_matches(word if upper else word.lower(), options, n=1)
-            _fail(expected, value, f"; did you mean {close[0]!r}?" if close else "")
+            close = difflib.get_close_matches(word.casefold(), list(by_key), n=1)  # case aside, as matched
+            _fail(expected, value, f"; did you mean {by_key[close[0]]!r}?" if close else "")
         return word
 
     return check
@@ -362,6 +414,8 @@ class _Context:
     stem: str | None
     base_dir: str
     root: Mapping[Any, Any]
+    #: the valid keys of each section, by dotted prefix (:data:`.schema.SECTION_KEYS`)
+    section_keys: Mapping[str, Sequence[str]] = field(default_factory=dict)
     problems: list[tuple[int, str]] = field(default_factory=list)
     seed: int = 0
     output: str = ""
@@ -396,14 +450,15 @@ class _Context:
 class _Section:
     """One mapping of the config; reads typed values and reports problems by dotted key."""
 
-    def __init__(self, ctx: _Context, raw: Mapping[Any, Any], prefix: str) -> None:
+    def __init__(self, ctx: _Context, raw: Mapping[Any, Any], prefix: str, keys: Sequence[str] | None = None) -> None:
         self.ctx = ctx
         self.raw = raw
         self.prefix = prefix
         self.lines: dict[Any, int] = getattr(raw, "key_lines", {})
         self.line: int | None = getattr(raw, "line", None)
         self.reported = 0
-        self._check_keys(SECTION_KEYS[prefix])
+        self.keys = tuple(ctx.section_keys[prefix] if keys is None else keys)
+        self._check_keys(self.keys)
 
     def dotted(self, key: str) -> str:
         """Return the full dotted name of ``key``."""
@@ -447,18 +502,21 @@ class _Section:
             return ""
         return self.value(key, check, "")
 
-    def section(self, key: str) -> _Section | None:
-        """Return the sub-mapping ``key`` as a section; None if absent, null or not a mapping."""
+    def section(self, key: str, keys: Sequence[str] | None = None) -> _Section | None:
+        """Return the sub-mapping ``key`` as a section; None if absent, null or not a mapping.
+
+        ``keys``: its valid keys when they are not a fixed section's (an estimator's parameters).
+        """
         if not self.is_set(key):
             return None
         sub = self.raw[key]
         if not isinstance(sub, Mapping):
-            keys = SECTION_KEYS[self.dotted(key)]
+            keys = self.ctx.section_keys.get(self.dotted(key), ())
             is_path = isinstance(sub, str) and "path" in keys
             hint = f"; write `{key}: {{path: {sub}}}`" if is_path else ""
             self.report(key, f"expected a mapping with keys {', '.join(keys)}; found {_show(sub)}{hint}")
             return None
-        return _Section(self.ctx, sub, self.dotted(key))
+        return _Section(self.ctx, sub, self.dotted(key), keys)
 
     def optional_section(self, key: str) -> _Section:
         """Return the sub-mapping ``key``, an empty section when absent (all defaults)."""
@@ -475,15 +533,13 @@ class _Section:
                     "not text (YAML 1.1 reads yes/no/on/off as booleans); quote it",
                 )
             elif key not in allowed:
-                self.report(key, _unknown_key_message(key, self.prefix, allowed))
+                self.report(key, _unknown_key_message(key, self.prefix, allowed, self.ctx.section_keys))
 
 
-def _unknown_key_message(key: str, prefix: str, allowed: Sequence[str]) -> str:
+def _unknown_key_message(key: str, prefix: str, allowed: Sequence[str], sections: Mapping[str, Sequence[str]]) -> str:
     """Describe an unknown key with close matches here, or the section it belongs to."""
     close = difflib.get_close_matches(key, allowed, n=3)
     if not close:
-        close = [f"{other}.{key}" for other, keys in SECTION_KEYS.items() if other and other != prefix and key in keys][
-            :3
-        ]
+        close = [f"{other}.{key}" for other, keys in sections.items() if other and other != prefix and key in keys][:3]
     hint = f"did you mean {' or '.join(repr(name) for name in close)}? " if close else ""
     return f"unknown key {key!r}; {hint}valid keys in {prefix or 'the top level'}: {', '.join(allowed)}"

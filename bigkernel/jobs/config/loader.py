@@ -13,7 +13,7 @@ from yaml.nodes import MappingNode, ScalarNode
 from bigkernel.errors import ConfigError, DataNotFoundError
 from bigkernel.jobs.config.fields import _Context, _show
 from bigkernel.jobs.config.rules import _parse_job
-from bigkernel.jobs.config.schema import EXAMPLE_CONFIG, SECTION_KEYS, JobConfig
+from bigkernel.jobs.config.schema import EXAMPLE_CONFIG, SECTION_KEYS, JobConfig, section_keys
 
 # --------------------------------------------------------------------------------------------
 # Public entry points
@@ -85,6 +85,7 @@ def config_from_dict(
         stem=os.path.splitext(os.path.basename(shown))[0] if is_file else None,
         base_dir=os.path.abspath(os.path.expanduser(base_dir)),
         root=d,
+        section_keys=section_keys(),
     )
     return _parse_job(ctx)
 

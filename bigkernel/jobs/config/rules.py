@@ -1,45 +1,38 @@
 """Parsing each section of a job file into its dataclass, and the rules that relate fields
-(solver and kernel, evaluation points and features)."""
+(evaluation points and features; the ``model`` section's are in :mod:`.model`)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping
 from typing import Any, get_args
 
 from bigkernel.data.synthetic import DEFAULT_NOISE
 from bigkernel.data.tables import is_table
 from bigkernel.jobs.config.fields import (
-    _BYTES,
     _address,
     _bool_or_auto,
     _boolean,
     _choice,
     _chunk_rows,
     _Context,
-    _device,
     _fail,
     _gpus,
     _integer,
     _Invalid,
     _location,
     _memory_limit,
-    _nu,
     _number,
-    _param,
-    _positive_or_list,
     _resolve,
     _Section,
     _show,
     _text,
     _text_or_list,
 )
+from bigkernel.jobs.config.model import check_model_task, parse_model
 from bigkernel.jobs.config.paths import _check_overlaps
 from bigkernel.jobs.config.schema import (
-    JOB_KERNELS,
     MAKE_FEATURES,
-    SOLVER_PATHS,
     BandInterval,
     BootstrapConfig,
     BootstrapMethod,
@@ -54,25 +47,12 @@ from bigkernel.jobs.config.schema import (
     MakeDataConfig,
     MakeKind,
     Missing,
-    ModelConfig,
     PredictConfig,
     SecurityConfig,
     SourceConfig,
     Task,
     TrainSourceConfig,
 )
-from bigkernel.kernels.registry import (
-    PATH_NEEDS,
-    kernel_spec,
-    kernels_searching,
-    sampler_problem,
-)
-from bigkernel.models.exact import ExactKernelRidge
-from bigkernel.models.kernel_ridge import KernelRidge
-from bigkernel.models.nystroem import NystroemRidge
-from bigkernel.models.random_features import RandomFeatureRidge
-from bigkernel.models.random_features_classifier import RandomFeatureClassifier
-from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 
 # --------------------------------------------------------------------------------------------
 # Parsers, one per section
@@ -86,13 +66,15 @@ def _parse_job(ctx: _Context) -> JobConfig:
     ctx.output = top.required("output", _location(ctx.base_dir), "the output folder, e.g. runs/job")
     default_name = ctx.stem or os.path.basename(ctx.output.rstrip("/" + os.sep)) or "job"
     data = _parse_data(top)
+    task = top.value("task", _choice(get_args(Task)), "regression")
+    model, model_values = parse_model(top.optional_section("model"), data, task)
     job = JobConfig(
         name=top.value("name", _text, default_name),
         output=ctx.output,
         overwrite=top.value("overwrite", _boolean, False),
         seed=ctx.seed,
         data=data,
-        model=_parse_model(top.optional_section("model"), data),
+        model=model,
         predict=_parse_predict(top.section("predict")),
         cluster=_parse_cluster(top.optional_section("cluster")),
         bootstrap=(boot := _parse_bootstrap(top.section("bootstrap"), data)),
@@ -100,43 +82,30 @@ def _parse_job(ctx: _Context) -> JobConfig:
         progress=top.value("progress", _boolean, True),
         plots=top.value("plots", _bool_or_auto, "auto"),
         log_level=top.value("log_level", _choice(get_args(LogLevel), upper=True), "INFO"),
-        task=top.value("task", _choice(get_args(Task)), "regression"),
+        task=task,
         source=ctx.source,
         base_dir=ctx.base_dir,
     )
     if not ctx.problems:
-        _check_task(top, job)
+        _check_task(top, job, model_values)
     if not ctx.problems:
         _check_overlaps(job, ctx)
     ctx.raise_if_any()
     return job
 
 
-def _check_task(top: _Section, job: JobConfig) -> None:
-    """What a classification job cannot do, and a class weight without one."""
-    m = job.model
+def _check_task(top: _Section, job: JobConfig, model: dict[str, Any] | None) -> None:
+    """What a classification job cannot do (its model keys: :func:`.model.check_model_task`)."""
+    if model is not None:
+        check_model_task(top.report, model, job.task)
     if job.task != "classification":
-        if m.class_weight is not None:
-            top.report("task", "model.class_weight is for `task: classification`; remove it or set the task")
-        if m.loss != "squared_error":
-            top.report("task", f"model.loss: {m.loss} is for `task: classification`; remove it or set the task")
         return
-    if m.loss != "squared_error":
-        _check_svm_model(top, m)
     if job.bootstrap is not None:
         top.report(
             "bootstrap",
             "the bootstrap band is for regression: a classifier's labels have no band (remove the "
             "bootstrap section, or fit the ±1 targets as a regression)",
         )
-    if m.solver == "exact" and (isinstance(m.gamma, tuple) or "cv" in (m.gamma, m.alpha) or m.alpha == "loo"):
-        top.report(
-            "task",
-            "a classification job searches (gamma, alpha) by K-fold accuracy with solver random_features "
-            "only; with solver exact give one gamma and alpha: gcv or a list (chosen by GCV)",
-        )
-    if m.solver != "random_features" and m.alpha == "cv":
-        top.report("task", "alpha: cv (K-fold accuracy) needs solver random_features; use alpha: gcv")
     y = job.data.train.y if job.data.train is not None else "y"
     if isinstance(y, tuple) and len(y) != 1:
         top.report("task", f"a classification job needs one label column as data.train.y, found {list(y)}")
@@ -225,183 +194,6 @@ def _parse_data(top: _Section) -> DataConfig:
         holdout_fraction=sec.value("holdout_fraction", _number(ge=0, lt=1), 0.2),
         chunk_rows=sec.value("chunk_rows", _chunk_rows, "auto"),
     )
-
-
-def _parse_model(sec: _Section, data: DataConfig) -> ModelConfig:
-    """Parse ``model`` and check the fields that constrain one another."""
-    model = ModelConfig(
-        solver=sec.value("solver", _param(KernelRidge, "solver"), "random_features"),
-        kernel=sec.value("kernel", _choice(JOB_KERNELS), "rbf"),
-        gamma=sec.value(
-            "gamma",
-            _positive_or_list("a number > 0, a non-empty list of numbers > 0 (searched), or 'cv'", word="cv"),
-            None,
-            nullable=True,
-        ),
-        length_scale=sec.value(
-            "length_scale",
-            _positive_or_list("a number > 0 or a non-empty list of numbers > 0 (one per feature)"),
-            None,
-            nullable=True,
-        ),
-        nu=sec.value("nu", _nu, 1.5),
-        n_components=sec.value("n_components", _param(RandomFeatureRidge, "n_components"), 1024),
-        sampler=sec.value("sampler", _param(RandomFeatureRidge, "sampler"), "iid"),
-        form=sec.value("form", _param(RandomFeatureRidge, "form"), "cos"),
-        alpha=sec.value("alpha", _param(RandomFeatureRidge, "alpha", words=("loo", "gcv", "cv", "evidence")), "gcv"),
-        cv=sec.value("cv", _param(RandomFeatureRidgeCV, "cv", words=()), 5),  # 'gcv' is alpha's, in a job
-        standardize=sec.value("standardize", _param(RandomFeatureRidge, "standardize", words=("auto",)), "auto"),
-        fit_intercept=sec.value("fit_intercept", _param(RandomFeatureRidge, "fit_intercept"), True),
-        dtype=sec.value("dtype", _param(RandomFeatureRidge, "dtype"), "float64"),
-        random_state=sec.value("random_state", _integer(ge=0), None, nullable=True),
-        degree=sec.value("degree", _integer(gt=0), 3),
-        coef0=sec.value("coef0", _number(), 1.0),
-        tol=sec.value("tol", _param(ExactKernelRidge, "tol"), 1e-6),
-        max_iter=sec.value("max_iter", _param(ExactKernelRidge, "max_iter"), None, nullable=True),
-        preconditioner=sec.value(
-            "preconditioner", _param(ExactKernelRidge, "preconditioner", null_word="none"), "rpcholesky"
-        ),
-        rank=sec.value("rank", _param(ExactKernelRidge, "rank"), None, nullable=True),
-        memory_budget=sec.value("memory_budget", _byte_size, None, nullable=True),
-        gram_dtype=sec.value("gram_dtype", _param(ExactKernelRidge, "dtype"), "auto"),
-        n_probes=sec.value("n_probes", _param(ExactKernelRidge, "n_probes"), 8),
-        landmarks=sec.value("landmarks", _param(NystroemRidge, "landmarks"), "rpcholesky"),
-        device=sec.value("device", _device, "cpu"),
-        class_weight=sec.value("class_weight", _class_weight, None, nullable=True),
-        loss=sec.value("loss", _param(RandomFeatureClassifier, "loss"), "squared_error"),
-    )
-    if model.random_state is None:
-        model = replace(model, random_state=sec.ctx.seed)
-    if model.standardize == "auto":
-        model = replace(model, standardize=auto_standardize(model.kernel, data))
-    _check_model(sec, model, data)
-    return model
-
-
-def auto_standardize(kernel: str, data: DataConfig) -> bool:
-    """``standardize: auto`` (the default): true when the training data is a CSV or Parquet
-    table, false for arrays (zarr, .npy, sparse .npz).
-
-    A table's columns carry their own units (an income beside a ratio), so one γ suits them only
-    on a common scale; arrays are often features prepared already (sparse ones cannot be
-    centred), and ``make:`` arrays are uniform on [0, 1], the scale their example γ was set
-    for. The Fourier basis is defined on [0, 1] and is never standardised.
-    """
-    source = data.train if data.train is not None else data.make
-    if source is None or kernel not in JOB_KERNELS or kernel_spec(kernel).name == "fourier":
-        return False
-    return is_table(source.path)
-
-
-def _check_svm_model(top: _Section, m: ModelConfig) -> None:
-    """An SVM loss: the feature solvers only, one penalty and one bandwidth (no α path, no
-    accuracy search)."""
-    if m.solver not in ("random_features", "nystroem"):
-        top.report("model", f"loss: {m.loss} (the primal SVM) needs solver random_features or nystroem, got {m.solver}")
-    if not isinstance(m.alpha, (int, float)) or isinstance(m.gamma, tuple) or m.gamma == "cv":
-        top.report(
-            "model",
-            f"loss: {m.loss} needs one number for alpha and one gamma (the SVM has no one-pass path to search); "
-            "search with loss: squared_error, or give alpha: 0.01",
-        )
-
-
-def _class_weight(value: Any) -> str | dict[Any, float]:
-    """'balanced', or a mapping of class label to a weight >= 0."""
-    expected = "'balanced' or a mapping {label: weight >= 0}, e.g. {0: 1.0, 1: 5.0}"
-    if isinstance(value, str) and value.strip().lower() == "balanced":
-        return "balanced"
-    check = _number(ge=0, expected=expected)
-    if isinstance(value, dict) and value:
-        return {label: check(weight) for label, weight in value.items()}
-    return _fail(expected, value, "")
-
-
-def _check_model(sec: _Section, model: ModelConfig, data: DataConfig) -> None:
-    """Report model fields that contradict one another or the synthetic data."""
-    if not sec.clean:
-        return
-    if model.gamma is not None and model.length_scale is not None:
-        sec.report(
-            "length_scale",
-            "give gamma or length_scale, not both: they set the same bandwidth (gamma = 1 / (2 * length_scale**2))",
-        )
-    problem = sampler_problem(model.kernel, model.sampler)
-    if problem:
-        sec.report("sampler", problem)
-    if model.n_components % 2 and (model.form == "cossin" or model.kernel == "fourier"):
-        why = "form 'cossin'" if model.form == "cossin" else "kernel 'fourier'"
-        sec.report(
-            "n_components",
-            f"must be even with {why} (each frequency gives a cos and a sin feature), found {model.n_components}",
-        )
-    _check_solver(sec, model)
-    if isinstance(model.length_scale, tuple) and data.make is not None and not sec.ctx.problems:
-        if len(model.length_scale) != data.make.n_features:
-            sec.report(
-                "length_scale",
-                f"expected one length scale per feature "
-                f"({data.make.n_features}, data.make.n_features), found "
-                f"{len(model.length_scale)}",
-            )
-
-
-def _or(words: Sequence[str]) -> str:
-    """``a, b or c``."""
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
-
-
-def _check_solver(sec: _Section, model: ModelConfig) -> None:
-    """Report kernels and searches the chosen solver does not have."""
-    spec = kernel_spec(model.kernel)
-    lacking = [path for path in SOLVER_PATHS[model.solver] if not spec.serves(path)]
-    if lacking:
-        solvers = [s for s, paths in SOLVER_PATHS.items() if all(map(spec.serves, paths))]
-        others = [k for k in JOB_KERNELS if all(map(kernel_spec(k).serves, SOLVER_PATHS[model.solver]))]
-        sec.report(
-            "kernel",
-            f"kernel {model.kernel!r} has no {PATH_NEEDS[lacking[0]]} for solver "
-            f"{model.solver!r}; use solver {_or(solvers)}, or one of {', '.join(others)}",
-        )
-    searched = isinstance(model.gamma, tuple) or "cv" in (model.gamma, model.alpha)
-    if model.alpha == "loo" and model.solver != "exact":
-        sec.report(
-            "alpha",
-            f"alpha 'loo' (closed-form leave-one-out) exists for solver exact only, "
-            f"found solver {model.solver!r}; with random_features use alpha 'cv' (K-fold, "
-            "cv: K) or 'gcv'",
-        )
-    elif model.solver not in ("random_features", "exact") and searched:
-        sec.report(
-            "solver",
-            f"the (gamma, alpha) search of lists or 'cv' exists for solvers "
-            f"random_features and exact only, found solver {model.solver!r}; give one gamma "
-            "and an alpha, a list of alphas or 'gcv'",
-        )
-    if model.solver == "exact" and (searched or model.alpha == "loo"):
-        if sec.is_set("cv"):
-            sec.report(
-                "cv",
-                "solver exact has no K-fold CV: its (gamma, alpha) search scores by "
-                "closed-form leave-one-out (alpha 'cv' or 'loo') or GCV; remove cv",
-            )
-        gamma_searched = isinstance(model.gamma, tuple) or model.gamma == "cv"
-        if gamma_searched and "gamma" not in spec.searchable("exact"):
-            sec.report(
-                "gamma",
-                f"kernel {model.kernel!r} has no gamma to search; gamma lists and "
-                f"'cv' exist for kernels {', '.join(kernels_searching('exact', 'gamma'))} (use alpha 'loo' "
-                "to search alpha alone)",
-            )
-
-
-def _byte_size(value: Any) -> int | str:
-    """Check for a number of bytes > 0 or a size such as "8GB"."""
-    if isinstance(value, str):
-        if _BYTES.fullmatch(value.strip()):
-            return value
-        _fail("a number of bytes > 0 or a size such as '8GB'", value)
-    return _integer(gt=0)(value)
 
 
 def _parse_predict(sec: _Section | None) -> PredictConfig | None:

@@ -3,6 +3,7 @@ vocabularies of their fields (read by the parsers in :mod:`.rules`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal
 
@@ -11,14 +12,11 @@ import yaml
 from bigkernel.data.synthetic import table_columns
 from bigkernel.data.tables import is_table
 from bigkernel.errors import ConfigError
-from bigkernel.kernels.registry import (
-    kernel_names,
-)
+from bigkernel.jobs.config.estimators import JOB_KERNELS, model_keys, solver_of  # noqa: F401 (JOB_KERNELS: re-exported)
 
 Solver = Literal["random_features", "exact", "nystroem", "auto"]
 #: a kernel of the registry (bigkernel/kernels/registry.py) usable on its own: JOB_KERNELS
 Kernel = str
-JOB_KERNELS = kernel_names(standalone_only=True)
 #: the registry paths a solver needs to serve its kernel (auto picks exact or nystroem, and
 #: random features only for kernels with a sampler)
 SOLVER_PATHS = {
@@ -43,7 +41,6 @@ EvalPoints = tuple[tuple[float, ...], ...]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Missing = Literal["error", "drop", "impute"]
 
-DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
 #: Features a synthetic generator needs (minimum, maximum or None) and uses by default.
 MAKE_FEATURES = {"friedman1": (5, None, 10), "sine": (1, 1, 1), "classes": (5, None, 10)}
 EXAMPLE_CONFIG = "configs/quickstart.yaml"
@@ -191,131 +188,32 @@ class DataConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """The estimator (``model``); names follow scikit-learn.
+    """The estimator (``model``): its class and its parameters, names as in scikit-learn.
+
+    The YAML section is read by :mod:`bigkernel.jobs.config.model`: every parameter of the
+    chosen class is a key, checked by the class's ``_parameter_constraints`` and defaulting to
+    its signature; the job's own keys (``solver``, ``gamma`` lists and ``"cv"``, ``alpha``
+    ``"cv"``/``"loo"``/``"gcv"``/``"evidence"``, ``cv``, ``gram_dtype``, ``preconditioner:
+    none``, ``task``) choose the class and translate to its parameters
+    (:mod:`bigkernel.jobs.config.estimators`, the one table). The README's model table lists
+    the keys, and each estimator's docstring its parameters.
 
     Parameters
     ----------
-    solver : {"random_features", "exact", "nystroem", "auto"}, default="random_features"
-        ``exact``: CG on the blocked Gram matrix (moderate n); ``nystroem``: Nyström features
-        in the one-pass primal path; ``auto``: chosen from n and ``memory_budget`` (the job log
-        says which and why).
-    kernel : str, default="rbf"
-        A kernel of the README's kernel table (:data:`JOB_KERNELS`); its columns say which
-        solvers serve it: linear, sigmoid, cosine, chi2, additive_chi2 and periodic need solver
-        exact, nystroem or auto; fourier (the fixed 1-D basis) needs random_features; polynomial
-        is served by every solver.
-    gamma : float, tuple of float, "cv" or None, default=None
-        Bandwidth, > 0. Exclusive with ``length_scale`` (gamma = 1 / (2 length_scale²)). A list
-        is searched together with alpha (by K-fold CV when alpha or gamma is "cv", else by GCV);
-        "cv" — or leaving gamma unset with alpha "cv" — searches 1/d × 10^[-2..1] (7 values).
-        Solver random_features searches in the same data pass; solver exact
-        (``ExactKernelRidgeCV``) forms one Gram matrix and one eigendecomposition per gamma and
-        scores by closed-form leave-one-out where random_features uses K-fold CV (see
-        ``alpha``). Solvers nystroem and auto take one gamma.
-    length_scale : float, tuple of float or None, default=None
-        Bandwidth, > 0; a tuple gives one scale per feature (ARD).
-    nu : {0.5, 1.5, 2.5}, default=1.5
-        Smoothness of the Matérn kernel (ignored by the other kernels).
-    n_components : int, default=1024
-        Number of features D, > 0; even for ``form="cossin"`` and ``kernel="fourier"``.
-    sampler : {"iid", "orthogonal"}, default="iid"
-        Orthogonal random features exist for ``kernel="rbf"`` only.
-    form : {"cos", "cossin"}, default="cos"
-        ``cos(Wx + b)`` features or paired cos/sin features with D/2 frequencies.
-    alpha : float, tuple of float, "gcv", "cv", "loo" or "evidence", default="gcv"
-        Ridge penalty (> 0, finite), a grid of them scored by GCV, "gcv" for the default grid
-        scored by GCV, or "cv" for the default grid scored by cross-validation: K-fold
-        (``cv: K``) with solver random_features; closed-form leave-one-out with solver exact,
-        whose equivalent it is (the exact path has no per-fold sums to subtract; LOO is exact,
-        as n refits would give). "loo" (solver exact only) is the same as "cv" there. With
-        solver exact, "cv"/"loo" or a gamma list or "cv" select ``ExactKernelRidgeCV``
-        (n <= 6000: one O(n³) eigendecomposition per gamma); a gamma list with alpha a number,
-        a list or "gcv" is scored by GCV. The mapping::
-
-            solver           alpha: gcv | list        alpha: cv             alpha: loo
-            random_features  GCV (one pass)           K-fold (cv: K)        error
-            exact            GCV (one gamma: CG;      closed-form LOO       closed-form LOO
-                             gamma list/cv: eigh)     (cv: K is an error)
-            nystroem, auto   GCV                      error                 error
-
-        ``alpha: evidence`` chooses α (and, with a gamma list, γ) by the largest evidence
-        (marginal likelihood of the Gaussian-process reading) on the default grid: from the one
-        pass (random_features, nystroem), the eigenvalues (exact: n <= 2000 with one gamma,
-        one eigendecomposition per gamma with a list).
-    cv : int, default=5
-        Folds for K-fold cross-validation (>= 2), used when alpha or gamma is "cv" with solver
-        random_features (setting it for an exact search is an error: it has no folds).
-    standardize : bool, default=False
-        Standardize features to mean 0 / sd 1 (a light pre-pass over X; stored in the model).
-        In YAML the default is ``auto``, resolved when the job is read: true for a CSV or
-        Parquet source, false for arrays (see
-        :func:`bigkernel.jobs.config.rules.auto_standardize`).
-    fit_intercept : bool, default=True
-        Unpenalized intercept by centering.
-    dtype : {"float32", "float64"}, default="float64"
-        Dtype of the features; sums and solves are always float64.
-    random_state : int, default=the job's ``seed``
-        Seed of the feature map, >= 0.
-    degree : int, default=3
-        Polynomial degree (>= 1).
-    coef0 : float, default=1.0
-        Polynomial and sigmoid offset.
-    tol : float, default=1e-6
-        Exact solver: CG relative residual, in (0, 1).
-    max_iter : int or None, default=None
-        Exact solver: CG iterations (default 10·n).
-    preconditioner : {"rpcholesky", "nystroem", "none"}, default="rpcholesky"
-        Exact solver: low-rank preconditioner.
-    rank : int or None, default=None
-        Exact solver: preconditioner rank (default from n).
-    memory_budget : int, str or None, default=None
-        Exact solver and ``auto``: bytes (or a size such as '8GB') for the Gram cache and the
-        solver; default half the machine's memory.
-    gram_dtype : {"auto", "float64", "float32"}, default="auto"
-        Exact solver: dtype of Gram tiles (auto: float64 when the whole matrix fits the budget).
-    n_probes : int, default=8
-        Exact solver: Hutchinson probes for df(alpha) when n > 3000 (>= 0).
-    landmarks : {"rpcholesky", "uniform"}, default="rpcholesky"
-        Nyström landmark choice (n_components landmarks).
-    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
-        Where the fit computes (the estimators' ``device``): ``cuda`` without CuPy or a GPU
-        stops the job with one error before any data is read; ``auto`` takes a GPU when CuPy
-        sees one (logged). With ``cluster.local.gpus`` the workers are one per GPU and
-        ``cuda`` is each worker's own GPU.
-    class_weight : "balanced", dict or None, default=None
-        ``task: classification``: weight per class (``{label: weight}``) or "balanced".
-    loss : {"squared_error", "squared_hinge", "hinge"}, default="squared_error"
-        ``task: classification``: least squares on ±1 targets, or the SVM solved in the primal
-        on the features (solver random_features or nystroem, one number for alpha).
+    estimator : str, default="RandomFeatureRidge"
+        The class's name (one of :func:`bigkernel.jobs.config.estimators.estimators`).
+    params : mapping, default={}
+        Every ``__init__`` parameter of the class (lists held as tuples); built with
+        ``estimator_class(estimator)(**estimator_arguments(params))``.
     """
 
-    solver: Solver = "random_features"
-    kernel: Kernel = "rbf"
-    gamma: float | tuple[float, ...] | Literal["cv"] | None = None
-    length_scale: float | tuple[float, ...] | None = None
-    nu: float = 1.5
-    n_components: int = 1024
-    sampler: Sampler = "iid"
-    form: Form = "cos"
-    alpha: float | tuple[float, ...] | Literal["gcv", "cv", "loo", "evidence"] = "gcv"
-    cv: int = 5
-    standardize: bool = False
-    fit_intercept: bool = True
-    dtype: DType = "float64"
-    random_state: int = 0
-    degree: int = 3
-    coef0: float = 1.0
-    tol: float = 1e-6
-    max_iter: int | None = None
-    preconditioner: Preconditioner = "rpcholesky"
-    rank: int | None = None
-    memory_budget: int | str | None = None
-    gram_dtype: GramDType = "auto"
-    n_probes: int = 8
-    landmarks: Landmarks = "rpcholesky"
-    device: str = "cpu"
-    class_weight: str | dict[Any, float] | None = None
-    loss: str = "squared_error"
+    estimator: str = "RandomFeatureRidge"
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def solver(self) -> str:
+        """str : The job's solver: random_features, nystroem, exact or auto."""
+        return solver_of(self.estimator)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -606,6 +504,8 @@ def _plain(value: Any) -> Any:
     """Convert dataclasses and tuples to dicts and lists, recursively."""
     if is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if f.compare}
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (tuple, list)):
         return [_plain(item) for item in value]
     return value
@@ -622,7 +522,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "data": _keys(DataConfig),
     "data.train": _keys(TrainSourceConfig),
     "data.make": _keys(MakeDataConfig),
-    "model": _keys(ModelConfig),
+    "model": (),  # the chosen classes' parameters: section_keys() reads them when a job is read
     "predict": _keys(PredictConfig),
     "cluster": _keys(ClusterConfig),
     "cluster.security": _keys(SecurityConfig),
@@ -632,3 +532,15 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "bootstrap.eval_grid": _keys(EvalGridConfig),
     "intervals": _keys(IntervalsConfig),
 }
+
+
+def section_keys() -> dict[str, tuple[str, ...]]:
+    """Return the valid keys of every section, the ``model`` section's read from the estimator
+    classes now (:func:`bigkernel.jobs.config.estimators.model_keys`).
+
+    Returns
+    -------
+    dict of str to tuple of str
+        By dotted prefix, as :data:`SECTION_KEYS`.
+    """
+    return {**SECTION_KEYS, "model": model_keys()}
