@@ -23,7 +23,7 @@ Solvers
 -------
 * Random features and Nyström: a batch shares one pass over the data — each chunk's features
   are computed once and weighted by every replicate's counts — then one small primal solve per
-  replicate (:class:`_FeaturePlan`).
+  replicate (:class:`~bigkernel.solvers.feature_plan.FeaturePlan`).
 * Exact: the training data are held in memory once (the exact solver's premise); a replicate
   is one task: its rows with count > 0 and the weighted dual system
   ``(diag(s) K diag(s) + αI) u = s ⊙ y`` (``s = √counts``, see

@@ -133,6 +133,7 @@ class NystroemSolver(OnePassPrimal):
         return fmap if scaler is None else fmap.standardized(*scaler)
 
     def map_from_state(self, meta: dict, arrays: Mapping[str, np.ndarray]) -> NystroemMap:
+        """The landmark map read back (landmarks, ``K_mm^(-1/2)``, kernel)."""
         return NystroemMap.from_arrays(meta, arrays)
 
 

@@ -160,7 +160,9 @@ class RandomFeatureSolver(OnePassPrimal):
         return PrimalFixed(fmap, scaler, self.device)
 
     def map_state(self, fmap: Any) -> dict[str, np.ndarray]:
+        """The map's saved arrays (:func:`feature_map_arrays`)."""
         return feature_map_arrays(fmap)
 
     def map_from_state(self, meta: dict, arrays: Mapping[str, np.ndarray]) -> Any:
+        """The map read back (:func:`feature_map_from_state`)."""
         return feature_map_from_state(meta, arrays)
