@@ -23,7 +23,7 @@ Solvers
 -------
 * Random features and Nyström: a batch shares one pass over the data — each chunk's features
   are computed once and weighted by every replicate's counts — then one small primal solve per
-  replicate (:class:`_FeaturePlan`).
+  replicate (:class:`~bigkernel.solvers.feature_plan.FeaturePlan`).
 * Exact: the training data are held in memory once (the exact solver's premise); a replicate
   is one task: its rows with count > 0 and the weighted dual system
   ``(diag(s) K diag(s) + αI) u = s ⊙ y`` (``s = √counts``, see
@@ -58,9 +58,8 @@ from sklearn.base import clone
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import parse_device, resolve_device
 from bigkernel.errors import ParameterError
-from bigkernel.graph.residuals import residual_sample_graph
 from bigkernel.io.band_store import BootstrapStore, array_digest
-from bigkernel.kernels.registry import is_precomputed, kernel_spec
+from bigkernel.kernels.registry import is_precomputed
 from bigkernel.models.exact import (
     DEFAULT_PROBES,
     EXACT_DF_MAX_N,
@@ -71,19 +70,17 @@ from bigkernel.models.exact import (
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
-from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
+from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.device_gram import DeviceGram
 from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
-from bigkernel.numerics.primal import PrimalExpansion, solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
 from bigkernel.numerics.residuals import ResidualSample, finish_residuals, residual_summary
 from bigkernel.numerics.scaling import column_moments, safe_scale
-from bigkernel.numerics.sums import SufficientStats, sums_precision
+from bigkernel.solvers.feature_plan import BATCH_STATS_BYTES
 from bigkernel.solvers.replicates import (
     ReplicatePlan,
     derived_seed,
-    feature_map_digest,
     jsonable,
     task_cache_budget,
 )
@@ -105,12 +102,6 @@ from bigkernel.solvers.replicates import (
 from bigkernel.validation import is_integer
 
 __all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan", "on_device"]
-
-#: the estimators whose replicates share one weighted pass of features
-FeatureEstimator = RandomFeatureRidge | RandomFeatureRidgeCV | NystroemRidge
-
-#: Bytes of reduced statistics one batch may hold per partial sum (m · D² float64 each).
-BATCH_STATS_BYTES = 256 * 2**20
 
 #: Replicates of the exact solver per batch (a batch shares one weights task only).
 EXACT_MAX_BATCH = 64
@@ -135,148 +126,6 @@ def _with_seed(est: Any, seed_entropy: int) -> Any:
         est.set_params(random_state=derived_seed(seed_entropy))
     est._check_params()
     return est
-
-
-def _feature_params(est: Any, **override: Any) -> dict[str, Any]:
-    """:func:`_params` of a random-feature estimator, without the polynomial kernel's ``degree``
-    and ``coef0`` when its kernel does not take them: they change nothing then, and stores made
-    before the estimators had them keep their fingerprint (so they resume)."""
-    params = _params(est, **override)
-    if isinstance(est, (RandomFeatureRidge, RandomFeatureRidgeCV)):
-        taken = kernel_spec(est.kernel).param_names()
-        for name in ("degree", "coef0"):
-            if name not in taken:
-                params.pop(name, None)
-    return params
-
-
-# --------------------------------------------------------------------------------------------
-# Random features and Nyström: a batch shares one weighted pass
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _FeatureReplicate:
-    """Everything a replicate task needs besides the statistics (one graph key, shared)."""
-
-    fmap: Any
-    X_eval: np.ndarray
-    alpha: Any
-    fit_intercept: bool
-    dtype: str
-    block_rows: int
-
-    def run(self, stats: SufficientStats, index: int, replicate: int, store: BootstrapStore) -> int:
-        # the same solve (and GCV rounding guard) as the estimator's fit
-        sol = solve_primal(stats.select(index), self.alpha, self.fit_intercept, sums_precision(self.dtype))
-        pred = PrimalExpansion(self.fmap, sol.coef, sol.intercept, dtype=self.dtype, block_rows=self.block_rows)(
-            self.X_eval
-        )
-        # coefficient rows 0..D-1 are β, row D the intercept
-        store.write_replicate(replicate, pred, np.vstack([sol.coef, sol.intercept[np.newaxis]]))
-        return replicate
-
-    def reference(self, stats: SufficientStats) -> _Reference:
-        """The fit with unit weights (``stats`` of the whole data) and its predictor."""
-        sol = solve_primal(stats, self.alpha, self.fit_intercept, sums_precision(self.dtype))
-        df = float(sol.df[int(np.argmin(np.abs(sol.alphas - sol.alpha)))])
-        predict = PrimalExpansion(self.fmap, sol.coef, sol.intercept, self.dtype, self.block_rows)
-        return _Reference(predict, predict(self.X_eval), df)
-
-
-@dataclass(frozen=True)
-class _Reference:
-    """The original fit: predictor, predictions at the evaluation points, degrees of freedom."""
-
-    predict: Any
-    center: np.ndarray
-    df: float
-
-
-def _reference_fit(model: _FeatureReplicate, stats: SufficientStats) -> _Reference:
-    return model.reference(stats)
-
-
-def _predictor(ref: _Reference) -> Any:
-    return ref.predict
-
-
-def _finish_reference(ref: _Reference, summary) -> ResidualSample:
-    return finish_residuals(summary, ref.center, ref.df)
-
-
-class _FeaturePlan:
-    """Replicate plan of the streamed primal solvers: weighted one-pass sums, primal solve."""
-
-    def __init__(
-        self, est: FeatureEstimator, fmap: Any, alpha: Any, X_eval: np.ndarray, fingerprint: dict[str, Any]
-    ) -> None:
-        self.estimator, self.fmap = est, fmap
-        dtype = str(np.dtype(est.dtype))
-        D = fmap.n_components
-        rows = feature_block_rows(est.n_components, dtype)
-        self.n_coef = D + 1
-        self.max_batch_size = max(1, BATCH_STATS_BYTES // (8 * D * D))
-        self._model = dask.delayed(
-            _FeatureReplicate(fmap, X_eval, alpha, bool(est.fit_intercept), dtype, rows), pure=True
-        )
-        self.fingerprint = {
-            **fingerprint, "feature_map": feature_map_digest(fmap), "feature_dtype": dtype,
-            "feature_block_rows": rows, "coef_layout": "rows 0..D-1 coef, row D intercept",
-        }  # fmt: skip
-
-    def residual_task(self, ds: Dataset, seed: int, capacity: int) -> Delayed:
-        """Delayed :class:`ResidualSample` of the unit-weight fit: one pass of sums, one solve,
-        one residual pass."""
-        ref = dask.delayed(_reference_fit, pure=True)(self._model, self.estimator.stats_graph(ds, self.fmap))
-        Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
-        summary = residual_sample_graph(ds.X, Y, dask.delayed(_predictor, pure=True)(ref), seed, capacity)
-        return dask.delayed(_finish_reference, pure=True)(ref, summary)
-
-    def batch_tasks(
-        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore, after: Sequence[Delayed] = ()
-    ) -> list[Delayed]:
-        stats = self.estimator.stats_graph(ds, self.fmap, weights=_gated(weights, after))
-        token = dask.base.tokenize(store.path, stats.key)
-        return [
-            dask.delayed(_run_replicate, pure=True)(
-                self._model, stats, i, r, store, dask_key_name=f"bootstrap-replicate-{r}-{token}"
-            )
-            for i, r in enumerate(weights.replicates)
-        ]
-
-
-def _feature_plan(est: FeatureEstimator, ds: Dataset, X_eval: np.ndarray, seed_entropy: int) -> _FeaturePlan:
-    d = ds.X.shape[1]
-    if isinstance(est, RandomFeatureRidgeCV):
-        if not _is_fitted(est):
-            raise ParameterError(
-                "bootstrap() needs a fitted RandomFeatureRidgeCV (its replicates use the chosen "
-                "gamma_ and alpha_; the search is not repeated per replicate): call fit first, or "
-                "bootstrap a RandomFeatureRidge with the gamma and alpha you want."
-            )
-        _check_n_features(est, d)
-        alpha = float(est.alpha_)
-        params = _feature_params(est, gamma_=float(est.gamma_), alpha_=alpha)
-        return _FeaturePlan(
-            est, est.feature_map_, alpha, X_eval, {"class": _class_name(est), "params": params, "fitted": True}
-        )
-    if _is_fitted(est):
-        _check_n_features(est, d)
-        return _FeaturePlan(
-            est,
-            est.feature_map_,
-            est.alpha,
-            X_eval,
-            {"class": _class_name(est), "params": _feature_params(est), "fitted": True},
-        )
-    est = _with_seed(est, seed_entropy)
-    est._fit_scaler(ds)  # standardize: the scaling is fixed from all rows, like the map
-    if isinstance(est, NystroemRidge):
-        fmap = est._make_map(ds, None)  # landmarks from the data, once
-    else:
-        fmap = est._make_feature_map(d)
-    return _FeaturePlan(
-        est, fmap, est.alpha, X_eval, {"class": _class_name(est), "params": _feature_params(est), "fitted": False}
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -529,7 +378,8 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
     if isinstance(estimator, ExactKernelRidgeCV):
         return _ExactPlan(_exact_at_choice(estimator), ds, X_eval, seed_entropy, workers)
     if isinstance(estimator, (RandomFeatureRidge, RandomFeatureRidgeCV, NystroemRidge)):
-        return _feature_plan(estimator, ds, X_eval, seed_entropy)
+        # the one-pass plan moved to bigkernel.solvers.feature_plan, built by the estimator
+        return estimator.replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
     raise NotImplementedError(
         f"bootstrap() does not support {type(estimator).__name__}: it supports RandomFeatureRidge, "
         "RandomFeatureRidgeCV (fitted), NystroemRidge, ExactKernelRidge, ExactKernelRidgeCV "

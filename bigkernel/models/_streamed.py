@@ -23,14 +23,16 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.predictions import transform_to_zarr
 from bigkernel.models._base import SPARSE_OK
-from bigkernel.numerics.primal import FeatureBlocks, solve_primal
-from bigkernel.numerics.sums import SufficientStats, sums_precision
+from bigkernel.numerics.primal import FeatureBlocks
+from bigkernel.numerics.sums import SufficientStats
 from bigkernel.runtime import compute, map_rows
+from bigkernel.solvers.primal import STATS_FIELDS as _STATS_FIELDS
+from bigkernel.solvers.primal import PrimalFixed
 
 logger = logging.getLogger(__name__)
 
-#: names of the saved arrays of ``stats_`` (the range is saved as ``data_min``/``data_max``)
-STATS_FIELDS = ("n", "sum_phi", "sum_y", "sum_yy", "gram", "phi_y")
+#: names of the saved arrays of ``stats_`` (defined with the solver that saves them)
+STATS_FIELDS = _STATS_FIELDS
 
 
 def transform_features(est: Any, fmap: Any, X: Any, dtype: str) -> np.ndarray | da.Array:
@@ -133,11 +135,12 @@ class FeaturesOutMixin:
 class PartialFitMixin:
     """``partial_fit`` for the streamed ridge estimators (RandomFeatureRidge, NystroemRidge).
 
-    The host class provides ``_new_map(ds, weights)`` (the feature map a fit on ``ds`` would
-    draw), ``stats_graph``, ``_set_fitted``, ``_fit_input``, ``_as_dataset`` and ``_fit_scaler``.
+    The host class provides ``make_solver()`` (a one-pass primal solver:
+    :class:`~bigkernel.solvers.primal.OnePassPrimal`), ``_set_solution``, ``_set_scaler``,
+    ``_fit_input`` and ``_as_dataset``.
     """
 
-    #: fits keep their statistics as ``stats_`` (read by ``_RandomFeatureBase._set_fitted``)
+    #: fits keep their statistics as ``stats_`` (read by ``_RandomFeatureBase._set_solution``)
     _keeps_stats: ClassVar[bool] = True
 
     def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> Self:
@@ -183,10 +186,13 @@ class PartialFitMixin:
     def partial_fit_dataset(self, ds: Dataset, weights: Any = None) -> Self:
         """:meth:`partial_fit` from a validated :class:`~bigkernel.data.sources.Dataset` (for
         orchestrators such as ``bigkernel update``); ``weights(start, stop) -> (1, rows)``."""
+        solver = self.make_solver()
         if not hasattr(self, "coef_"):
             self._check_partial_fit()
-            self._fit_scaler(ds, weights)  # standardize=True: from this batch, then frozen in the map
-            fmap, before = self._new_map(ds, weights), None
+            # the map and (standardize=True) the scaling from this batch, then frozen in the map
+            fixed, before = solver.prepare(ds, weights), None
+            self._set_scaler(fixed.scaler)
+            fmap = fixed.fmap
             if getattr(fmap, "landmarks", None) is not None and fmap.landmarks.shape[0] < self.n_components:
                 logger.warning(
                     "partial_fit: the first batch gave %d Nyström landmarks of n_components=%d; "
@@ -196,12 +202,11 @@ class PartialFitMixin:
                 )
         else:
             self._check_params()  # α may have been changed (set_params) since the last batch
-            before, fmap = self._stats_for_update(ds), self.feature_map_
-        (stats,) = compute(self.stats_graph(ds, fmap, weights), label="partial_fit")
+            before, fixed = self._stats_for_update(ds), PrimalFixed(self.feature_map_, None, solver.device)
+        (stats,) = compute(solver.statistics_graph(fixed.fmap, ds, weights), label="partial_fit")
         total = stats if before is None else before + stats
-        sol = solve_primal(total, self.alpha, self.fit_intercept, sums_precision(self.dtype))
-        y_ndim = ds.y.ndim if before is None else (1 if np.ndim(self.coef_) == 1 else 2)
-        return self._set_fitted(sol, fmap, y_ndim, total)
+        single = ds.y.ndim == 1 if before is None else np.ndim(self.coef_) == 1
+        return self._set_solution(fixed, solver.solve(fixed, total, single=single))
 
     def _check_partial_fit(self) -> None:
         self._check_params()

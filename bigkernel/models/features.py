@@ -25,8 +25,9 @@ from bigkernel.io.model_store import register_model, save_model
 from bigkernel.models._base import SPARSE_OK, ArrayIn, KernelLike, RandomStateLike, check_estimator_params
 from bigkernel.models._streamed import FeaturesOutMixin
 from bigkernel.models.nystroem import NystroemRidge
-from bigkernel.models.random_features import RandomFeatureRidge, feature_map_arrays, feature_map_from_state
+from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.nystroem_features import NystroemMap
+from bigkernel.solvers.random_features import feature_map_arrays, feature_map_from_state
 
 __all__ = ["NystroemFeatures", "RandomFeatures"]
 
@@ -77,12 +78,11 @@ class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Fea
         ridge = self._ridge_for_map()
         ridge._check_rules()
         ds = self._fit_data(X)
-        ridge._fit_scaler(ds)
-        fmap = ridge._new_map(ds)
-        self.feature_map_ = fmap
-        self._n_features_out = fmap.n_components
+        fixed = ridge.make_solver().prepare(ds)  # the scaling and the map, as the ridge's fit draws them
+        self.feature_map_ = fixed.fmap
+        self._n_features_out = fixed.fmap.n_components
         if self.standardize:
-            self.scaler_mean_, self.scaler_scale_ = ridge.scaler_mean_, ridge.scaler_scale_
+            self.scaler_mean_, self.scaler_scale_ = fixed.scaler
         return self
 
     def _fit_data(self, X) -> Dataset:
@@ -190,13 +190,19 @@ class RandomFeatures(_FeatureTransformer):
 
     _parameter_constraints: ClassVar[dict[str, list]] = _map_constraints(RandomFeatureRidge, __init__)
 
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted map as JSON attributes and arrays (format v1)."""
         check_is_fitted(self, "feature_map_")
         fm = self.feature_map_
         return {"feature_map": fm.to_metadata(), "n_features_in_": self.n_features_in_}, feature_map_arrays(fm)
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Set the map read back from a store."""
         self._set_map(feature_map_from_state(attrs["feature_map"], arrays), attrs)
+
+    # transitional: io/model_store.py calls these until the merge of issue 20 (then delete)
+    _get_state = get_model_state
+    _set_state = set_model_state
 
 
 @register_model
@@ -262,10 +268,16 @@ class NystroemFeatures(_FeatureTransformer):
 
     _parameter_constraints: ClassVar[dict[str, list]] = _map_constraints(NystroemRidge, __init__)
 
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted map (landmarks, ``K_mm^(-1/2)``) as JSON attributes and arrays (format v1)."""
         check_is_fitted(self, "feature_map_")
         fm = self.feature_map_
         return {"feature_map": fm.to_metadata(), "n_features_in_": self.n_features_in_}, fm.arrays()
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Set the map read back from a store."""
         self._set_map(NystroemMap.from_arrays(attrs["feature_map"], arrays), attrs)
+
+    # transitional: io/model_store.py calls these until the merge of issue 20 (then delete)
+    _get_state = get_model_state
+    _set_state = set_model_state

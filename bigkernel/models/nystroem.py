@@ -5,14 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar, Self
 
-import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
-from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._sparse import as_block, is_sparse, nonfinite_rows, scale_columns
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import CPU
-from bigkernel.errors import DataError, DeviceError
+from bigkernel.errors import DeviceError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import check_kernel_name, is_precomputed
@@ -28,17 +25,9 @@ from bigkernel.models._base import (
     Weights,
 )
 from bigkernel.models._streamed import PartialFitMixin
-from bigkernel.models.exact import build_kernel
 from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
-from bigkernel.numerics.nystroem_features import (
-    LANDMARK_METHODS,
-    NystroemMap,
-    landmark_pool_size,
-    select_landmarks,
-)
-from bigkernel.numerics.primal import solve_primal
-from bigkernel.numerics.sums import sums_precision
-from bigkernel.runtime import compute
+from bigkernel.numerics.nystroem_features import LANDMARK_METHODS, NystroemMap
+from bigkernel.solvers.nystroem import NystroemSolver, kernel_of_spec
 from bigkernel.validation import Options
 
 logger = logging.getLogger(__name__)
@@ -184,9 +173,13 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         if is_precomputed(self.kernel):
             check_kernel_name(self.kernel, "nystroem")
 
+    def make_solver(self) -> NystroemSolver:
+        """The solver of this estimator's parameters, on its resolved device (set by ``fit``)."""
+        return NystroemSolver.from_params(self.get_params(deep=False), device=getattr(self, "_device", None))
+
     def _make_kernel(self, n_features: int) -> Kernel:
         # the same kernel construction as the exact solver, so solvers are comparable
-        return build_kernel(self, n_features)
+        return kernel_of_spec(self.make_solver().spec, n_features)
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
@@ -195,114 +188,12 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         landmarks and the statistics to the kept rows.
         """
         self._check_params()
-        self._fit_scaler(ds, weights)
-        fmap = self._make_map(ds, weights)
-        (stats,) = compute(self.stats_graph(ds, fmap, weights), label="fit")
-        return self._set_fitted(
-            solve_primal(
-                stats,
-                self.alpha,
-                self.fit_intercept,
-                sums_precision(self.dtype),
-                device=getattr(self, "_device", CPU),
-            ),
-            fmap,
-            ds.y.ndim,
-            stats,
-        )
-
-    def _new_map(self, ds: Dataset, weights: Weights | None = None) -> NystroemMap:
-        """The map a fit on ``ds`` draws (``partial_fit``'s first batch, the transformer)."""
-        return self._make_map(ds, weights)
+        solver = self.make_solver()
+        fixed = solver.prepare(ds, weights)
+        self._set_scaler(fixed.scaler)
+        return self._set_solution(fixed, solver.fit(fixed, ds, weights))
 
     def _make_map(self, ds: Dataset, weights) -> NystroemMap:
-        n, d = ds.X.shape
-        kernel = self._make_kernel(d)
-        seed = self._seed()
-        rng = np.random.default_rng(seed)
-        size = landmark_pool_size(n, self.n_components, self.landmarks)
-        rows = _sample_rows(rng, n, size, weights)
-        (pool,) = compute(ds.X[rows], label="landmarks")
-        pool = as_block(pool)  # sparse X gives sparse landmarks (CSR)
-        if nonfinite_rows(pool) is not None:
-            raise DataError("X contains NaN or inf in the rows sampled as Nyström landmarks; remove or impute them")
-        scaler = getattr(self, "_scaler", None)
-        if scaler is not None:
-            pool = scale_columns(pool, 1.0 / scaler[1]) if is_sparse(pool) else (pool - scaler[0]) / scaler[1]
-        pool = pool[rng.permutation(pool.shape[0])]  # sorted for the read; shuffle for "first m"
-        Z = select_landmarks(kernel, pool, self.n_components, self.landmarks, random_state=rng)
-        params = {"landmarks": self.landmarks, "seed": seed, "pool": int(pool.shape[0])}
-        fmap = NystroemMap.from_landmarks(kernel, Z, params=params)
-        logger.info(
-            "Nyström map: %d %s landmarks from %d candidates, %d components",
-            Z.shape[0],
-            self.landmarks,
-            pool.shape[0],
-            fmap.n_components,
-        )
-        return fmap if scaler is None else fmap.standardized(*scaler)
-
-    # ----------------------------------------------------------------- persistence
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        check_is_fitted(self, "coef_")
-        fm = self.feature_map_
-        attrs = {
-            "feature_map": fm.to_metadata(), "alpha_": self.alpha_, "df_": self.df_,
-            "n_samples_fit_": self.n_samples_fit_, "n_features_in_": self.n_features_in_,
-            "single_output": self.coef_.ndim == 1,
-        }  # fmt: skip
-        arrays = {
-            "coef": np.atleast_2d(self.coef_), "intercept": np.atleast_1d(np.asarray(self.intercept_, float)),
-            "alphas": self.alphas_, "df_path": self.df_path_, "gcv": np.asarray(self.gcv_), **fm.arrays(),
-            **self._range_arrays(),
-        }  # fmt: skip
-        self._add_spectrum_state(attrs, arrays)
-        self._add_posterior_state(attrs, arrays)
-        self._add_stats_state(arrays)
-        return attrs, arrays
-
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        fm = NystroemMap.from_arrays(attrs["feature_map"], arrays)
-        coef, intercept = arrays["coef"], arrays["intercept"]
-        if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
-            raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
-        single = bool(attrs["single_output"])
-        self.feature_map_ = fm
-        self.coef_ = coef[0] if single else coef
-        self.intercept_ = float(intercept[0]) if single else intercept
-        self.alpha_, self.df_ = float(attrs["alpha_"]), float(attrs["df_"])
-        self.alphas_, self.df_path_, self.gcv_ = arrays["alphas"], arrays["df_path"], arrays["gcv"]
-        self.n_samples_fit_, self.n_features_in_ = int(attrs["n_samples_fit_"]), int(attrs["n_features_in_"])
-        self._read_spectrum_state(attrs, arrays)
-        self._read_posterior_state(attrs, arrays)
-        self._read_range(arrays)
-        self._read_stats_state(arrays)
-
-
-def _sample_rows(rng: np.random.Generator, n: int, size: int, weights) -> np.ndarray:
-    """``size`` distinct row indices, uniform among the rows ``weights`` keeps (sorted)."""
-    if weights is None:
-        return np.sort(rng.choice(n, size=size, replace=False))
-    picked: list[int] = []
-    seen: set[int] = set()
-    # draw in rounds: kept rows are a large fraction in practice (a training split)
-    for _ in range(64):
-        cand = rng.choice(n, size=min(n, 2 * size), replace=False)
-        for i in cand:
-            i = int(i)
-            if i not in seen and _kept(weights, i):
-                seen.add(i)
-                picked.append(i)
-                if len(picked) == size:
-                    return np.sort(np.array(picked))
-        if len(seen) >= n:
-            break
-    if not picked:
-        raise DataError("no training rows to draw landmarks from (all rows are held out or weighted 0)")
-    return np.sort(np.array(picked))
-
-
-def _kept(weights, i: int) -> bool:
-    if hasattr(weights, "groups"):
-        return int(np.asarray(weights.groups(i, i + 1))[0]) in tuple(weights.keep)
-    return float(np.asarray(weights(i, i + 1))[0, 0]) > 0
+        """The landmarks a fit on ``ds`` draws, scaled by the scaling :meth:`_fit_scaler`
+        estimated (the classifiers' inner regressors)."""
+        return self.make_solver().landmark_map(ds, weights, getattr(self, "_scaler", None))

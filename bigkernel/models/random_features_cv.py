@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from numbers import Integral
 from typing import ClassVar, Self
 
@@ -11,10 +10,9 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from bigkernel.data.sources import Dataset
-from bigkernel.devices import CPU
 from bigkernel.errors import ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.registry import gamma_from_length_scale, kernel_spec, kernels_searching
+from bigkernel.kernels.registry import kernel_spec, kernels_searching
 from bigkernel.models._base import (
     GRID,
     ArrayIn,
@@ -23,22 +21,26 @@ from bigkernel.models._base import (
     RandomStateLike,
     RowPartition,
 )
-from bigkernel.models._search import best_index, cv_results
 from bigkernel.models.random_features import _RandomFeatureBase
-from bigkernel.numerics.cv import cv_path
-from bigkernel.numerics.primal import PrimalSolution, eigen_path, resolve_alphas
-from bigkernel.numerics.splits import FoldSplit
-from bigkernel.numerics.sums import sums_precision
-from bigkernel.numerics.threads import lapack_limit
-from bigkernel.runtime import compute
+from bigkernel.solvers.base import Solution
+from bigkernel.solvers.feature_plan import FeaturePlan, feature_fingerprint
+from bigkernel.solvers.primal import PrimalFixed
+from bigkernel.solvers.random_features_cv import (
+    DEFAULT_RELATIVE_ALPHAS,
+    DEFAULT_RELATIVE_GAMMAS,
+    RandomFeatureCVSolver,
+    SearchResult,
+    SearchScores,
+    search_table,
+    split_best,
+)
+from bigkernel.solvers.replicates import check_n_features
+from bigkernel.solvers.search import best_index
 from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
 
-#: default α grid when ``alphas=None``: 20 values, relative to the mean eigenvalue of the system
-DEFAULT_RELATIVE_ALPHAS = np.logspace(-8, 1, 20)
-#: default γ grid when neither ``gammas`` nor ``length_scales`` is given: multiples of 1/d
-DEFAULT_RELATIVE_GAMMAS = np.logspace(-2, 1, 7)
+__all__ = ["DEFAULT_RELATIVE_ALPHAS", "DEFAULT_RELATIVE_GAMMAS", "RandomFeatureRidgeCV"]
 
 
 @register_model
@@ -159,13 +161,6 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         if self.gammas is not None and self.length_scales is not None:
             raise ParameterError("give gammas or length_scales, not both")
 
-    def _bandwidths(self, n_features: int) -> list[float]:
-        if self.length_scales is not None:
-            return [gamma_from_length_scale(self.kernel, float(v)) for v in np.atleast_1d(self.length_scales)]
-        if self.gammas is not None:
-            return [float(v) for v in np.atleast_1d(self.gammas)]
-        return [float(g) / n_features for g in DEFAULT_RELATIVE_GAMMAS]
-
     def fit(self, X: ArrayIn, y: ArrayIn) -> Self:
         """Search (γ, α) in one pass and refit at the best point (see the class docstring).
 
@@ -181,130 +176,82 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
         # no sample_weight: the folds are row partitions of the unweighted data
         return super().fit(X, y)
 
+    def make_solver(self) -> RandomFeatureCVSolver:
+        """The search's solver of this estimator's parameters, on its resolved device."""
+        return RandomFeatureCVSolver.from_params(
+            self.get_params(deep=False), device=getattr(self, "_device", None), owner=type(self).__name__
+        )
+
     def fit_dataset(self, ds: Dataset, weights: RowPartition | None = None) -> Self:
         """Fit from a validated dataset; ``weights`` may be a row partition (e.g. a holdout split)
         whose group 0 alone takes part: other rows are in neither training nor validation."""
         self._check_params()
-        n, d = ds.X.shape
-        if not isinstance(self.cv, str) and n < self.cv:
-            raise ParameterError(f"cv={self.cv} folds need at least {self.cv} samples, got n_samples={n}")
-        seed = self._seed()
-        self._fit_scaler(ds)
-        gammas = self._bandwidths(d)
-        fmaps = [self._feature_map(d, seed, gamma=g) for g in gammas]
-        split = None if isinstance(self.cv, str) else FoldSplit(seed, int(self.cv))
-        weights = _combine(split, weights)
-        (stats,) = compute(self.stats_graph(ds, fmaps, weights), label="cv-fit")
-        eps = sums_precision(self.dtype)  # scores below their rounding error are never chosen
-        # the D × D eigendecompositions on the cores other processes leave idle (numerics.threads)
-        with lapack_limit(max(f.n_components for f in fmaps)) as threads:
-            scores, r2, per_split, alphas_per_gamma, dfs = self._score_gammas(stats, split, eps, gammas, threads)
-        self._set_cv_results(gammas, alphas_per_gamma, scores, per_split, r2)
-        self.cv_results_["df"] = np.concatenate(dfs)  # df(α) of the whole-data system, per grid point
-        gi, _ = self._best_index
-        return self._refit_best(
-            stats[gi].total() if split is not None else stats[gi], fmaps, gammas, alphas_per_gamma, ds.y.ndim, eps
-        )
+        solver = self.make_solver()
+        fixed = solver.prepare(ds, weights)
+        self._set_scaler(fixed.scaler)
+        solution = solver.fit(fixed, ds, weights)
+        found: SearchResult = solution.details
+        self.cv_results_ = found.cv_results
+        self.best_index_ = found.best_index
+        self.best_params_ = found.cv_results["params"][found.best_index]
+        self.best_score_ = float(found.cv_results["mean_test_score"][found.best_index])
+        self.gamma_ = found.gamma
+        refit = Solution(solution.coef, solution.intercept, solution.alpha, solution.alphas, {}, found.fit)
+        return self._set_solution(found.fixed, refit)
 
-    def _score_gammas(self, stats, split, eps: float, gammas: list[float], threads: int | None) -> tuple[list, ...]:
-        """Every (γ, α) score from the pass's statistics: per γ one eigendecomposition of the
-        whole-data system and, for K-fold CV, one per fold (logged per γ: they are most of the
-        time after the pass)."""
-        scores, r2, per_split, alphas_per_gamma, dfs = [], [], [], [], []
-        t0 = time.perf_counter()
-        for i, st in enumerate(stats):
-            folds = st if split is not None else None
-            total = st.total() if split is not None else st
-            path = eigen_path(total, self.fit_intercept, eps, device=getattr(self, "_device", CPU))
-            alphas = self._alpha_grid(path)
-            alphas_per_gamma.append(alphas)
-            dfs.append(path.df(alphas))
-            if self.cv == "evidence":  # profile log evidence, summed over targets: higher is better
-                lml = path.spectrum().evidence(alphas).log_likelihood().sum(axis=1)
-                scores.append(lml)
-                per_split.append(lml[np.newaxis])
-                r2.append(np.full(alphas.size, np.nan))
-            elif folds is None:
-                gcv = path.gcv(alphas).mean(axis=1)
-                scores.append(-gcv)
-                per_split.append(-gcv[np.newaxis])
-                r2.append(np.full(alphas.size, np.nan))
-            else:
-                cvp = cv_path(folds, alphas, self.fit_intercept, eps)
-                mse = cvp.mse()  # (K, A)
-                per_split.append(-mse)
-                scores.append(-mse.mean(axis=0))
-                r2.append(cvp.r2().mean(axis=0))
-            logger.info(
-                "RandomFeatureRidgeCV: gamma %d/%d (%.4g) scored: %d eigendecomposition(s) of %d × %d%s, %.1fs so far",
-                i + 1, len(stats), gammas[i], 1 + (0 if folds is None else folds.n.shape[0]), path.eigvals.size,
-                path.eigvals.size, "" if threads is None else f" on {threads} BLAS thread(s)", time.perf_counter() - t0,
-            )  # fmt: skip
-        return scores, r2, per_split, alphas_per_gamma, dfs
+    # the search's steps, for RandomFeatureClassifierCV (which scores by accuracy in a second
+    # pass and refits through this estimator)
+    def _bandwidths(self, n_features: int) -> list[float]:
+        return self.make_solver().bandwidths(n_features)
 
     def _alpha_grid(self, path) -> np.ndarray:
-        """The α searched for one map: ``alphas``, or the default grid relative to the mean
-        eigenvalue of its whole-data system."""
-        if self.alphas is None:
-            return DEFAULT_RELATIVE_ALPHAS * max(float(path.eigvals.mean()), np.finfo(float).tiny)
-        return resolve_alphas(np.atleast_1d(self.alphas).tolist(), path)[0]
+        return self.make_solver().alpha_grid(path)
+
+    def _set_cv_results(self, gammas, alphas_per_gamma, scores, per_split, r2) -> None:
+        """``cv_results_``, ``best_*`` and the (γ, α) indices of the best point."""
+        table = search_table(gammas, SearchScores(scores, r2, per_split, alphas_per_gamma, []))
+        best = best_index(table, "CV")
+        self.cv_results_, self.best_index_ = table, best
+        self.best_params_ = table["params"][best]
+        self.best_score_ = float(table["mean_test_score"][best])
+        self._best_index = split_best(alphas_per_gamma, best)
+        logger.info(
+            "CV over %d γ × α points: best %s (score %.4g)", table["mean_test_score"].size, self.best_params_,
+            self.best_score_,
+        )  # fmt: skip
 
     def _refit_best(self, best_total, fmaps, gammas, alphas_per_gamma, y_ndim: int, eps: float) -> Self:
         """Fitted attributes at the best (γ, α) (``_best_index``) from that map's total statistics."""
         gi, ai = self._best_index
-        path = eigen_path(best_total, self.fit_intercept, eps, device=getattr(self, "_device", CPU))
-        alphas = alphas_per_gamma[gi]
-        coef = path.coef(float(alphas[ai]))
-        spectrum = path.spectrum()
-        sol = PrimalSolution(
-            coef, path.intercept(coef), float(alphas[ai]), alphas, path.df(alphas), path.gcv(alphas), spectrum,
-            spectrum.evidence(alphas), path,
-        )  # fmt: skip
+        solver = self.make_solver()
+        fixed = PrimalFixed(fmaps[gi], getattr(self, "_scaler", None), solver.device)
         self.gamma_ = gammas[gi]
-        return self._set_fitted(sol, fmaps[gi], y_ndim, best_total)
+        return self._set_solution(fixed, solver.refit(fixed, best_total, alphas_per_gamma[gi], ai, y_ndim == 1, eps))
 
-    def _set_cv_results(self, gammas, alphas_per_gamma, scores, per_split, r2) -> None:
-        pg = np.concatenate([np.full(a.size, g, dtype=np.float64) for g, a in zip(gammas, alphas_per_gamma)])
-        pa = np.concatenate([np.asarray(a, dtype=np.float64) for a in alphas_per_gamma])
-        splits = np.concatenate([np.asarray(sp) for sp in per_split], axis=1)  # (n_splits, points)
-        # GCV is inf when df >= n: no spread then
-        finite = np.all(np.isfinite(splits), axis=0)
-        std = np.where(finite, np.where(finite, splits, 0.0).std(axis=0), np.nan)
-        extra = {"mean_test_r2": np.concatenate([np.asarray(r) for r in r2])}
-        extra |= {f"split{k}_test_score": col for k, col in enumerate(splits)}
-        results = cv_results(pg, pa, np.concatenate([np.asarray(sc) for sc in scores]), std, extra=extra)
-        self.cv_results_ = results
-        best = best_index(results, "CV")
-        mean, params = results["mean_test_score"], results["params"]
-        self.best_index_ = best
-        self.best_params_ = params[best]
-        self.best_score_ = float(mean[best])
-        counts = np.cumsum([0] + [a.size for a in alphas_per_gamma])
-        gi = int(np.searchsorted(counts, best, side="right") - 1)
-        self._best_index = (gi, best - counts[gi])
-        logger.info("CV over %d γ × α points: best %s (score %.4g)", mean.size, self.best_params_, self.best_score_)
+    def replicate_plan(self, ds: Dataset, X_eval: np.ndarray, *, seed_entropy: int, workers: int = 1) -> FeaturePlan:
+        """The bootstrap's replicate plan at the chosen (γ, α), held fixed (the search is not
+        repeated per replicate). Needs a fitted estimator (``ParameterError`` otherwise).
 
+        Parameters
+        ----------
+        ds : Dataset
+        X_eval : ndarray of shape (n_eval, n_features)
+        seed_entropy : int
+            The bootstrap seed (unused: the fitted map is held).
+        workers : int, default=1
 
-def _combine(split, exclude):
-    """One row partition from folds and an excluded (holdout) group."""
-    if exclude is None:
-        return split
-    if split is None:
-        return exclude
-    return _FoldsWithout(split, exclude)
-
-
-class _FoldsWithout:
-    """Folds of ``split`` over the rows that ``exclude`` keeps (its group 0)."""
-
-    def __init__(self, split: FoldSplit, exclude):
-        self.split, self.exclude = split, exclude
-        self.n_groups = split.n_groups + 1
-        self.keep = tuple(range(split.n_groups))
-
-    def groups(self, start: int, stop: int) -> np.ndarray:
-        g = self.split.groups(start, stop)
-        return np.where(self.exclude.groups(start, stop) == 0, g, self.split.n_groups)
-
-    def __dask_tokenize__(self):
-        return (type(self).__name__, self.split, self.exclude)
+        Returns
+        -------
+        FeaturePlan
+        """
+        if not hasattr(self, "coef_"):
+            raise ParameterError(
+                "bootstrap() needs a fitted RandomFeatureRidgeCV (its replicates use the chosen "
+                "gamma_ and alpha_; the search is not repeated per replicate): call fit first, or "
+                "bootstrap a RandomFeatureRidge with the gamma and alpha you want."
+            )
+        check_n_features(self, ds.X.shape[1])
+        alpha = float(self.alpha_)
+        solver = self.make_solver()
+        fingerprint = feature_fingerprint(self, solver, fitted=True, gamma_=float(self.gamma_), alpha_=alpha)
+        return FeaturePlan(solver, self.feature_map_, alpha, X_eval, fingerprint)
