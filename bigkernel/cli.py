@@ -20,17 +20,38 @@ logger = logging.getLogger("bigkernel")
 
 EXIT_USER_ERROR = 2
 
+#: Name of the terminal's log handler (``logging.Handler.name``), so a later run finds its own.
+CLI_HANDLER = "bigkernel-cli"
+
 
 def _parser() -> argparse.ArgumentParser:
+    """The ``bigkernel`` command's parser: one subcommand each, built by its own function."""
     p = argparse.ArgumentParser(prog="bigkernel", description="Kernel ridge regression for large n on Dask.")
     p.add_argument("--version", action="version", version=f"bigkernel {__version__}")
     _add_verbosity(p, default=False)
     sub = p.add_subparsers(dest="command", required=True)
+    _add_run_parser(sub)
+    _add_predict_parser(sub)
+    _add_update_parser(sub)
+    rep = sub.add_parser("report", help="(re)make the figures and report.md of a finished job folder")
+    rep.add_argument("output", help="the job's output folder")
+    _add_make_data_parser(sub)
+    # -v/-q also after the subcommand. SUPPRESS: a subcommand that is not given them leaves the
+    # top-level value alone (argparse would otherwise overwrite it with the subparser's default).
+    for command in sub.choices.values():
+        _add_verbosity(command, default=argparse.SUPPRESS)
+    return p
 
+
+def _add_run_parser(sub) -> None:
+    """``bigkernel run JOB.yaml [--dry-run]``."""
     run = sub.add_parser("run", help="run a YAML job: fit, evaluate, save, predict, bootstrap")
     run.add_argument("config", help="path of the job YAML (see configs/)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved config and chunk plan; compute nothing")
 
+
+def _add_predict_parser(sub) -> None:
+    """``bigkernel predict MODEL DATA -o OUTPUT``."""
     pr = sub.add_parser("predict", help="predict a data set with a saved model, into zarr, CSV or Parquet")
     pr.add_argument("model", help="model folder written by a job or by model.save()")
     pr.add_argument(
@@ -65,11 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--overwrite", action="store_true", help="replace an existing --output")
 
-    _add_update_parser(sub)
 
-    rep = sub.add_parser("report", help="(re)make the figures and report.md of a finished job folder")
-    rep.add_argument("output", help="the job's output folder")
-
+def _add_make_data_parser(sub) -> None:
+    """``bigkernel make-data KIND OUTPUT``."""
     mk = sub.add_parser("make-data", help="write a synthetic data set to zarr, CSV or Parquet, chunk by chunk")
     mk.add_argument("kind", choices=list(DEFAULT_NOISE))
     mk.add_argument(
@@ -88,11 +107,6 @@ def _parser() -> argparse.ArgumentParser:
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--chunk-rows", type=_count, default=131_072)
     mk.add_argument("--overwrite", action="store_true")
-    # -v/-q also after the subcommand. SUPPRESS: a subcommand that is not given them leaves the
-    # top-level value alone (argparse would otherwise overwrite it with the subparser's default).
-    for command in sub.choices.values():
-        _add_verbosity(command, default=argparse.SUPPRESS)
-    return p
 
 
 def _add_update_parser(sub) -> None:
@@ -158,14 +172,14 @@ def _configure_logging(args) -> None:
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     root = logging.getLogger()
     for where in (root, logger):  # main() may run several times in one process (tests, notebooks)
-        for old in [h for h in where.handlers if getattr(h, "_bigkernel_cli", False)]:
+        for old in [h for h in where.handlers if h.get_name() == CLI_HANDLER]:
             where.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.setLevel(level)  # the terminal's own level: a job may lower the logger's for job.log
     if not args.verbose:
         handler.addFilter(lambda record: record.name == "bigkernel" or record.name.startswith("bigkernel."))
-    handler._bigkernel_cli = True
+    handler.set_name(CLI_HANDLER)
     root.addHandler(handler)  # on the root: asyncio's records too ("Task exception was never retrieved")
     logger.setLevel(level)
 
@@ -173,7 +187,7 @@ def _configure_logging(args) -> None:
 def _set_terminal_level(level: str | int) -> None:
     """A job's ``log_level:`` on the terminal, where neither -q nor -v was given."""
     for h in logging.getLogger().handlers:
-        if getattr(h, "_bigkernel_cli", False):
+        if h.get_name() == CLI_HANDLER:
             h.setLevel(level)
     logger.setLevel(level)
 

@@ -323,7 +323,7 @@ def test_job_on_existing_cluster_matches_local_cluster(cluster, data, local_refe
     # the job pinned BLAS per host: 2 single-thread workers share this machine's cores
     from dask.system import CPU_COUNT
 
-    blas = cluster.client.run(lambda dask_worker: dask_worker._bigkernel_blas_threads)
+    blas = cluster.client.run(lambda dask_worker: dask_worker.plugins["bigkernel-blas-threads"].threads)
     assert set(blas.values()) == {max(1, CPU_COUNT // 2)}
 
 

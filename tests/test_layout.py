@@ -3,8 +3,17 @@
 - no import cycle among bigkernel's modules, counting imports inside functions;
 - no module-level ``__getattr__`` and no import wrapped in ``try`` (ways to dodge a cycle);
 - no private name imported from another package;
-- no module over 800 lines;
-- numerics/ and kernels/ never import dask (array math only); graph/ never computes.
+- no module over 800 lines, no function over 60 code lines unless its docstring says "One
+  function on purpose" and why;
+- numerics/ and kernels/ never import dask (array math only); graph/ never computes;
+- the layer rule (issue 20): outside models/ and kernels/ no ``obj._private`` use on another
+  object (only ``self._x`` / ``cls._x`` / ``super()._x``; the exceptions are listed with their
+  reason in :data:`PRIVATE_ACCESS_ALLOWED`), no ``isinstance``/``issubclass`` over a class
+  defined in models/ outside models/ (the layers above ask public facts: ``replicate_plan``,
+  ``get_model_state``...), and solvers/ never imports models/, bands/ or jobs/ (solvers sit
+  below the estimators and above graph/, numerics/, io/, runtime and data/).
+
+Each rule has a test that its checker finds a planted violation, so none passes vacuously.
 """
 
 from __future__ import annotations
@@ -16,6 +25,20 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "bigkernel"
 MAX_LINES = 800
+MAX_FUNCTION_LINES = 60
+
+#: Private attributes that code outside models/ and kernels/ may use on another object, and why.
+PRIVATE_ACCESS_ALLOWED = {
+    "_parameter_constraints": "scikit-learn's parameter table of an estimator class: the job "
+    "config checks and builds the model section from it (one declaration of every parameter)",
+}
+
+#: Packages whose code may use the private attributes of the objects they define (and of each
+#: other's: an estimator sets its inner estimator's state, a kernel combines kernels).
+PRIVATE_ACCESS_PACKAGES = ("bigkernel.models", "bigkernel.kernels")
+
+#: What solvers/ must never import: the layers above it.
+SOLVERS_MAY_NOT_IMPORT = ("bigkernel.models", "bigkernel.bands", "bigkernel.jobs")
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -159,7 +182,9 @@ def test_the_checkers_see_the_code():
     assert "bigkernel.io.model_store" in graph["bigkernel.models._base"]
     assert ("bigkernel.jobs.runner", "bigkernel.jobs.inputs", ["_chunk_rows"], True) in _private_imports()
     longest = max(_code_lines(n) for t in TREES.values() for n in ast.walk(t) if isinstance(n, ast.FunctionDef))
-    assert longest > 80
+    assert longest > MAX_FUNCTION_LINES
+    assert {"KernelRidge", "ExactKernelRidge", "RandomFeatureRidge"} <= ESTIMATOR_CLASSES
+    assert "bigkernel.solvers.base" in graph and "bigkernel.solvers.replicates" in graph
 
 
 def test_no_private_name_imported_across_packages():
@@ -201,9 +226,151 @@ def _code_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return node.end_lineno - node.lineno + 1 - skip
 
 
+def _unexplained_long_functions(tree: ast.AST, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int]]:
+    """(name, line) of every function over ``limit`` code lines whose docstring does not say
+    "One function on purpose" (and why)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _code_lines(node) > limit:
+            if "One function on purpose" not in (ast.get_docstring(node) or ""):
+                out.append((node.name, node.lineno))
+    return out
+
+
+def test_the_checker_finds_a_long_function():
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    long = f'def f():\n    """Doc."""\n{body}\n'
+    why = f'def g():\n    """One function on purpose: a reason."""\n{body}\n'
+    short = 'def h():\n    """Doc."""\n' + "\n".join(body.splitlines()[:-1]) + "\n"
+    assert _unexplained_long_functions(ast.parse(long + why + short)) == [("f", 1)]
+
+
 def test_a_long_function_says_why_it_is_one():
-    for name, tree in TREES.items():
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _code_lines(node) > 80:
-                doc = ast.get_docstring(node) or ""
-                assert "One function on purpose" in doc, f"{name}.{node.name} ({node.lineno}): say why it is one"
+    found = [f"{name}.{fn} ({line})" for name, tree in TREES.items() for fn, line in _unexplained_long_functions(tree)]
+    assert found == [], f"over {MAX_FUNCTION_LINES} code lines: split, or say why it is one"
+
+
+# --------------------------------------------------------------------------------------------
+# The layer rule: the layers above the estimators use public names only
+# --------------------------------------------------------------------------------------------
+def _classes_defined_in(prefix: str) -> set[str]:
+    return {
+        node.name
+        for name, tree in TREES.items()
+        if name.startswith(prefix)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+#: Names of the classes defined in models/ (the estimators and their helpers).
+ESTIMATOR_CLASSES = _classes_defined_in("bigkernel.models")
+
+
+def _private_uses(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, expression) of every ``obj._private`` whose ``obj`` is not ``self``, ``cls`` or
+    ``super()``, dunders and :data:`PRIVATE_ACCESS_ALLOWED` left out."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        attr = node.attr
+        if not attr.startswith("_") or attr.endswith("__") or attr in PRIVATE_ACCESS_ALLOWED:
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        out.append((node.lineno, ast.unparse(node)))
+    return out
+
+
+def _estimator_type_checks(tree: ast.AST, classes: set[str]) -> list[tuple[int, list[str]]]:
+    """(line, class names) of every ``isinstance``/``issubclass`` naming one of ``classes``
+    (as a name or an attribute, alone or in a tuple)."""
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2):
+            continue
+        if node.func.id not in ("isinstance", "issubclass"):
+            continue
+        named = [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.args[1])
+                 if isinstance(n, (ast.Name, ast.Attribute))]  # fmt: skip
+        hits = sorted({n for n in named if n in classes})
+        if hits:
+            out.append((node.lineno, hits))
+    return out
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, imported) for every solvers/ module importing a layer above it."""
+    return sorted(
+        (name, target)
+        for name, targets in graph.items()
+        if name.startswith("bigkernel.solvers")
+        for target in targets
+        if target.startswith(SOLVERS_MAY_NOT_IMPORT)
+    )
+
+
+def test_the_checker_finds_a_private_use_on_another_object():
+    code = (
+        "class A:\n"
+        "    def f(self, est):\n"
+        "        self._ok, super()._ok()\n"
+        "        est._solve()\n"
+        "        owner._parameter_constraints\n"
+        "        est.__class__, est.public\n"
+        "    @classmethod\n"
+        "    def g(cls, h):\n"
+        "        return cls._ok, h._mark\n"
+    )
+    assert _private_uses(ast.parse(code)) == [(4, "est._solve"), (9, "h._mark")]
+
+
+def test_no_private_use_on_another_object_outside_models_and_kernels():
+    found = [
+        f"{name}:{line} {text}"
+        for name, tree in TREES.items()
+        if not name.startswith(PRIVATE_ACCESS_PACKAGES)
+        for line, text in _private_uses(tree)
+    ]
+    assert found == [], "use a public name (or list the exception in PRIVATE_ACCESS_ALLOWED, with its reason)"
+
+
+def test_the_checker_finds_an_isinstance_over_estimators():
+    code = (
+        "isinstance(est, KernelRidge)\n"
+        "isinstance(est, (int, models.ExactKernelRidge))\n"
+        "issubclass(cls, KernelRidge)\n"
+        "isinstance(est, dict)\n"
+    )
+    found = _estimator_type_checks(ast.parse(code), {"KernelRidge", "ExactKernelRidge"})
+    assert found == [(1, ["KernelRidge"]), (2, ["ExactKernelRidge"]), (3, ["KernelRidge"])]
+
+
+def test_no_isinstance_over_estimator_classes_outside_models():
+    found = [
+        f"{name}:{line} {hits}"
+        for name, tree in TREES.items()
+        if not name.startswith("bigkernel.models")
+        for line, hits in _estimator_type_checks(tree, ESTIMATOR_CLASSES)
+    ]
+    assert found == [], "ask the estimator a public fact (a method or attribute), not its class"
+
+
+def test_the_checker_finds_an_upward_import_of_solvers():
+    graph = {
+        "bigkernel.solvers.x": {"bigkernel.numerics.cg", "bigkernel.models.exact"},
+        "bigkernel.solvers.y": {"bigkernel.jobs.runner", "bigkernel.io.band_store"},
+        "bigkernel.models.exact": {"bigkernel.solvers.x"},
+    }
+    assert _upward_imports(graph) == [
+        ("bigkernel.solvers.x", "bigkernel.models.exact"),
+        ("bigkernel.solvers.y", "bigkernel.jobs.runner"),
+    ]
+
+
+def test_solvers_never_import_models_bands_or_jobs():
+    assert _upward_imports(_graph()) == []

@@ -61,8 +61,8 @@ Solvers
 Every solver has a plan (:mod:`bigkernel.bands.plans`): random features and Nyström
 share one weighted pass per batch; the exact solver runs one weighted dual solve per replicate
 (equal to the fit on the data with each row repeated ``count`` times); ``KernelRidge`` uses its
-solver's. An estimator with a method ``_bootstrap_plan(ds, X_eval, seed_entropy) ->
-ReplicatePlan`` provides its own.
+solver's. Each estimator provides its plan through its public ``replicate_plan(ds, X_eval, *,
+seed_entropy, workers)``; a new solver gets bootstrap support by implementing it.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
@@ -91,6 +91,7 @@ from bigkernel.bands.checkpoint import (
     resolve_seed,
 )
 from bigkernel.bands.plans import ReplicatePlan, make_plan, on_device
+from bigkernel.bands.result import BootstrapResult, out_of_range, read_result
 from bigkernel.data.columns import checked_columns, named_column
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import (
@@ -157,99 +158,6 @@ def _residual_identity() -> dict[str, Any]:
         "eval_block": EVAL_BLOCK,
         "draws_per_replicate": DRAWS_PER_REPLICATE,
     }
-
-
-# --------------------------------------------------------------------------------------------
-# Result
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True, repr=False)
-class BootstrapResult:
-    """Pointwise bootstrap interval and the replicate predictions behind it.
-
-    With ``interval="confidence"``, ``lower``/``upper`` are a pointwise confidence band for the
-    fitted function f̂(x) at ``confidence_level`` (percentile bootstrap); not an interval for a
-    new observation — use ``interval="prediction"`` for that (then ``lower``/``upper`` are the
-    prediction interval and ``confidence_lower``/``confidence_upper`` the confidence band of
-    the same replicates). See :mod:`bigkernel.bands.bootstrap`.
-
-    Attributes
-    ----------
-    mean : ndarray of shape (n_eval,) or (n_eval, n_targets)
-        Mean of the replicate predictions per evaluation point (and target; 1-D when ``y`` was
-        1-D).
-    lower, upper : ndarray of shape (n_eval,) or (n_eval, n_targets)
-        The requested interval (see ``interval``).
-    predictions : dask.array.Array of shape (B, n_eval) or (B, n_eval, n_targets)
-        Lazy replicate predictions, read from the zarr store.
-    n_computed : int
-        Replicates computed by this call.
-    n_reused : int
-        Replicates found complete in the store and reused.
-    store : str
-        Path (or URL) of the zarr store.
-    confidence_level : float
-        Central coverage of the interval.
-    n_bootstraps : int
-        Number of replicates B.
-    random_state : int
-        Seed (entropy) of the resampling; pass it again to resume or reproduce the run.
-    method : str
-        ``"multinomial"`` or ``"poisson"``.
-    X_eval : ndarray of shape (n_eval, n_features) or None
-        Evaluation points (read from the store; None for stores written without them).
-    interval : {"confidence", "prediction"}
-        What ``lower``/``upper`` are: the confidence band of f̂(x), or the prediction interval
-        for a new observation y at x.
-    confidence_lower, confidence_upper : ndarray like ``lower``
-        The confidence band of f̂(x) (equal to ``lower``/``upper`` when ``interval`` is
-        ``"confidence"``).
-    out_of_range : ndarray of bool, shape (n_eval,)
-        Evaluation point outside the per-feature training range ``[data_min, data_max]`` of at
-        least one feature: there the interval reflects the model's extrapolation. All False
-        when the range is unknown (stores written before it was recorded).
-    data_min, data_max : ndarray of shape (n_features,) or None
-        Per-feature range of the training X; None when unknown.
-    """
-
-    mean: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
-    predictions: da.Array
-    n_computed: int
-    n_reused: int
-    store: str
-    confidence_level: float
-    n_bootstraps: int
-    random_state: int
-    method: str
-    X_eval: np.ndarray | None = None
-    interval: str = "confidence"
-    confidence_lower: np.ndarray | None = field(default=None)
-    confidence_upper: np.ndarray | None = field(default=None)
-    out_of_range: np.ndarray | None = field(default=None)
-    data_min: np.ndarray | None = None
-    data_max: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.confidence_lower is None:
-            object.__setattr__(self, "confidence_lower", self.lower)
-        if self.confidence_upper is None:
-            object.__setattr__(self, "confidence_upper", self.upper)
-        if self.out_of_range is None:
-            object.__setattr__(self, "out_of_range", np.zeros(self.mean.shape[0], dtype=bool))
-
-    @property
-    def width(self) -> np.ndarray:
-        """Interval width ``upper - lower`` per evaluation point (and target)."""
-        return self.upper - self.lower
-
-    def __repr__(self) -> str:
-        return (
-            f"BootstrapResult(interval={self.interval!r}, n_bootstraps={self.n_bootstraps}, "
-            f"n_eval={self.mean.shape[0]}, confidence_level={self.confidence_level}, "
-            f"method={self.method!r}, n_out_of_range={int(np.sum(self.out_of_range))}, "
-            f"n_computed={self.n_computed}, n_reused={self.n_reused}, store={self.store!r})"
-        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,25 +240,6 @@ def _check_interval(interval: Any) -> str:
     return str(check_param("interval", interval, [Options(str, INTERVALS)], caller="bootstrap", default="confidence"))
 
 
-def out_of_range(X_eval: np.ndarray, data_min: np.ndarray | None, data_max: np.ndarray | None) -> np.ndarray:
-    """Evaluation points outside the per-feature range ``[data_min, data_max]`` in any feature.
-
-    Parameters
-    ----------
-    X_eval : ndarray of shape (n_eval, n_features)
-    data_min, data_max : ndarray of shape (n_features,) or None
-        The training range; None (unknown) flags nothing.
-
-    Returns
-    -------
-    ndarray of bool, shape (n_eval,)
-    """
-    E = np.asarray(X_eval, dtype=np.float64)
-    if data_min is None or data_max is None:
-        return np.zeros(E.shape[0], dtype=bool)
-    return ((E < data_min) | (E > data_max)).any(axis=1)
-
-
 def _warn_extrapolation(E: np.ndarray, lo, hi, flags: np.ndarray, interval: str, names=None) -> None:
     """One :class:`ExtrapolationWarning`: how many points, which features, the training range."""
     outside = (E < lo) | (E > hi)
@@ -382,39 +271,6 @@ def _check_residual_identity(info: Mapping[str, Any], path: str) -> None:
             f"bootstrap store {path!r} holds a residual sample made by another scheme; it "
             "cannot serve this prediction interval. Differing fields:\n" + "\n".join(diffs) + "\nUse a new store path."
         )
-
-
-def _result(store: BootstrapStore, confidence_level: float, n_computed: int, interval: str) -> BootstrapResult:
-    fp = store.fingerprint
-    single = int(fp.get("data", {}).get("y_ndim", 2)) == 1
-    band = store.read_band(confidence_level)
-    lower, upper = band.lower, band.upper
-    if interval == "prediction":
-        found = store.read_residuals()
-        if found is None:
-            raise IncompleteStoreError(
-                f"bootstrap store {store.path!r} holds no residual sample, so it has no "
-                "prediction interval: run bigkernel.bootstrap(..., interval='prediction') with "
-                "this store (its replicates are reused), or read interval='confidence'."
-            )
-        lower, upper = store.read_prediction_interval(found[0], int(fp["seed"]), confidence_level)
-    preds = store.predictions_dask()
-    arrays = [band.mean, lower, upper, band.lower, band.upper]
-    if single:
-        arrays = [a[:, 0] for a in arrays]
-        preds = preds[..., 0]
-    mean, lower, upper, c_lower, c_upper = arrays
-    E = store.read_eval_points()
-    lo, hi = store.read_range()
-    flags = out_of_range(E, lo, hi) if E is not None else np.zeros(store.n_eval, dtype=bool)
-    return BootstrapResult(
-        mean=mean, lower=lower, upper=upper, predictions=preds,
-        n_computed=n_computed, n_reused=store.n_replicates - n_computed, store=store.path,
-        confidence_level=confidence_level, n_bootstraps=store.n_replicates,
-        random_state=int(fp.get("seed", -1)), method=str(fp.get("resampling", {}).get("method")),
-        X_eval=E, interval=interval, confidence_lower=c_lower, confidence_upper=c_upper,
-        out_of_range=flags, data_min=lo, data_max=hi,
-    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -459,7 +315,7 @@ def bootstrap(
 
     Parameters
     ----------
-    estimator : RandomFeatureRidge, NystroemRidge, ExactKernelRidge, KernelRidge, a fitted RandomFeatureRidgeCV, or an estimator with ``_bootstrap_plan``
+    estimator : RandomFeatureRidge, NystroemRidge, ExactKernelRidge, KernelRidge, a fitted RandomFeatureRidgeCV or ExactKernelRidgeCV, or an estimator with ``replicate_plan``
         Never modified. Fitted: its feature map / landmarks / scaling are reused; unfitted:
         they are drawn once, as its ``fit`` would. Only the data are resampled (see the module
         docstring).
@@ -540,11 +396,69 @@ def bootstrap(
 
     Notes
     -----
-    One function on purpose: it is the orchestrator of a run (check, plan, store, batches,
-    one compute, result), each step a call; splitting it would pass the same dozen values
-    between pieces that only ever run in this order.
+    The run's steps, each a function below in this order: check the arguments
+    (:func:`_check_request`), read the data and evaluation points (:func:`_inputs`), pick the
+    store (:func:`_store_path`) and seed, ask the estimator for its plan (:func:`_plan`), open
+    or create the store under the run's identity (:func:`_fingerprint`), add the original fit
+    for a prediction interval (:func:`_original_fit_task`), schedule the missing replicates in
+    batches (:func:`_replicate_tasks`), compute everything at once (:func:`_run_graph`),
+    record the range and residuals (:func:`_record_extras`), then read the band back.
     """
     _refuse_classifier(estimator)
+    req = _check_request(n_bootstraps, confidence_level, interval, method, batch_size, verbose, y)
+    data = _inputs(estimator, X, y, X_eval)
+    path = _store_path(store)
+    entropy = resolve_seed(random_state, path if store is not None else None)
+    workers = _workers(client)
+    plan = _plan(estimator, data, device, entropy, workers, req.interval)  # DeviceError before any store
+    bs = open_or_create_store(
+        path, _fingerprint(plan, data, entropy, req.method, client), req.B, data.E.shape[0], data.k,
+        plan.n_coef, eval_points=data.E,
+    )  # fmt: skip
+    missing = bs.missing()
+    extra = _original_fit_task(plan, data, bs, entropy, req.interval)  # further results of the one compute
+    data_min, data_max = _known_range(bs, data)
+    replicate_tasks = _replicate_tasks(plan, data, bs, missing, entropy, req, workers)
+    if data_min is None:
+        # dask input: a d-column min/max on the data's own chunk keys (shared with the passes
+        # that read the same keys, so no extra read when the data are shared)
+        extra["data_min"], extra["data_max"] = data.ds.X.min(axis=0), data.ds.X.max(axis=0)
+    extra = _run_graph(bs, replicate_tasks, extra, len(missing), req.verbose, client)
+    _record_extras(bs, extra, data_min, data_max)
+    if missing:
+        left = bs.missing()
+        if left:  # a plan whose tasks did not write their replicate
+            raise IncompleteStoreError(
+                f"bootstrap store {bs.path!r}: {len(left)} replicates were not written by their "
+                "tasks; rerun to compute them."
+            )
+    bs.mark_complete()  # a grown store records its new B only now
+    result = read_result(bs, req.level, len(missing), req.interval)
+    if result.out_of_range.any():
+        _warn_extrapolation(data.E, result.data_min, result.data_max, result.out_of_range, req.interval, data.names)
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# The steps of a run, in the order bootstrap() takes them
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Request:
+    """The checked arguments of a run (what it is asked for, not what it runs on)."""
+
+    B: int
+    level: float
+    interval: str
+    method: str
+    batch_size: int | None
+    verbose: int
+
+
+def _check_request(
+    n_bootstraps: Any, confidence_level: Any, interval: Any, method: Any, batch_size: Any, verbose: Any, y: Any
+) -> _Request:
+    """Step 1: the arguments, checked before anything is read (a ``ParameterError``/``DataError``
+    names the one at fault)."""
     B = check_int("n_bootstraps", n_bootstraps, 1, caller="bootstrap", default=200)
     verbose = check_int("verbose", verbose, 0, caller="bootstrap", default=0)
     level = _check_confidence(confidence_level, "bootstrap")
@@ -555,81 +469,150 @@ def bootstrap(
         batch_size = check_int("batch_size", batch_size, 1, caller="bootstrap")
     if y is None:
         raise DataError("bootstrap() requires y; found None.")
+    return _Request(B, level, interval, method, batch_size, verbose)
 
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The data of a run: the dataset, the evaluation points and what the store's identity
+    needs to know about them."""
+
+    ds: Dataset
+    E: np.ndarray  # evaluation points, float64, C-contiguous
+    names: Any  # the feature names (messages), or None
+    in_memory: bool  # X and y given as arrays (not dask)
+    raw: tuple[Any, Any]  # X and y as given (digested for the store's identity when in memory)
+
+    @property
+    def k(self) -> int:
+        """Targets."""
+        return 1 if self.ds.y.ndim == 1 else int(self.ds.y.shape[1])
+
+
+def _inputs(estimator: Any, X: Any, y: Any, X_eval: Any) -> _Inputs:
+    """Step 2: the data as a :class:`Dataset` (chunked as the estimator would, for in-memory
+    input) and the checked evaluation points, columns matched by name."""
     names = checked_columns(estimator, X=X, X_eval=X_eval)  # by name, never by position
     in_memory = not isinstance(X, da.Array) and not isinstance(y, da.Array)
     ds = as_dataset(X, y, chunk_rows=getattr(estimator, "chunk_rows", None) if in_memory else None)
     refuse_sparse(ds.X, "bootstrap() does not take sparse X yet (fit and predict do); pass X.toarray() for the bands")
-    n, d = ds.X.shape
-    E = _check_X_eval(X_eval, d)
-    k = 1 if ds.y.ndim == 1 else int(ds.y.shape[1])
+    E = _check_X_eval(X_eval, ds.X.shape[1])
+    return _Inputs(ds, E, names, in_memory, (X, y))
 
-    if store is None:
-        path = os.path.join(tempfile.mkdtemp(prefix="bigkernel-bootstrap-"), "bootstrap.zarr")
-        logger.info("bootstrap store: %s (temporary, not deleted automatically)", path)
-    else:
-        path = os.fspath(store)
-    entropy = resolve_seed(random_state, path if store is not None else None)
-    workers = _workers(client)
-    plan = make_plan(on_device(estimator, device), ds, E, entropy, workers)  # DeviceError before any store
+
+def _store_path(store: str | os.PathLike[str] | None) -> str:
+    """Step 3: the store's path; a new temporary folder (kept) when none is given."""
+    if store is not None:
+        return os.fspath(store)
+    path = os.path.join(tempfile.mkdtemp(prefix="bigkernel-bootstrap-"), "bootstrap.zarr")
+    logger.info("bootstrap store: %s (temporary, not deleted automatically)", path)
+    return path
+
+
+def _plan(
+    estimator: Any, data: _Inputs, device: str | None, entropy: int, workers: int, interval: str
+) -> ReplicatePlan:
+    """Step 4: the estimator's replicate plan on ``device`` (:mod:`bigkernel.bands.plans`),
+    refused for a prediction interval when it cannot fit the original model."""
+    plan = make_plan(on_device(estimator, device), data.ds, data.E, entropy, workers)
     if interval == "prediction" and not callable(getattr(plan, "residual_task", None)):
         raise NotImplementedError(
             f"interval='prediction' needs the bootstrap plan of {type(estimator).__name__} to "
             "provide residual_task(ds, seed, capacity) (the original fit's residuals); use "
             "interval='confidence'."
         )
+    return plan
 
-    fingerprint = {
+
+def _fingerprint(plan: ReplicatePlan, data: _Inputs, entropy: int, method: str, client: Any) -> dict[str, Any]:
+    """Step 5: the store's identity — seed, resampling, data, model (the plan's fingerprint) and
+    evaluation points — compared with a store that exists (:class:`StoreMismatchError`)."""
+    return {
         "kind": STORE_KIND,
         "seed": entropy,
         "resampling": {"scheme": SCHEME, "method": method, "block_rows": BLOCK_ROWS},
-        "data": data_fingerprint(ds, (X, y) if in_memory else None, client),
+        "data": data_fingerprint(data.ds, data.raw if data.in_memory else None, client),
         "estimator": plan.fingerprint,
-        "eval": {"n_eval": int(E.shape[0]), "digest": array_digest(E)},
+        "eval": {"n_eval": int(data.E.shape[0]), "digest": array_digest(data.E)},
     }
-    bs = open_or_create_store(path, fingerprint, B, E.shape[0], k, plan.n_coef, eval_points=E)
-    missing = bs.missing()
-    extra: dict[str, Any] = {}  # further results of the one compute, by name
-    if interval == "prediction":
-        found = bs.read_residuals()
-        if found is not None:
-            _check_residual_identity(found[1], bs.path)
-        else:
-            extra["residuals"] = plan.residual_task(ds, entropy, RESIDUAL_SAMPLE_ROWS)
+
+
+def _original_fit_task(
+    plan: ReplicatePlan, data: _Inputs, bs: BootstrapStore, entropy: int, interval: str
+) -> dict[str, Any]:
+    """Step 6: ``{"residuals": task}`` when a prediction interval needs the original fit's
+    residual sample and the store has none yet; a stored one is checked and reused."""
+    if interval != "prediction":
+        return {}
+    found = bs.read_residuals()
+    if found is not None:
+        _check_residual_identity(found[1], bs.path)
+        return {}
+    return {"residuals": plan.residual_task(data.ds, entropy, RESIDUAL_SAMPLE_ROWS)}
+
+
+def _known_range(bs: BootstrapStore, data: _Inputs) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The per-feature training range: the store's, else read from in-memory X now (dask
+    input: None, computed with the replicates)."""
     data_min, data_max = bs.read_range()
-    if data_min is None and in_memory:
-        A = np.asarray(X)
+    if data_min is None and data.in_memory:
+        A = np.asarray(data.raw[0])
         data_min, data_max = A.min(axis=0), A.max(axis=0)
-    per_batch: list[list[Delayed]] = []
-    if missing:
-        m = batch_size or default_batch_size(len(missing), workers, plan.max_batch_size)
-        batches = [tuple(missing[i : i + m]) for i in range(0, len(missing), m)]
-        clone_data = not in_memory and ds.X.numblocks[0] > 1 and ds.X.nbytes + ds.y.nbytes > SHARED_DATA_BYTES
-        # one task per replicate (exact) or one per chunk (feature plans) in a batch's pass
-        window = batches_in_flight(workers, m if getattr(plan, "task_per_replicate", False) else ds.X.numblocks[0])
-        logger.info(
-            "bootstrap: %d/%d replicates already in the store, computing %d in %d batches of <= %d (%d at a time)",
-            B - len(missing), B, len(missing), len(batches), m, window,
-        )  # fmt: skip
-        for b, reps in enumerate(batches):
-            weights = BootstrapWeights(entropy, reps, n, method)
-            # Batch b waits for batch b - window, so batches land (are checkpointed) one after
-            # the other instead of all at the end, and the scheduler never holds the partial
-            # sums of every batch at once (1.5 GB at B = 96, D = 512, 4 chunks, measured).
-            after = per_batch[b - window] if b >= window else ()
-            per_batch.append(plan.batch_tasks(_batch_dataset(ds, b, clone_data), weights, bs, after=after))
-    else:
+    return data_min, data_max
+
+
+def _replicate_tasks(
+    plan: ReplicatePlan,
+    data: _Inputs,
+    bs: BootstrapStore,
+    missing: list[int],
+    entropy: int,
+    req: _Request,
+    workers: int,
+) -> list[Delayed]:
+    """Step 7: the delayed tasks of the replicates the store lacks, in batches that land one
+    after the other (see the module docstring, *How it runs*)."""
+    B, ds = req.B, data.ds
+    if not missing:
         logger.info("bootstrap: %d/%d replicates already in the store %s, computing 0", B, B, bs.path)
-    if data_min is None:
-        # dask input: a d-column min/max on the data's own chunk keys (shared with the passes
-        # that read the same keys, so no extra read when the data are shared)
-        extra["data_min"], extra["data_max"] = ds.X.min(axis=0), ds.X.max(axis=0)
-    replicate_tasks = [t for batch in per_batch for t in batch]
-    if replicate_tasks or extra:  # one compute: replicates, original fit, range
-        shown = progress_bars(True) if verbose else contextlib.nullcontext()  # else an outer context's
-        with StoreProgress(bs, len(missing)), shown:  # a line per landing, what is kept on Ctrl-C
-            out = compute(*replicate_tasks, *extra.values(), client=client, label="bootstrap")
-        extra = dict(zip(extra, out[len(replicate_tasks) :]))
+        return []
+    m = req.batch_size or default_batch_size(len(missing), workers, plan.max_batch_size)
+    batches = [tuple(missing[i : i + m]) for i in range(0, len(missing), m)]
+    clone_data = not data.in_memory and ds.X.numblocks[0] > 1 and ds.X.nbytes + ds.y.nbytes > SHARED_DATA_BYTES
+    # one task per replicate (exact) or one per chunk (feature plans) in a batch's pass
+    window = batches_in_flight(workers, m if getattr(plan, "task_per_replicate", False) else ds.X.numblocks[0])
+    logger.info(
+        "bootstrap: %d/%d replicates already in the store, computing %d in %d batches of <= %d (%d at a time)",
+        B - len(missing), B, len(missing), len(batches), m, window,
+    )  # fmt: skip
+    per_batch: list[list[Delayed]] = []
+    for b, reps in enumerate(batches):
+        weights = BootstrapWeights(entropy, reps, ds.X.shape[0], req.method)
+        # Batch b waits for batch b - window, so batches land (are checkpointed) one after
+        # the other instead of all at the end, and the scheduler never holds the partial
+        # sums of every batch at once (1.5 GB at B = 96, D = 512, 4 chunks, measured).
+        after = per_batch[b - window] if b >= window else ()
+        per_batch.append(plan.batch_tasks(_batch_dataset(ds, b, clone_data), weights, bs, after=after))
+    return [t for batch in per_batch for t in batch]
+
+
+def _run_graph(
+    bs: BootstrapStore, replicate_tasks: list[Delayed], extra: dict[str, Any], n_missing: int, verbose: int, client: Any
+) -> dict[str, Any]:
+    """Step 8: ONE compute of the replicates, the original fit and the range; returns the
+    ``extra`` results by name (the replicates write themselves into the store)."""
+    if not (replicate_tasks or extra):
+        return extra
+    shown = progress_bars(True) if verbose else contextlib.nullcontext()  # else an outer context's
+    with StoreProgress(bs, n_missing), shown:  # a line per landing, what is kept on Ctrl-C
+        out = compute(*replicate_tasks, *extra.values(), client=client, label="bootstrap")
+    return dict(zip(extra, out[len(replicate_tasks) :], strict=True))
+
+
+def _record_extras(
+    bs: BootstrapStore, extra: dict[str, Any], data_min: np.ndarray | None, data_max: np.ndarray | None
+) -> None:
+    """Step 9: write the training range (when the store has none) and a new residual sample."""
     if "data_min" in extra:
         data_min, data_max = extra["data_min"], extra["data_max"]
     if data_min is not None and bs.read_range()[0] is None:
@@ -645,18 +628,6 @@ def bootstrap(
             sample.scale,
             sample.residuals.shape[0],
         )
-    if missing:
-        left = bs.missing()
-        if left:  # a plan whose tasks did not write their replicate
-            raise IncompleteStoreError(
-                f"bootstrap store {bs.path!r}: {len(left)} replicates were not written by their "
-                "tasks; rerun to compute them."
-            )
-    bs.mark_complete()  # a grown store records its new B only now
-    result = _result(bs, level, len(missing), interval)
-    if result.out_of_range.any():
-        _warn_extrapolation(E, result.data_min, result.data_max, result.out_of_range, interval, names)
-    return result
 
 
 def load_bootstrap(
@@ -702,7 +673,7 @@ def load_bootstrap(
     store = open_store(path, storage_options=storage_options)
     if interval is None:
         interval = "prediction" if store.read_residuals() is not None else "confidence"
-    return _result(store, level, 0, _check_interval(interval))
+    return read_result(store, level, 0, _check_interval(interval))
 
 
 def eval_grid(

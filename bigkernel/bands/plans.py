@@ -1,9 +1,17 @@
-"""How each solver turns a batch of bootstrap weights into replicate tasks (layer 3).
+"""The bootstrap's replicate plans (layer 3): which plan serves an estimator, and what every plan does.
 
-:func:`bigkernel.bootstrap` asks :func:`make_plan` for a :class:`ReplicatePlan`; the plan fixes
-everything that is not resampled — the feature map (random features), the landmarks
-(Nyström), the kernel (exact solver) and the standardization — once, before any replicate, and
-builds per batch the delayed tasks that fit, predict at ``X_eval`` and write each replicate.
+:func:`bigkernel.bootstrap` asks :func:`make_plan` for a
+:class:`~bigkernel.solvers.base.ReplicatePlan`, and :func:`make_plan` asks the estimator: its
+public ``replicate_plan(ds, X_eval, *, seed_entropy, workers)`` returns the plan its solver
+builds (the plans live with their solvers in :mod:`bigkernel.solvers`). This module names no
+estimator class and calls nothing private: a new solver gets bootstrap support by implementing
+``replicate_plan``. An estimator without it is refused with a ``NotImplementedError`` that says
+so. :func:`on_device` sets the ``device`` a run asks for.
+
+A plan fixes everything that is not resampled — the feature map (random features), the
+landmarks (Nyström), the kernel (exact solver) and the standardization — once, before any
+replicate, and builds per batch the delayed tasks that fit, predict at ``X_eval`` and write
+each replicate. What the plans of bigkernel's estimators do:
 
 Fitted or not
 -------------
@@ -31,6 +39,8 @@ Solvers
   ``count`` times; the Gram tiles are cached in the task within its share of the memory
   budget (:class:`~bigkernel.numerics.gram_tiles.LocalGram`: the values do not depend on it).
 * :class:`~bigkernel.KernelRidge`: the plan of the solver it chose (fitted) or would choose.
+* A precomputed kernel is refused: a replicate resamples points, and rebuilding K for them
+  needs the points.
 
 The original fit (``interval="prediction"``)
 -------------------------------------------
@@ -59,7 +69,6 @@ from bigkernel.data.sources import Dataset
 from bigkernel.devices import parse_device, resolve_device
 from bigkernel.errors import ParameterError
 from bigkernel.io.band_store import BootstrapStore, array_digest
-from bigkernel.kernels.registry import is_precomputed
 from bigkernel.models.exact import (
     DEFAULT_PROBES,
     EXACT_DF_MAX_N,
@@ -68,7 +77,6 @@ from bigkernel.models.exact import (
     resolve_memory_budget,
 )
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
-from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
@@ -330,13 +338,18 @@ def on_device(estimator: Any, device: str | None) -> Any:
 
 
 def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int, workers: int = 1) -> ReplicatePlan:
-    """The replicate plan of ``estimator`` (fitted or not) for data ``ds``.
+    """The replicate plan of ``estimator`` (fitted or not) for data ``ds``: what its public
+    ``replicate_plan`` returns.
+
+    The estimator (through its solver) builds the plan; this module knows no estimator class.
+    Estimators it does not serve say why in their own ``replicate_plan`` (a precomputed kernel,
+    an unfitted CV estimator).
 
     Parameters
     ----------
-    estimator : RandomFeatureRidge, RandomFeatureRidgeCV (fitted), NystroemRidge,
-        ExactKernelRidge, ExactKernelRidgeCV (fitted), KernelRidge, or any object with
-        ``_bootstrap_plan(ds, X_eval, seed_entropy) -> ReplicatePlan``
+    estimator : object with ``replicate_plan(ds, X_eval, *, seed_entropy, workers) -> ReplicatePlan``
+        RandomFeatureRidge, RandomFeatureRidgeCV (fitted), NystroemRidge, ExactKernelRidge,
+        ExactKernelRidgeCV (fitted), KernelRidge, or any estimator implementing it.
     ds : Dataset
     X_eval : ndarray of shape (n_eval, n_features)
     seed_entropy : int
@@ -347,46 +360,29 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
     Returns
     -------
     ReplicatePlan
+
+    Raises
+    ------
+    NotImplementedError
+        ``estimator`` has no ``replicate_plan``.
+    TypeError
+        Its ``replicate_plan`` returned something that is not a :class:`ReplicatePlan`.
     """
-    hook = getattr(estimator, "_bootstrap_plan", None)
-    if callable(hook):
-        plan = hook(ds, X_eval, seed_entropy)
-        if not isinstance(plan, ReplicatePlan):
-            raise TypeError(
-                f"{type(estimator).__name__}._bootstrap_plan returned {type(plan).__name__}, "
-                "which does not implement ReplicatePlan (fingerprint, n_coef, max_batch_size, "
-                "batch_tasks)."
-            )
-        return plan
-    if isinstance(estimator, KernelRidge):
-        if _is_fitted(estimator):
-            inner = estimator.estimator_
-        else:
-            n, d = ds.X.shape
-            solver, _ = estimator._pick(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))
-            inner = estimator._build(solver)
-        return make_plan(inner, ds, X_eval, seed_entropy, workers)
-    if is_precomputed(getattr(estimator, "kernel", None)):
-        # a replicate is a fit on resampled rows: K's rows and columns both, and K(X_eval, rows)
-        # for its predictions; the plans resample points, not a given matrix
-        raise ParameterError(
-            "bootstrap() does not support kernel='precomputed': resampling rows needs the points to rebuild "
-            "K; bootstrap the estimator with the kernel that built K (e.g. kernel='rbf') on X"
+    build = getattr(estimator, "replicate_plan", None)
+    if not callable(build):
+        raise NotImplementedError(
+            f"bootstrap() does not support {type(estimator).__name__}: it supports RandomFeatureRidge, "
+            "RandomFeatureRidgeCV (fitted), NystroemRidge, ExactKernelRidge, ExactKernelRidgeCV "
+            "(fitted), KernelRidge and estimators that define replicate_plan(ds, X_eval, *, "
+            "seed_entropy, workers) returning a bigkernel.solvers.base.ReplicatePlan."
         )
-    if isinstance(estimator, ExactKernelRidge):
-        return _ExactPlan(estimator, ds, X_eval, seed_entropy, workers)
-    if isinstance(estimator, ExactKernelRidgeCV):
-        return _ExactPlan(_exact_at_choice(estimator), ds, X_eval, seed_entropy, workers)
-    if isinstance(estimator, (RandomFeatureRidge, RandomFeatureRidgeCV, NystroemRidge)):
-        # the one-pass plan moved to bigkernel.solvers.feature_plan, built by the estimator
-        return estimator.replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
-    raise NotImplementedError(
-        f"bootstrap() does not support {type(estimator).__name__}: it supports RandomFeatureRidge, "
-        "RandomFeatureRidgeCV (fitted), NystroemRidge, ExactKernelRidge, ExactKernelRidgeCV "
-        "(fitted), KernelRidge and "
-        "estimators that define _bootstrap_plan(ds, X_eval, seed_entropy) returning a "
-        "bigkernel.bands.plans.ReplicatePlan."
-    )
+    plan = build(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
+    if not isinstance(plan, ReplicatePlan):
+        raise TypeError(
+            f"{type(estimator).__name__}.replicate_plan returned {type(plan).__name__}, which does not "
+            "implement bigkernel.solvers.base.ReplicatePlan (fingerprint, n_coef, max_batch_size, batch_tasks)."
+        )
+    return plan
 
 
 def _scaling(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -93,7 +93,26 @@ class TableEncoder(TransformerMixin, BaseEstimator):
 
     # -- fit -----------------------------------------------------------------------------
 
-    def _categorical_columns(self, columns: Sequence[str], dtypes: Any) -> list[str]:
+    def categorical_columns(self, columns: Sequence[str], dtypes: Any) -> list[str]:
+        """The columns this encoder one-hot encodes among ``columns`` (in their order).
+
+        Parameters
+        ----------
+        columns : sequence of str
+            A table's feature columns.
+        dtypes : mapping of str to dtype
+            Their dtypes (a DataFrame's ``dtypes``).
+
+        Returns
+        -------
+        list of str
+            ``categorical="auto"``: the non-numeric columns; else the declared ones.
+
+        Raises
+        ------
+        DataError
+            A declared column is not among ``columns``, or a non-numeric column is not declared.
+        """
         validate_params(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
         text = [c for c in columns if not numeric_dtype(dtypes[c])]
         if self.categorical == "auto":
@@ -120,14 +139,31 @@ class TableEncoder(TransformerMixin, BaseEstimator):
         if isinstance(X, pd.DataFrame):
             xs = list(X.columns)
             summary = combine_summaries(
-                [partition_summary(X, xs, [], self._categorical_columns(xs, X.dtypes), self.missing)]
+                [partition_summary(X, xs, [], self.categorical_columns(xs, X.dtypes), self.missing)]
             )
         else:
             summary = summarize_frames(X, self, [])
-        return self._fit_summary(list(X.columns), X.dtypes, summary)
+        return self.fit_from_summary(list(X.columns), X.dtypes, summary)
 
-    def _fit_summary(self, columns: list[str], dtypes: Any, summary: dict) -> TableEncoder:
-        cats = self._categorical_columns(columns, dtypes)
+    def fit_from_summary(self, columns: list[str], dtypes: Any, summary: dict) -> TableEncoder:
+        """Fit from a table's summary (:func:`combine_summaries` of :func:`partition_summary`),
+        as :meth:`fit` does after its pass; the table reader fits from the summary of its own
+        scan so that the table is read once.
+
+        Parameters
+        ----------
+        columns : list of str
+            The feature columns, in order.
+        dtypes : mapping of str to dtype
+        summary : dict
+            Counts per category, sums and counts per numeric column.
+
+        Returns
+        -------
+        TableEncoder
+            ``self``, fitted.
+        """
+        cats = self.categorical_columns(columns, dtypes)
         self.feature_names_in_ = np.asarray(columns, dtype=object)
         self.n_features_in_ = len(columns)
         self.categories_ = {c: sorted(summary["counts"].get(c, {})) for c in cats}
@@ -295,7 +331,7 @@ def summarize_frames(frame, enc: TableEncoder, ys: Sequence[str], *, rows_only: 
     from bigkernel.runtime import compute
 
     xs = [c for c in frame.columns if c not in ys]
-    cats = [] if rows_only else enc._categorical_columns(xs, frame.dtypes)
+    cats = [] if rows_only else enc.categorical_columns(xs, frame.dtypes)
     mode = enc.missing
     # read only the columns the summary needs: the categorical ones for "error" (every row is
     # kept); every x and y for "drop"; y (and every x, for the fill values) for "impute"

@@ -251,27 +251,43 @@ def open_source(
         y), chunked along rows, ``source``, ``columns`` and ``ids``.
     """
     path = str(path)
-    from bigkernel.data.tables import is_table, read_table
+    from bigkernel.data.tables import is_table
 
-    columns = ids = target_names = encoder_used = None
-    dropped = 0
     if row_id is not None and not is_table(path) and path.endswith((".npy", ".npz")):
         raise DataError(
             f"{path} is a file of X alone: a row id ({row_id!r}) is a column of a table or a 1-D array of a zarr group"
         )
     if is_table(path):
-        t = read_table(
-            path, x, y, labels=labels, missing=missing, categorical=categorical, encoder=encoder, row_id=row_id
-        )
-        X, Y, ids, encoder_used, dropped = t.X, t.Y, t.ids, t.encoder, t.n_dropped
-        rows = chunk_rows or default_chunk_rows(X.shape[1], X.dtype.itemsize)
-        X = X.rechunk({0: rows})
-        if encoder_used is not None:
-            columns = tuple(str(c) for c in encoder_used.get_feature_names_out())
-        else:
-            columns = (x,) if isinstance(x, str) else tuple(x)
-        target_names = None if y is None else ((y,) if isinstance(y, str) else tuple(y))
-    elif path.endswith(".npy"):
+        return _open_table(path, x, y, chunk_rows, labels, row_id, missing, categorical, encoder)
+    return _open_arrays(path, x, y, y_path, chunk_rows, storage_options, labels, row_id)
+
+
+def _open_table(
+    path: str, x, y, chunk_rows: int | None, labels: bool, row_id: str | None, missing: str, categorical, encoder
+) -> Dataset:
+    """:func:`open_source` of a Parquet / CSV table: its columns read (and encoded) by
+    :func:`~bigkernel.data.tables.read_table`, X rechunked to ``chunk_rows``."""
+    from bigkernel.data.tables import read_table
+
+    t = read_table(path, x, y, labels=labels, missing=missing, categorical=categorical, encoder=encoder, row_id=row_id)
+    rows = chunk_rows or default_chunk_rows(t.X.shape[1], t.X.dtype.itemsize)
+    X = t.X.rechunk({0: rows})
+    if t.encoder is not None:
+        columns = tuple(str(c) for c in t.encoder.get_feature_names_out())
+    else:
+        columns = (x,) if isinstance(x, str) else tuple(x)
+    target_names = None if y is None else ((y,) if isinstance(y, str) else tuple(y))
+    ds = as_dataset(X, t.Y, source=path, columns=columns, labels=labels, target_names=target_names)
+    return _with_ids(replace(ds, encoder=t.encoder, n_dropped=t.n_dropped), t.ids, path, row_id)
+
+
+def _open_arrays(
+    path: str, x, y, y_path: str | None, chunk_rows: int | None, storage_options, labels: bool, row_id: str | None
+) -> Dataset:
+    """:func:`open_source` of arrays: a ``.npy`` / sparse ``.npz`` file of X (y from
+    ``y_path``), or a zarr group (one 2-D X array, or 1-D column arrays taken by name)."""
+    columns = target_names = ids = None
+    if path.endswith(".npy"):
         X = open_npy(path, chunk_rows)
         Y = open_npy(y_path, X.chunks[0][0]) if y_path else None
     elif path.endswith(".npz"):
@@ -285,18 +301,22 @@ def open_source(
     else:
         X = from_zarr(open_zarr_array(path, x, storage_options), chunk_rows)
         Y = _open_zarr_y(path, y, storage_options, X.chunks[0])
-    if row_id is not None and not is_table(path):
+    if row_id is not None:
         node = open_zarr_array(path, row_id, storage_options)
         if node.ndim != 1:
             raise DataError(f"zarr group {path!r}: the id array {row_id!r} has shape {node.shape}; expected 1-D")
         ids = from_zarr(node, X.chunks[0][0])
     ds = as_dataset(X, Y, source=path, columns=columns, labels=labels, target_names=target_names)
-    ds = replace(ds, encoder=encoder_used, n_dropped=dropped)
-    if ids is not None:
-        if ids.shape[0] != ds.X.shape[0]:
-            raise DataError(f"{path}: id {row_id!r} has {ids.shape[0]} rows, X has {ds.X.shape[0]}")
-        ds = replace(ds, ids=ids.rechunk({0: ds.X.chunks[0]}))
-    return ds
+    return _with_ids(ds, ids, path, row_id)
+
+
+def _with_ids(ds: Dataset, ids: da.Array | None, path: str, row_id: str | None) -> Dataset:
+    """``ds`` with its row ids, chunked as its X (checked to have X's rows)."""
+    if ids is None:
+        return ds
+    if ids.shape[0] != ds.X.shape[0]:
+        raise DataError(f"{path}: id {row_id!r} has {ids.shape[0]} rows, X has {ds.X.shape[0]}")
+    return replace(ds, ids=ids.rechunk({0: ds.X.chunks[0]}))
 
 
 def _open_zarr_y(path: str, y, storage_options, rows: tuple[int, ...]) -> da.Array | None:

@@ -197,7 +197,7 @@ def _encoded(
                 while len(_SCANS) > 8:
                     _SCANS.pop(next(iter(_SCANS)))
         if fitting:
-            enc._fit_summary(xs, df.dtypes, summary)
+            enc.fit_from_summary(xs, df.dtypes, summary)
             if fresh and categorical == "auto" and enc.categories_:
                 logger.info(
                     "non-numeric columns %s one-hot encoded (%s)",
@@ -219,7 +219,9 @@ def _encoded(
     t = _split(frame.to_dask_array(lengths=lengths), len(names) - len(ys), y)
     ids = None
     if row_id is not None:  # the same rows kept, on the lengths just computed
-        kept = source.map_partitions(_kept_column, xs, ys, mode, row_id, meta=source[row_id]._meta)
+        from dask.dataframe.utils import make_meta  # the column's empty pandas form (dtype, index)
+
+        kept = source.map_partitions(_kept_column, xs, ys, mode, row_id, meta=make_meta(source[row_id]))
         ids = _id_array(kept, t.X.chunks[0])
     return Table(t.X, t.Y, enc, dropped, ids)
 

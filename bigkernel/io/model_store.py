@@ -69,7 +69,7 @@ def _jsonable(value):
 
 def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
     """Write ``estimator`` (fitted) to a zarr group at ``path``; returns ``path``."""
-    attrs, arrays = estimator._get_state()
+    attrs, arrays = estimator.get_model_state()
     # verbose is how fit/predict report progress, not the model: left out, so the store reads the
     # same as before the parameter existed (a load gets the default, 0)
     params = {k: v for k, v in estimator.get_params(deep=False).items() if k != "verbose"}
@@ -172,7 +172,7 @@ def load_estimator(path: str) -> BaseEstimator:
     try:
         arrays = {name: np.asarray(arr[...]) for name, arr in group.arrays()}
         est = cls(**meta["params"])
-        est._set_state(meta["state"], arrays)
+        est.set_model_state(meta["state"], arrays)
         _restore_input_facts(est, meta.get("input"))
     except (KeyError, ValueError, TypeError, OSError) as exc:
         raise ModelFormatError(

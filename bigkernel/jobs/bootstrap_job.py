@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import zarr
+from sklearn.base import is_classifier
 
 from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.data.columns import feature_index
@@ -46,9 +47,6 @@ from bigkernel.jobs.config import SourceConfig
 from bigkernel.jobs.inputs import open_eval_data
 from bigkernel.jobs.overwrite import staged_sibling
 from bigkernel.models._base import block_predictor
-from bigkernel.models.exact_cv import ExactKernelRidgeCV
-from bigkernel.models.kernel_ridge import KernelRidge
-from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.runtime import compute
 
 __all__ = [
@@ -155,24 +153,32 @@ def bootstrap_estimator(est: Any) -> Any:
     """The job's fitted model with its chosen α held fixed, for :func:`bootstrap`.
 
     The fitted feature map, landmarks, kernel and scaling are reused by the bootstrap plan
-    (:mod:`bigkernel.bands.plans`); a ``KernelRidge`` gives its fitted solver; a
-    fitted ``RandomFeatureRidgeCV`` is bootstrapped at its chosen (γ, α) by its plan.
+    (the estimator's ``replicate_plan``). Decided on public facts only, not on the class:
+
+    * a fitted regressor that delegates to a fitted solver (``estimator_``, as ``KernelRidge``)
+      is bootstrapped as that solver, with the model's column names;
+    * a model without an ``alpha`` parameter (the CV estimators: ``alphas`` and a chosen
+      ``alpha_``) is returned as it is: its plan bootstraps the chosen (γ, α);
+    * otherwise a copy with ``alpha`` set to the fitted ``alpha_`` (one α: the classic
+      fixed-smoother band, not a GCV choice repeated per replicate).
 
     Parameters
     ----------
-    est : fitted RandomFeatureRidge, RandomFeatureRidgeCV, NystroemRidge, ExactKernelRidge or KernelRidge
+    est : fitted RandomFeatureRidge, RandomFeatureRidgeCV, NystroemRidge, ExactKernelRidge,
+        ExactKernelRidgeCV or KernelRidge
 
     Returns
     -------
     estimator
-        A shallow copy (the job's model is not modified).
+        A shallow copy (the job's model is not modified), or the fitted CV model itself.
     """
-    inner = est.estimator_ if isinstance(est, KernelRidge) else est
-    if isinstance(inner, (RandomFeatureRidgeCV, ExactKernelRidgeCV)):
-        return inner  # their plans bootstrap the chosen (γ, α)
+    # a meta-estimator's fitted solver; a classifier stays itself, for bootstrap() to refuse
+    inner = est if is_classifier(est) else getattr(est, "estimator_", est)
+    if "alpha" not in inner.get_params(deep=False):
+        return inner  # a CV model: its plan bootstraps the chosen (γ, α)
     boot = copy.copy(inner)
     boot.set_params(alpha=float(inner.alpha_))
-    if hasattr(est, "feature_names_in_"):  # a KernelRidge's solver: its columns' names (messages)
+    if inner is not est and hasattr(est, "feature_names_in_"):  # the solver gets its columns' names (messages)
         boot.feature_names_in_ = est.feature_names_in_
     return boot
 
@@ -275,6 +281,10 @@ def _plot_sample(ds: Dataset, client: Any) -> tuple[np.ndarray, np.ndarray]:
 def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -> dict[str, Any]:
     """Run the job's ``bootstrap:`` section.
 
+    Steps: the evaluation points; the replicates (:func:`_run_replicates`); the fitted model's
+    predictions and, with ``intervals: {posterior: true}``, its posterior band; the band's files
+    (:func:`_write_outputs`); the metrics (:func:`_band_metrics`).
+
     Parameters
     ----------
     cfg : JobConfig
@@ -288,12 +298,34 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
     Returns
     -------
     dict
-        ``{"outputs": {name: path}, "metrics": {...}}`` for metrics.json.
+        ``{"outputs": {name: path}, "metrics": {...}, "moves": [(staged, store)]}`` for
+        metrics.json and the job's final swap of a staged store.
     """
     bc = cfg.bootstrap
     E, points = evaluation_points(cfg, ds, client)
+    result, move = _run_replicates(cfg, est, ds, E, client)
+    fitted = block_predictor(est)(E)  # E: points in the training data's columns
+    ic = getattr(cfg, "intervals", None)
+    post = None
+    if ic is not None and ic.posterior:
+        level = ic.level if ic.level is not None else bc.confidence_level
+        post = posterior_band(est, E, fitted, level, bc.interval)
+    outputs = _write_outputs(cfg, ds, result, E, fitted, post, points, client)
+    metrics = _band_metrics(result, est, ds, E, fitted, post, outputs)
+    return {"outputs": outputs, "metrics": metrics, "moves": [move] if move else []}
+
+
+def _run_replicates(
+    cfg: Any, est: Any, ds: Dataset, E: np.ndarray, client: Any
+) -> tuple[BootstrapResult, tuple[str, str] | None]:
+    """:func:`bootstrap` of the fitted model in the job's store (or its staged sibling), and
+    the store swap to make once the job completes (see :func:`_bootstrap_in_store`).
+
+    Points outside the training range are reported in the job's log (and its report and
+    summary) rather than as a warning; other warnings pass through.
+    """
+    bc = cfg.bootstrap
     with warnings.catch_warnings(record=True) as caught:
-        # the job reports points outside the training range in its log, report and summary
         warnings.simplefilter("always", ExtrapolationWarning)
         run = lambda store: bootstrap(
             bootstrap_estimator(est), ds.X, ds.y, E, n_bootstraps=bc.n_bootstraps,
@@ -308,19 +340,29 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
             logger.warning("bootstrap: %s", w.message)
         else:  # not ours to swallow
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    fitted = block_predictor(est)(E)  # E: points in the training data's columns
-    ic = getattr(cfg, "intervals", None)
-    post = None
-    if ic is not None and ic.posterior:
-        level = ic.level if ic.level is not None else bc.confidence_level
-        post = posterior_band(est, E, fitted, level, bc.interval)
+    return result, move
+
+
+def _write_outputs(
+    cfg: Any,
+    ds: Dataset,
+    result: BootstrapResult,
+    E: np.ndarray,
+    fitted: np.ndarray,
+    post: dict[str, Any] | None,
+    points: bool,
+    client: Any,
+) -> dict[str, str]:
+    """The band's files in the job's folder: ``bootstrap_band.zarr``, ``bootstrap_band.csv`` and,
+    with ``plot: true``, ``bootstrap_band.png``; returns ``{output name: path}`` (the replicate
+    store included)."""
     band_zarr = write_band(os.path.join(cfg.output, "bootstrap_band.zarr"), result, E, fitted, post)
     band_csv = write_band_csv(
         os.path.join(cfg.output, "bootstrap_band.csv"),
         band_columns(result, E, fitted, posterior=post, feature_names=ds.columns),
     )
     outputs = {"bootstrap_store": result.store, "bootstrap_band": band_zarr, "bootstrap_band_csv": band_csv}
-    if bc.plot:
+    if cfg.bootstrap.plot:
         from bigkernel.jobs.plots import plot_band
 
         Xs, ys = _plot_sample(ds, client)
@@ -336,13 +378,27 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
             feature_names=ds.columns,
             path=os.path.join(cfg.output, "bootstrap_band.png"),
         )
+    return outputs
+
+
+def _band_metrics(
+    result: BootstrapResult,
+    est: Any,
+    ds: Dataset,
+    E: np.ndarray,
+    fitted: np.ndarray,
+    post: dict[str, Any] | None,
+    outputs: dict[str, str],
+) -> dict[str, Any]:
+    """The section's metrics (metrics.json), logged in one line."""
     width = np.asarray(result.upper - result.lower)
     metrics = {
         "n_bootstraps": result.n_bootstraps, "confidence_level": result.confidence_level,
         "method": result.method, "n_eval": int(E.shape[0]), "n_computed": result.n_computed,
         "n_reused": result.n_reused, "random_state": result.random_state,
         "mean_band_width": float(width.mean()), "max_band_width": float(width.max()),
-        **band_summary(result, E, fitted, posterior=post, feature_names=ds.columns), "band_zarr": band_zarr, "band_csv": band_csv,
+        **band_summary(result, E, fitted, posterior=post, feature_names=ds.columns),
+        "band_zarr": outputs["bootstrap_band"], "band_csv": outputs["bootstrap_band_csv"],
     }  # fmt: skip
     if post is not None:
         pw = np.asarray(post["upper"] - post["lower"])
@@ -361,7 +417,7 @@ def run_bootstrap_section(cfg: Any, est: Any, ds: Dataset, client: Any = None) -
         metrics["n_out_of_range"],
         metrics["n_eval"],
     )
-    return {"outputs": outputs, "metrics": metrics, "moves": [move] if move else []}
+    return metrics
 
 
 def _bootstrap_in_store(cfg: Any, run: Any) -> tuple[BootstrapResult, tuple[str, str] | None]:

@@ -109,12 +109,19 @@ class BlasThreadsPlugin(WorkerPlugin):
         Dask threads of all workers on each host, when the plugin is registered. A worker on a
         host not listed (one that joined later) gets one BLAS thread per Dask thread, the
         setting a nanny starts workers with anyway.
+
+    Attributes
+    ----------
+    threads : int or None
+        The BLAS thread count set on this worker (None before :meth:`setup`); read it on a
+        worker as ``dask_worker.plugins["bigkernel-blas-threads"].threads``.
     """
 
     name = "bigkernel-blas-threads"
 
     def __init__(self, host_threads: dict[str, int] | None = None) -> None:
         self.host_threads = dict(host_threads or {})
+        self.threads: int | None = None
 
     def setup(self, worker) -> None:
         """Set the worker process's BLAS thread count (process-wide: its tasks all share it)."""
@@ -125,7 +132,7 @@ class BlasThreadsPlugin(WorkerPlugin):
         host_total = self.host_threads.get(get_address_host(worker.address))
         threads = blas_threads_for(host_total, CPU_COUNT) if host_total else 1
         threadpool_limits(limits=threads)
-        worker._bigkernel_blas_threads = threads
+        self.threads = threads  # the worker holds its own copy of the plugin
 
 
 class IgnoreInterruptPlugin(WorkerPlugin):

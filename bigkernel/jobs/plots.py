@@ -135,20 +135,8 @@ def band_figure(
     labels = feature_labels(feature_names, d)
     if isinstance(n_curves, bool) or int(n_curves) != n_curves or n_curves < 0:
         raise ParameterError(f"n_curves must be an integer >= 0; found {n_curves!r}.")
-    band = {
-        name: _pick_target(f"result.{name}", getattr(result, name), target, n_eval)
-        for name in ("mean", "lower", "upper", "confidence_lower", "confidence_upper")
-    }
-    fitted = _pick_target("fitted_mean", fitted_mean, target, n_eval)
-    outside = np.asarray(result.out_of_range, dtype=bool).reshape(-1)
-    if outside.shape != (n_eval,):
-        raise DataError(f"result.out_of_range must have {n_eval} values; found {outside.shape}.")
-
-    Xt = _as_2d("X_train", np.asarray(X_train))
-    yt = _pick_target("y_train", np.asarray(y_train), target, Xt.shape[0])
-    if Xt.shape[0] > MAX_POINTS:
-        keep = np.linspace(0, Xt.shape[0] - 1, MAX_POINTS).astype(int)
-        Xt, yt = Xt[keep], yt[keep]
+    band, fitted, outside = _band_arrays(result, fitted_mean, target, n_eval)
+    Xt, yt = _training_points(X_train, y_train, target)
 
     # constrained layout keeps a legend below the axes inside the figure
     fig = new_figure(figsize=figsize, dpi=dpi, layout="constrained")
@@ -166,17 +154,48 @@ def band_figure(
         title += f"\n{context}" if context else ""
     if title:
         ax.set_title(title, fontsize="medium")
+    _legend(ax, grid, d)
+    return fig
+
+
+def _band_arrays(
+    result: Any, fitted_mean: Any, target: int, n_eval: int
+) -> tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray]:
+    """The band's arrays of one target (mean, interval, confidence band), the fitted values
+    and the out-of-range flags, each checked to have ``n_eval`` rows."""
+    band = {
+        name: _pick_target(f"result.{name}", getattr(result, name), target, n_eval)
+        for name in ("mean", "lower", "upper", "confidence_lower", "confidence_upper")
+    }
+    fitted = _pick_target("fitted_mean", fitted_mean, target, n_eval)
+    outside = np.asarray(result.out_of_range, dtype=bool).reshape(-1)
+    if outside.shape != (n_eval,):
+        raise DataError(f"result.out_of_range must have {n_eval} values; found {outside.shape}.")
+    return band, fitted, outside
+
+
+def _training_points(X_train: Any, y_train: Any, target: int) -> tuple[np.ndarray, np.ndarray]:
+    """The training points drawn: at most :data:`MAX_POINTS`, evenly spaced."""
+    Xt = _as_2d("X_train", np.asarray(X_train))
+    yt = _pick_target("y_train", np.asarray(y_train), target, Xt.shape[0])
+    if Xt.shape[0] > MAX_POINTS:
+        keep = np.linspace(0, Xt.shape[0] - 1, MAX_POINTS).astype(int)
+        Xt, yt = Xt[keep], yt[keep]
+    return Xt, yt
+
+
+def _legend(ax: Any, grid: bool, d: int) -> None:
+    """In the axes along a grid; below them for interval bars (which span the whole axes)."""
     if grid:
         ax.legend(loc="best", fontsize="small")
-    else:  # bars span the whole axes: the legend goes below it
+    else:
         ax.legend(
             loc="upper center",
-            bbox_to_anchor=(0.5, -0.16 if E.shape[1] == 1 else -0.22),
+            bbox_to_anchor=(0.5, -0.16 if d == 1 else -0.22),
             ncol=2,
             fontsize="small",
             frameon=False,
         )
-    return fig
 
 
 def _draw_grid(
@@ -200,6 +219,27 @@ def _draw_grid(
     centre, centre_label = (fitted, "fitted $\\hat f(x)$") if fitted is not None else (band["mean"], "bootstrap mean")
     # data underneath, then the band(s), the replicate curves and the fitted curve on top
     ax.scatter(Xt[:, feature], yt, s=8, color="0.5", alpha=0.4, linewidths=0, label="data", zorder=1)
+    _shade_band(ax, result, x, order, band)
+    _replicate_curves(ax, result, x, order, n_curves, target)
+    ax.plot(x, centre[order], color="black", linewidth=1.5, label=centre_label, zorder=4)
+    if outside.any():
+        ax.plot(
+            E[outside, feature],
+            centre[outside],
+            "x",
+            color=OUT_OF_RANGE,
+            ms=6,
+            label="outside the training data's range",
+            zorder=5,
+        )
+    d, name = E.shape[1], labels[feature]
+    ax.set_xlabel(name if d > 1 or name != "x0" else "x")
+    return f"along {name}, other features at the reference point" if d > 1 else ""
+
+
+def _shade_band(ax: Any, result: Any, x: np.ndarray, order: np.ndarray, band: dict[str, np.ndarray]) -> None:
+    """The interval shaded along the grid; for a prediction interval, the confidence band of
+    the same replicates darker inside it."""
     ax.fill_between(
         x,
         band["lower"][order],
@@ -221,34 +261,25 @@ def _draw_grid(
             label=band_title(result.confidence_level, "confidence"),
             zorder=2,
         )
+
+
+def _replicate_curves(ax: Any, result: Any, x: np.ndarray, order: np.ndarray, n_curves: int, target: int) -> None:
+    """The first ``n_curves`` replicate predictions along the grid (read from the store)."""
     m = min(n_curves, int(result.n_bootstraps))
-    if m:
-        preds = np.asarray(result.predictions[:m])
-        curves = (preds[:, :, target] if preds.ndim == 3 else preds)[:, order]
-        for i, c in enumerate(curves):
-            ax.plot(
-                x,
-                c,
-                color="tab:orange",
-                linewidth=0.8,
-                alpha=0.8,
-                label="bootstrap replicates" if i == 0 else None,
-                zorder=3,
-            )
-    ax.plot(x, centre[order], color="black", linewidth=1.5, label=centre_label, zorder=4)
-    if outside.any():
+    if not m:
+        return
+    preds = np.asarray(result.predictions[:m])
+    curves = (preds[:, :, target] if preds.ndim == 3 else preds)[:, order]
+    for i, c in enumerate(curves):
         ax.plot(
-            E[outside, feature],
-            centre[outside],
-            "x",
-            color=OUT_OF_RANGE,
-            ms=6,
-            label="outside the training data's range",
-            zorder=5,
+            x,
+            c,
+            color="tab:orange",
+            linewidth=0.8,
+            alpha=0.8,
+            label="bootstrap replicates" if i == 0 else None,
+            zorder=3,
         )
-    d, name = E.shape[1], labels[feature]
-    ax.set_xlabel(name if d > 1 or name != "x0" else "x")
-    return f"along {name}, other features at the reference point" if d > 1 else ""
 
 
 def _draw_points(
@@ -271,6 +302,26 @@ def _draw_points(
     if d == 1:
         ax.scatter(Xt[:, 0], yt, s=8, color="0.5", alpha=0.35, linewidths=0, label="data", zorder=1)
     centre, centre_label = (fitted, "fitted $\\hat f(x)$") if fitted is not None else (band["mean"], "bootstrap mean")
+    _interval_bars(ax, result, x, band, outside)
+    if (~outside).any():
+        ax.plot(x[~outside], centre[~outside], "o", color="black", ms=5, linestyle="none", label=centre_label, zorder=3)
+    if outside.any():  # one legend entry for the points outside, whatever is drawn there
+        ax.plot(
+            x[outside],
+            centre[outside],
+            "X",
+            color=OUT_OF_RANGE,
+            ms=7,
+            linestyle="none",
+            label="outside the training data's range (extrapolated)",
+            zorder=3,
+        )
+    return _point_axis(ax, E, x, labels)
+
+
+def _interval_bars(ax: Any, result: Any, x: np.ndarray, band: dict[str, np.ndarray], outside: np.ndarray) -> None:
+    """One bar per point: the interval (and, for a prediction interval, the confidence band
+    as a thicker bar inside it), red at points outside the training range."""
     what = band_title(result.confidence_level, result.interval)
     bars = [("lower", "upper", what, {"elinewidth": 1.5, "capsize": 4})]
     if result.interval == "prediction":  # the (narrower) band of f-hat inside the interval
@@ -297,19 +348,12 @@ def _draw_points(
                     label=label if colour == IN_RANGE or not (~outside).any() else None,
                     **style,
                 )
-    if (~outside).any():
-        ax.plot(x[~outside], centre[~outside], "o", color="black", ms=5, linestyle="none", label=centre_label, zorder=3)
-    if outside.any():  # one legend entry for the points outside, whatever is drawn there
-        ax.plot(
-            x[outside],
-            centre[outside],
-            "X",
-            color=OUT_OF_RANGE,
-            ms=7,
-            linestyle="none",
-            label="outside the training data's range (extrapolated)",
-            zorder=3,
-        )
+
+
+def _point_axis(ax: Any, E: np.ndarray, x: np.ndarray, labels: list[str]) -> str:
+    """The x axis of chosen points: the feature (d = 1), else the point's row, its
+    coordinates on the ticks when they are few; returns the title's context line."""
+    n_eval, d = E.shape
     if d == 1:
         ax.set_xlabel("x" if labels[0] == "x0" else labels[0])
         return f"at {n_eval} chosen points"

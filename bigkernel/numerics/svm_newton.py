@@ -214,6 +214,12 @@ class SVMNewton:
             self.step_scale[j] = 1.0
             if self.loss == "hinge":
                 self._continuation(j, ev.gap[j, g], ev.exact_gap[j, g])
+        self._next_direction(j, sums, h, gw, gb, accepted)
+
+    def _next_direction(self, j: int, sums: SVMPassSums, h: int, gw: np.ndarray, gb: float, accepted: bool) -> None:
+        """Class ``j``'s next search direction: the Newton step from this pass's Hessian sums
+        (block ``h``) at the gradient ``(gw, gb)``; for the hinge, after an accepted step,
+        mixed with the last direction (preconditioned nonlinear CG)."""
         dw, db = newton_direction(
             sums.hess[h], sums.hess_phi[h], float(sums.hess_c[h]), gw, gb, self.alpha, self.fit_intercept
         )
