@@ -191,36 +191,29 @@ class SVMNewton:
         if self.gap[j] <= self.tol or grad_norm == 0.0:
             self.done[j] = self.converged[j] = True
             return
-        if self._stops(j, float(ev.objective[j, g]), accepted):
-            self.done[j] = True
-            return
-        if accepted and self.loss == "hinge":
-            self._continuation(j, ev.gap[j, g], ev.exact_gap[j, g])
-        self._next_direction(j, sums, h, gw, gb, accepted)
-
-    def _stops(self, j: int, objective: float, accepted: bool) -> bool:
-        """Whether class ``j`` stops unconverged: its minimised objective (at this smoothing)
-        has not improved beyond rounding for ``STALL_PASSES`` passes, or rejected grids have
-        shrunk the step below rounding. Updates the stall and rejection counts."""
+        # stalled: the minimised objective (at this smoothing) has not improved beyond rounding
+        # for STALL_PASSES passes
         best = self.best[j]
-        if not np.isfinite(best) or objective < best - 1e-11 * abs(best):
-            self.best[j], self.stalled[j] = objective, 0
+        if not np.isfinite(best) or ev.objective[j, g] < best - 1e-11 * abs(best):
+            self.best[j], self.stalled[j] = ev.objective[j, g], 0
         else:
             self.stalled[j] += 1
             if self.stalled[j] >= STALL_PASSES:
-                return True
-        if accepted:
+                self.done[j] = True
+                return
+        if not accepted:
+            # no grid point decreased (e.g. the smoothing changed since d was chosen): a fresh
+            # direction from the exact gradient at w, and shorter steps if it happens again
+            self.rejections[j] += 1
+            self.step_scale[j] = (STEP_GRID[-1] / 2) ** (self.rejections[j] - 1)
+            if self.step_scale[j] < MIN_STEP_SCALE:  # rounding: no decrease left to find
+                self.done[j] = True
+                return
+        else:
             self.rejections[j] = 0
             self.step_scale[j] = 1.0
-            return False
-        # no grid point decreased (e.g. the smoothing changed since d was chosen): a fresh
-        # direction from the exact gradient at w, and shorter steps if it happens again
-        self.rejections[j] += 1
-        self.step_scale[j] = (STEP_GRID[-1] / 2) ** (self.rejections[j] - 1)
-        return bool(self.step_scale[j] < MIN_STEP_SCALE)  # rounding: no decrease left to find
-
-    def _next_direction(self, j: int, sums: SVMPassSums, h: int, gw: np.ndarray, gb: float, accepted: bool) -> None:
-        """The next search direction of class ``j`` from the pass's Hessian and the gradient."""
+            if self.loss == "hinge":
+                self._continuation(j, ev.gap[j, g], ev.exact_gap[j, g])
         dw, db = newton_direction(
             sums.hess[h], sums.hess_phi[h], float(sums.hess_c[h]), gw, gb, self.alpha, self.fit_intercept
         )
