@@ -65,7 +65,13 @@ def svm_solver(params: Mapping[str, Any], reg=None) -> PrimalSVMSolver:
         return PrimalSVMSolver.from_params(params)
 
     def make_map(ds: Dataset, weights: Weights | None):
-        reg._fit_scaler(ds, weights)  # the standardisation pre-pass, before the map
+        make_solver = getattr(reg, "make_solver", None)
+        if make_solver is not None:  # the feature path's solver: its scaling pre-pass, then its map
+            fixed = make_solver().prepare(ds, weights)
+            reg._set_scaler(fixed.scaler)
+            return fixed.fmap
+        # until the one-pass solvers land (issue 20's merge of s7-primal; then delete)
+        reg._fit_scaler(ds, weights)
         return reg._new_map(ds, weights)
 
     return PrimalSVMSolver.from_params(
