@@ -57,12 +57,10 @@ def check_svm_alpha(est) -> None:
         )
 
 
-def svm_solver(params: Mapping[str, Any], reg=None) -> PrimalSVMSolver:
-    """The primal SVM solver of a feature classifier's ``params``; with ``reg`` (its unfitted
-    regressor, parameters checked) the solver draws that regressor's feature map and carries
-    its resolved device."""
-    if reg is None:
-        return PrimalSVMSolver.from_params(params)
+def svm_solver(params: Mapping[str, Any], reg) -> PrimalSVMSolver:
+    """The primal SVM solver of a feature classifier's ``params``: it draws the feature map of
+    ``reg`` (the classifier's unfitted regressor, parameters checked) and carries the
+    regressor's resolved device."""
 
     def make_map(ds: Dataset, weights: Weights | None):
         make_solver = getattr(reg, "make_solver", None)
@@ -146,7 +144,7 @@ class _PrimalSVMMixin:
         convergence and duality gap per ±1 column)."""
         attrs, arrays = super().get_model_state()
         if hasattr(self, "dual_gap_"):
-            solver = svm_solver(self.get_params(deep=False))
+            solver = PrimalSVMSolver(None)  # the layout only: the parameters may have changed since the fit
             k = self.dual_gap_.shape[0]
             sol = SVMSolution(np.zeros((0, k)), np.zeros(k), self.n_iter_, self.converged_, np.full(k, np.nan),
                               self.dual_gap_)  # fmt: skip
@@ -159,7 +157,7 @@ class _PrimalSVMMixin:
         """Inverse of :meth:`get_model_state`."""
         svm = None
         if attrs.get("svm") is not None:
-            _, solution = svm_solver(self.get_params(deep=False)).from_state(attrs, arrays)
+            _, solution = PrimalSVMSolver(None).from_state(attrs, arrays)
             svm = solution.details
             arrays.pop("svm_converged"), arrays.pop("svm_gap")
         super().set_model_state(attrs, arrays)

@@ -211,7 +211,9 @@ class PrimalSVMSolver:
 
     Parameters
     ----------
-    spec : PrimalSVMSpec
+    spec : PrimalSVMSpec or None
+        None serves :meth:`state` / :meth:`from_state` only (the saved layout needs no spec;
+        the solution's ``alpha`` is then NaN).
     make_map : callable, optional
         ``make_map(data, weights) -> feature map``: the feature path's fixed part (the
         random-feature or Nyström map, after the standardisation pre-pass). Needed by
@@ -235,7 +237,7 @@ class PrimalSVMSolver:
 
     def __init__(
         self,
-        spec: PrimalSVMSpec,
+        spec: PrimalSVMSpec | None,
         *,
         make_map: Callable[[Dataset, Any], Any] | None = None,
         block_rows: Callable[[int, str], int] | None = None,
@@ -258,13 +260,13 @@ class PrimalSVMSolver:
     def fixed(self, feature_map: Any) -> SVMFixed:
         """The fixed parts around a feature map drawn elsewhere."""
         D = int(feature_map.n_components)
-        rows = 8192 if self.block_rows is None else int(self.block_rows(D, self.spec.dtype))
+        rows = 8192 if self.block_rows is None else int(self.block_rows(D, self._spec().dtype))
         return SVMFixed(feature_map, rows, self.device)
 
     def fit(self, fixed: SVMFixed, data: Dataset, weights: Any = None) -> Solution:
         """Minimise the SVM objective on ``data`` (its ``y`` the ±1 targets, (n,) or (n, k))
         with the map of ``fixed``; ``weights`` a row partition or ``weights(start, stop)``."""
-        sp = self.spec
+        sp = self._spec()
         Y = data.y if data.y.ndim == 2 else data.y[:, np.newaxis]
         sol = fit_primal_svm(
             data, fixed.feature_map, Y, weights=svm_row_weights(weights), alpha=sp.alpha, loss=sp.loss,
@@ -275,12 +277,17 @@ class PrimalSVMSolver:
 
     def solution(self, sol: SVMSolution) -> Solution:
         """The :class:`~bigkernel.solvers.base.Solution` of an :class:`SVMSolution`."""
-        alpha = self.spec.alpha
+        alpha = float("nan") if self.spec is None else self.spec.alpha
         diagnostics = {
-            "loss": self.spec.loss, "passes": int(sol.n_passes), "converged": np.asarray(sol.converged).tolist(),
+            "loss": None if self.spec is None else self.spec.loss, "passes": int(sol.n_passes), "converged": np.asarray(sol.converged).tolist(),
             "gap": np.asarray(sol.gap, dtype=np.float64).tolist(),
         }  # fmt: skip
         return Solution(sol.coef, sol.intercept, alpha, np.array([alpha]), diagnostics, sol)
+
+    def _spec(self) -> PrimalSVMSpec:
+        if self.spec is None:
+            raise TypeError("this PrimalSVMSolver reads and writes states only (no spec): build it with from_params")
+        return self.spec
 
     def state(self, fixed: SVMFixed | None, solution: Solution) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The SVM's part of the saved state (see the class notes): passes, and per ±1
