@@ -214,6 +214,20 @@ def test_kernel_classifier_picks_and_logs_the_solver(caplog):
     assert f.solver_ == "random_features" and isinstance(f.estimator_.estimator_, RandomFeatureRidge)
 
 
+def test_kernel_classifier_says_which_solver_it_would_run():
+    """The public choice (KernelRidge's rule, every class column counted) is the fit's choice,
+    and make_solver_estimator gives the regressor that fits the ±1 targets."""
+    X, y = _data(n=300, classes=3)
+    m = KernelClassifier(n_components=32, random_state=0)
+    solver, reason = m.choose_solver(X.shape[0], X.shape[1], 3)
+    m.fit(X, y)
+    assert (solver, reason) == (m.solver_, m.solver_reason_)
+    f = KernelClassifier(solver="random_features", n_components=32, random_state=0)
+    assert f.choose_solver(10**7, 5, 3) == ("random_features", "solver='random_features' was asked for")
+    inner = f.make_solver_estimator("random_features")
+    assert isinstance(inner, RandomFeatureRidge) and inner.n_components == 32 and not hasattr(inner, "coef_")
+
+
 def test_cv_chooses_what_a_brute_force_loop_chooses():
     """Every (γ, α) fitted per fold by RandomFeatureClassifier on the same folds: the same
     held-out accuracies, hence the same choice."""

@@ -5,6 +5,7 @@ pass counting, row weights = repeated rows, chunking invariance, one-vs-rest col
 from __future__ import annotations
 
 import warnings
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.models._base import RowWeights
 from bigkernel.numerics.fourier_features import make_feature_map
 from bigkernel.numerics.svm import loss_terms
-from bigkernel.solvers.primal_svm import fit_primal_svm
+from bigkernel.solvers.base import Solver
+from bigkernel.solvers.primal_svm import PrimalSVMSolver, PrimalSVMSpec, fit_primal_svm
 
 pytestmark = pytest.mark.numerics
 
@@ -233,3 +235,40 @@ def test_bad_inputs(problem):
     ds = as_dataset(X, y[:, None], chunk_rows=100)
     with pytest.raises(DataError, match="row chunks"):
         fit_primal_svm(ds, fmap, ds.y.rechunk((150, 1)))
+
+
+def test_the_solver_interface_is_the_pass_loop(problem):
+    """PrimalSVMSolver implements the Solver protocol: spec from params, prepare = the given
+    feature path's map, fit = fit_primal_svm bitwise, state/from_state = the saved svm layout."""
+    X, y, fmap, _ = problem
+    params = {"alpha": 0.5, "loss": "squared_hinge", "fit_intercept": True, "tol": 1e-8, "max_iter": 30,
+              "dtype": "float64", "n_components": 40}  # fmt: skip
+    calls = []
+
+    def make_map(ds, weights):
+        calls.append(weights)
+        return fmap
+
+    solver = PrimalSVMSolver.from_params(params, make_map=make_map, block_rows=lambda D, dtype: 64)
+    assert isinstance(solver, Solver) and solver.name == "primal_svm"
+    assert solver.spec == PrimalSVMSpec(0.5, "squared_hinge", True, 1e-8, 30, "float64")
+    with pytest.raises(FrozenInstanceError):
+        solver.spec.alpha = 1.0
+    ds = as_dataset(X, y, chunk_rows=200)
+    w = RowWeights(np.linspace(0.5, 2.0, X.shape[0]))
+    fixed = solver.prepare(ds, w)
+    assert calls == [w] and fixed.feature_map is fmap and fixed.block_rows == 64
+    got = solver.fit(fixed, ds, w)
+    ref = _fit(X, y, fmap, weights=w, alpha=0.5, loss="squared_hinge", tol=1e-8, max_iter=30)
+    np.testing.assert_array_equal(got.coef, ref.coef)
+    np.testing.assert_array_equal(got.intercept, ref.intercept)
+    assert got.alpha == 0.5 and got.alphas.tolist() == [0.5] and got.diagnostics["passes"] == ref.n_passes
+    attrs, arrays = solver.state(fixed, got)
+    assert attrs == {"svm": {"n_iter": ref.n_passes}} and set(arrays) == {"svm_converged", "svm_gap"}
+    assert arrays["svm_converged"].dtype == np.int8
+    _, back = solver.from_state(attrs, {**arrays, "coef": got.coef.T, "intercept": got.intercept})
+    np.testing.assert_array_equal(back.coef, got.coef)
+    np.testing.assert_array_equal(back.details.converged, ref.converged)
+    np.testing.assert_array_equal(back.details.gap, ref.gap)
+    with pytest.raises(ParameterError):
+        PrimalSVMSpec.from_params({**params, "loss": "squared_error"})

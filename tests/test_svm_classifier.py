@@ -109,6 +109,17 @@ def test_dask_input_save_and_load(tmp_path):
     np.testing.assert_array_equal(m.predict(X), a.predict(X))
 
 
+def test_the_saved_svm_facts_do_not_depend_on_later_parameters(tmp_path):
+    """The state is the fit's: parameters changed after it (here the loss) do not stop a save."""
+    X, y = _labels(k=2, seed=4)
+    a = RandomFeatureClassifier(n_components=16, loss="squared_hinge", random_state=0).fit(X, y)
+    a.set_params(loss="squared_error", alpha=[0.1, 1.0])
+    a.save(str(tmp_path / "m"))
+    m = bigkernel.load(str(tmp_path / "m"))
+    assert m.n_iter_ == a.n_iter_ and m.dual_gap_.tolist() == a.dual_gap_.tolist()
+    np.testing.assert_array_equal(m.decision_function(X), a.decision_function(X))
+
+
 def test_refusals():
     X, y = _labels(n=60)
     for est in (ExactKernelClassifier(loss="hinge"), KernelClassifier(loss="squared_hinge")):

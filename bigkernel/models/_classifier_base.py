@@ -8,9 +8,10 @@ column for two classes, +1 for ``classes_[1]``), and the matching regressor
 that matrix in its one pass — so the α path, GCV and the saved state are the regressor's.
 Prediction is one-vs-rest: the class with the largest decision value (binary: its sign).
 
-Subclasses name the regressor (``_regressor``) and may override :meth:`_ClassifierBase._solve`,
-the one step that turns encoded targets into a fitted decision model (the SVM losses plug in
-there).
+Subclasses name the regressor (``_regressor``) and may override
+:meth:`_ClassifierBase.fit_targets`, the one step that turns encoded targets into a fitted
+decision model (the SVM losses plug in there, through the primal SVM solver
+:class:`~bigkernel.solvers.primal_svm.PrimalSVMSolver`).
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ class _TimesRows:
         return ("bigkernel._TimesRows", tokenize(self.weights), tokenize(self.values))
 
 
-def _kept_rows(weights, n: int) -> np.ndarray | None:
+def kept_rows(weights, n: int) -> np.ndarray | None:
     """Weight of each row under ``weights`` (None: all 1) — the class counts of "balanced"."""
     if weights is None:
         return None
@@ -226,8 +227,9 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
     def _check_params(self) -> None:
         check_estimator_params(self)
 
-    def _make_regressor(self):
-        """The regressor with this classifier's shared parameters (unfitted)."""
+    def make_regressor(self):
+        """The regressor with this classifier's shared parameters (unfitted): the decision
+        model :meth:`fit_targets` fits, and the one a saved state is read into."""
         names = _init_defaults(self._regressor).keys()
         params = self.get_params(deep=False)
         return self._regressor(**{k: v for k, v in params.items() if k in names})
@@ -282,7 +284,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _fit_labels(self, X, y: np.ndarray, weights, columns=None) -> Self:
         classes, codes = encode_labels(y)
-        row_w = _kept_rows(weights, X.shape[0])
+        row_w = kept_rows(weights, X.shape[0])
         # "balanced" counts the rows that are fitted (weight > 0), not their weights: scikit-learn's rule
         counts = np.bincount(codes, weights=None if row_w is None else (row_w > 0), minlength=classes.size)
         if weights is not None and np.count_nonzero(counts) < 2:
@@ -294,21 +296,22 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         X = as_dask(X, getattr(self, "chunk_rows", None), "X")
         ds = as_dataset(X, pm1_targets(codes, classes.size, X), columns=columns)
         logger.info("%s: %d classes, %s rows", type(self).__name__, classes.size, f"{X.shape[0]:,}")
-        self._set_inner(self._solve(ds, weights))
+        self.set_fitted_estimator(self.fit_targets(ds, weights))
         return self
 
-    def _solve(self, ds: Dataset, weights: Weights | None):
+    def fit_targets(self, ds: Dataset, weights: Weights | None):
         """The fitted decision model of ``ds`` (its ``y`` the ±1 targets: one column per class,
         or one column for two classes) under row ``weights``: an object whose ``predict(X)``
-        gives the decision values and which ``_get_state`` / ``_set_state`` can save.
+        gives the decision values and whose ``get_model_state`` / ``set_model_state`` save it.
 
         ``loss="squared_error"``: the regressor's one-pass least-squares fit (every α from one
         eigendecomposition). Other losses override this method.
         """
-        return self._make_regressor().fit_dataset(ds, weights=weights)
+        return self.make_regressor().fit_dataset(ds, weights=weights)
 
-    def _set_inner(self, est) -> None:
-        """Fitted attributes from the inner model (its penalty, coefficients, diagnostics)."""
+    def set_fitted_estimator(self, est) -> None:
+        """Fitted attributes from the fitted decision model ``est`` (its penalty,
+        coefficients, diagnostics), which becomes ``estimator_``."""
         self.estimator_ = est
         self.n_features_in_ = est.n_features_in_
         for name in ("alpha_", "alphas_", "df_", "gcv_", "coef_", "intercept_", "dual_coef_", "n_samples_fit_"):
@@ -370,9 +373,18 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         """
         return save_model(self, path, overwrite=overwrite)
 
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted state for the model store: the decision model's (``"inner"``), the
+        classes (values with their dtype) and the class weights.
+
+        Returns
+        -------
+        attrs : dict
+            JSON-able attributes.
+        arrays : dict of ndarray
+        """
         check_is_fitted(self, "estimator_")
-        attrs, arrays = self.estimator_._get_state()
+        attrs, arrays = model_state_of(self.estimator_)
         cw = self.class_weight
         if isinstance(cw, dict):  # JSON keys are strings: keep the labels with their types
             cw = [[_label_key(k), float(v)] for k, v in cw.items()]
@@ -380,15 +392,44 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         json.dumps(state["classes"])  # a label JSON cannot hold fails here, before writing
         return state, {**arrays, "class_weight_": np.asarray(self.class_weight_, dtype=np.float64)}
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def set_model_state(self, attrs: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Set the fitted state written by :meth:`get_model_state` (``KeyError`` /
+        ``ValueError`` when damaged).
+
+        Parameters
+        ----------
+        attrs : dict
+        arrays : dict of ndarray
+            Consumed: the classifier's own arrays are removed from it.
+        """
         self.classes_ = classes_from_json(attrs["classes"])
         cw = attrs.get("class_weight")
         if isinstance(cw, list):
             self.class_weight = {k: v for k, v in cw}
         self.class_weight_ = arrays.pop("class_weight_")
-        inner = self._make_regressor()
-        inner._set_state(attrs["inner"], arrays)
-        self._set_inner(inner)
+        inner = self.make_regressor()
+        set_model_state_of(inner, attrs["inner"], arrays)
+        self.set_fitted_estimator(inner)
+
+    # the model store's names until io/model_store.py calls get/set_model_state (issue 20 merge)
+    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        return self.get_model_state()
+
+    def _set_state(self, attrs: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        self.set_model_state(attrs, arrays)
+
+
+def model_state_of(est) -> tuple[dict, dict[str, np.ndarray]]:
+    """``est.get_model_state()`` (the regressors' private ``_get_state`` until they are
+    renamed in the same change: issue 20's merge drops this fallback)."""
+    get = getattr(est, "get_model_state", None) or est._get_state
+    return get()
+
+
+def set_model_state_of(est, attrs: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """``est.set_model_state(attrs, arrays)`` (fallback as in :func:`model_state_of`)."""
+    put = getattr(est, "set_model_state", None) or est._set_state
+    put(attrs, arrays)
 
 
 def _labels_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:

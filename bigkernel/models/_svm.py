@@ -1,7 +1,8 @@
 """The SVM losses of the feature classifiers (``loss="squared_hinge"`` / ``"hinge"``): the
-primal SVM of :func:`bigkernel.solvers.primal_svm.fit_primal_svm` fitted inside the classifier's
-regressor (its feature map, standardisation, predict and saved state are reused; only the
-coefficients come from the SVM instead of the least-squares path).
+primal SVM solver (:class:`~bigkernel.solvers.primal_svm.PrimalSVMSolver`) on the feature map
+of the classifier's regressor. The regressor draws the map (and its standardisation pre-pass)
+and holds the fitted coefficients, so predict and the saved state are the least-squares path's;
+only the coefficients come from the SVM.
 
 Penalty scaling: bigkernel's ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` is scikit-learn's
 ``LinearSVC(C=1/(2α))`` on the features, except that the intercept here is not penalised.
@@ -9,6 +10,7 @@ Penalty scaling: bigkernel's ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` is sciki
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from numbers import Real
 from typing import Any, ClassVar
 
@@ -17,14 +19,16 @@ import numpy as np
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.models._base import COUNT, POSITIVE, Weights
-from bigkernel.models._classifier_base import _kept_rows
+from bigkernel.models._classifier_base import kept_rows
 from bigkernel.models.random_features import feature_block_rows
-from bigkernel.solvers.primal_svm import fit_primal_svm
+from bigkernel.numerics.svm_newton import SVMSolution
+from bigkernel.solvers.base import Solution
+from bigkernel.solvers.primal_svm import SVM_LOSSES, PrimalSVMSolver
 from bigkernel.validation import Options
 
-#: the losses the primal SVM serves (the feature classifiers' ``loss`` beside "squared_error")
-SVM_LOSSES = ("squared_hinge", "hinge")
-#: the classes that serve them (named by the errors of the classifiers that do not)
+__all__ = ["SVM_CLASSES", "SVM_CONSTRAINTS", "SVM_LOSSES", "check_svm_alpha", "refuse_svm_loss", "svm_solver"]
+
+#: the classes that serve the SVM losses (named by the errors of the classifiers that do not)
 SVM_CLASSES = ("RandomFeatureClassifier", "NystroemClassifier")
 #: the table entries the SVM adds to a feature classifier's
 SVM_CONSTRAINTS: dict[str, list] = {
@@ -53,48 +57,43 @@ def check_svm_alpha(est) -> None:
         )
 
 
-class _RowsOf:
-    """Row weights of a row partition: 1 for the kept groups' rows, 0 otherwise."""
+def svm_solver(params: Mapping[str, Any], reg) -> PrimalSVMSolver:
+    """The primal SVM solver of a feature classifier's ``params``: it draws the feature map of
+    ``reg`` (the classifier's unfitted regressor, parameters checked) and carries the
+    regressor's resolved device."""
 
-    def __init__(self, partition) -> None:
-        self.partition = partition
+    def make_map(ds: Dataset, weights: Weights | None):
+        make_solver = getattr(reg, "make_solver", None)
+        if make_solver is not None:  # the feature path's solver: its scaling pre-pass, then its map
+            fixed = make_solver().prepare(ds, weights)
+            reg._set_scaler(fixed.scaler)
+            return fixed.fmap
+        # until the one-pass solvers land (issue 20's merge of s7-primal; then delete)
+        reg._fit_scaler(ds, weights)
+        return reg._new_map(ds, weights)
 
-    def __call__(self, start: int, stop: int) -> np.ndarray:
-        g = np.asarray(self.partition.groups(start, stop))
-        return np.isin(g, self.partition.keep)[np.newaxis].astype(np.float64)
-
-    def __dask_tokenize__(self):
-        from dask.base import tokenize
-
-        return ("bigkernel._RowsOf", tokenize(self.partition))
+    return PrimalSVMSolver.from_params(
+        params, make_map=make_map, block_rows=feature_block_rows, device=getattr(reg, "_device", None)
+    )
 
 
-def fit_svm_regressor(reg, ds: Dataset, weights: Weights | None, *, loss: str, tol: float, max_iter: int):
-    """Fit ``reg`` (a :class:`~bigkernel.RandomFeatureRidge` or :class:`~bigkernel.NystroemRidge`,
-    unfitted) as a primal SVM on ``ds`` (its ``y`` the ±1 targets); returns ``reg``.
+def set_svm_fit(reg, fixed, solution: Solution, ds: Dataset, weights: Weights | None):
+    """Fitted attributes of ``reg`` (the regressor whose map the SVM used) from the SVM's
+    ``solution``; returns ``reg``.
 
-    The feature map (and the standardisation pre-pass) is the regressor's own; the SVM takes
-    ``n_iter_`` passes after it. The attributes of the α path have no SVM meaning: ``df_`` and
-    ``gcv_`` are NaN, ``alphas_`` is ``[alpha]``, ``spectrum_`` and the training range are None.
+    The attributes of the α path have no SVM meaning: ``df_`` and ``gcv_`` are NaN, ``alphas_``
+    is ``[alpha]``, ``spectrum_`` and the training range are None. ``svm_`` is the
+    :class:`~bigkernel.numerics.svm_newton.SVMSolution`, ``n_iter_`` its passes.
     """
-    reg._check_params()
-    reg._fit_scaler(ds, weights)
-    fmap = reg._make_map(ds, weights) if hasattr(reg, "_make_map") else reg._make_feature_map(ds.X.shape[1])
-    row_w = _RowsOf(weights) if hasattr(weights, "groups") else weights
-    Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
-    dtype = str(np.dtype(reg.dtype))
-    sol = fit_primal_svm(
-        ds, fmap, Y, weights=row_w, alpha=float(reg.alpha), loss=loss, fit_intercept=reg.fit_intercept,
-        tol=tol, max_iter=max_iter, dtype=dtype, block_rows=feature_block_rows(fmap.n_components, dtype),
-    )  # fmt: skip
-    kept = _kept_rows(weights, ds.X.shape[0])
+    sol: SVMSolution = solution.details
     single = ds.y.ndim == 1
-    reg.feature_map_ = fmap
-    reg.coef_ = sol.coef[:, 0].copy() if single else sol.coef.T.copy()
-    reg.intercept_ = float(sol.intercept[0]) if single else sol.intercept.copy()
-    reg.alpha_, reg.alphas_ = float(reg.alpha), np.array([float(reg.alpha)])
+    kept = kept_rows(weights, ds.X.shape[0])
+    reg.feature_map_ = fixed.feature_map
+    reg.coef_ = solution.coef[:, 0].copy() if single else solution.coef.T.copy()
+    reg.intercept_ = float(solution.intercept[0]) if single else solution.intercept.copy()
+    reg.alpha_, reg.alphas_ = float(solution.alpha), np.array(solution.alphas, dtype=np.float64)
     reg.df_, reg.df_path_ = float("nan"), np.array([np.nan])
-    reg.gcv_ = np.full(1 if single else (1, Y.shape[1]), np.nan)
+    reg.gcv_ = np.full(1 if single else (1, solution.coef.shape[1]), np.nan)
     reg.spectrum_ = None
     reg.n_samples_fit_ = int(ds.X.shape[0] if kept is None else np.count_nonzero(kept))
     reg.n_features_in_ = ds.X.shape[1]
@@ -105,8 +104,9 @@ def fit_svm_regressor(reg, ds: Dataset, weights: Weights | None, *, loss: str, t
 
 
 class _PrimalSVMMixin:
-    """``loss="squared_hinge"`` / ``"hinge"`` for a feature classifier: the solve step and the
-    SVM's diagnostics (``n_iter_`` passes, ``converged_``, ``dual_gap_``) in the saved state."""
+    """``loss="squared_hinge"`` / ``"hinge"`` for a feature classifier: the solve step through
+    the primal SVM solver, and the SVM's diagnostics (``n_iter_`` passes, ``converged_``,
+    ``dual_gap_``) in the saved state (the solver's part of it)."""
 
     _svm_constraints: ClassVar[dict[str, list]] = SVM_CONSTRAINTS
 
@@ -114,15 +114,19 @@ class _PrimalSVMMixin:
         super()._check_params()
         check_svm_alpha(self)
 
-    def _solve(self, ds: Dataset, weights: Weights | None):
+    def fit_targets(self, ds: Dataset, weights: Weights | None):
+        """The SVM losses: the primal SVM on the regressor's feature map (validate → spec →
+        solver → fitted attributes); ``"squared_error"``: the regressor's one-pass fit."""
         if self.loss not in SVM_LOSSES:
-            return super()._solve(ds, weights)
-        return fit_svm_regressor(
-            self._make_regressor(), ds, weights, loss=self.loss, tol=self.tol, max_iter=self.max_iter
-        )
+            return super().fit_targets(ds, weights)
+        reg = self.make_regressor()
+        reg._check_params()  # the regressor's rules, and its device resolved once for this fit
+        solver = svm_solver(self.get_params(deep=False), reg)
+        fixed = solver.prepare(ds, weights)
+        return set_svm_fit(reg, fixed, solver.fit(fixed, ds, weights), ds, weights)
 
-    def _set_inner(self, est) -> None:
-        super()._set_inner(est)
+    def set_fitted_estimator(self, est) -> None:
+        super().set_fitted_estimator(est)
         sol = getattr(est, "svm_", None)
         if sol is not None:
             self._set_svm_facts(sol.n_passes, sol.converged, sol.gap)
@@ -135,17 +139,27 @@ class _PrimalSVMMixin:
         self.converged_ = np.asarray(converged, dtype=bool)
         self.dual_gap_ = np.asarray(gap, dtype=np.float64)
 
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        attrs, arrays = super()._get_state()
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The classifier's state plus, after an SVM fit, the solver's part (passes,
+        convergence and duality gap per ±1 column)."""
+        attrs, arrays = super().get_model_state()
         if hasattr(self, "dual_gap_"):
-            attrs["svm"] = {"n_iter": self.n_iter_}
-            arrays = {**arrays, "svm_converged": self.converged_.astype(np.int8), "svm_gap": self.dual_gap_}
+            solver = PrimalSVMSolver(None)  # the layout only: the parameters may have changed since the fit
+            k = self.dual_gap_.shape[0]
+            sol = SVMSolution(np.zeros((0, k)), np.zeros(k), self.n_iter_, self.converged_, np.full(k, np.nan),
+                              self.dual_gap_)  # fmt: skip
+            svm_attrs, svm_arrays = solver.state(None, solver.solution(sol))
+            attrs.update(svm_attrs)
+            arrays = {**arrays, **svm_arrays}
         return attrs, arrays
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        svm: dict[str, Any] | None = attrs.get("svm")
+    def set_model_state(self, attrs: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Inverse of :meth:`get_model_state`."""
+        svm = None
+        if attrs.get("svm") is not None:
+            _, solution = PrimalSVMSolver(None).from_state(attrs, arrays)
+            svm = solution.details
+            arrays.pop("svm_converged"), arrays.pop("svm_gap")
+        super().set_model_state(attrs, arrays)
         if svm is not None:
-            converged, gap = arrays.pop("svm_converged"), arrays.pop("svm_gap")
-        super()._set_state(attrs, arrays)
-        if svm is not None:
-            self._set_svm_facts(svm["n_iter"], np.asarray(converged, dtype=bool), gap)
+            self._set_svm_facts(svm.n_passes, svm.converged, svm.gap)

@@ -1,6 +1,6 @@
 """ExactKernelClassifier and KernelClassifier: one-vs-rest least squares on ±1 targets with the
-exact (blocked CG) solver, or with the solver :func:`~bigkernel.models.kernel_ridge.choose_solver`
-picks (:mod:`bigkernel.models._classifier_base`)."""
+exact (blocked CG) solver, or with the solver :meth:`KernelClassifier.choose_solver` picks (the
+rule of :func:`~bigkernel.models.kernel_ridge.choose_solver`; :mod:`bigkernel.models._classifier_base`)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ class ExactKernelClassifier(_ClassifierBase):
     def _check_params(self) -> None:
         super()._check_params()
         refuse_svm_loss(self)
-        self._make_regressor()._check_rules()
+        self.make_regressor()._check_rules()
 
 
 @register_model
@@ -172,6 +172,34 @@ class KernelClassifier(_ClassifierBase):
         super()._check_params()
         refuse_svm_loss(self)
 
-    def _set_inner(self, est) -> None:
-        super()._set_inner(est)
+    def choose_solver(self, n: int, d: int, n_targets: int) -> tuple[str, str]:
+        """The solver a fit on n rows of d features would run, and why (KernelRidge's rule).
+
+        Parameters
+        ----------
+        n, d : int
+            Rows and features of the training data.
+        n_targets : int
+            ±1 target columns: the number of classes (1 for two classes); the exact solver's
+            matvecs count every column.
+
+        Returns
+        -------
+        solver : {"exact", "nystroem", "random_features"}
+        reason : str
+        """
+        self._check_params()
+        reg = self.make_regressor()
+        choose = getattr(reg, "choose_solver", None) or reg._pick  # issue 20 merge: the public name only
+        return choose(n, d, n_targets)
+
+    def make_solver_estimator(self, solver: str):
+        """The unfitted regressor of ``solver`` that fits the ±1 targets, with this classifier's
+        parameters (``ExactKernelRidge``, ``NystroemRidge`` or ``RandomFeatureRidge``)."""
+        reg = self.make_regressor()
+        make = getattr(reg, "make_solver_estimator", None) or reg._build  # issue 20 merge: the public name only
+        return make(solver)
+
+    def set_fitted_estimator(self, est) -> None:
+        super().set_fitted_estimator(est)
         self.solver_, self.solver_reason_ = est.solver_, est.solver_reason_

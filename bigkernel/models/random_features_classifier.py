@@ -114,7 +114,7 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
 
     def _check_params(self) -> None:
         super()._check_params()
-        self._make_regressor()._check_rules()  # the kernel must have a random-feature sampler
+        self.make_regressor()._check_rules()  # the kernel must have a random-feature sampler
 
     @property
     def feature_map_(self):

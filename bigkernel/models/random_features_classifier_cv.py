@@ -24,7 +24,7 @@ from bigkernel.errors import ParameterError
 from bigkernel.graph.stream import block_sums_graph, split_row_tasks
 from bigkernel.io.model_store import register_model
 from bigkernel.models._base import GRID, DeviceLike, Grid, RandomStateLike, Weights
-from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, _kept_rows, store_init_params
+from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, kept_rows, store_init_params
 from bigkernel.models.random_features import feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
 from bigkernel.numerics.cv import FoldDecisions, fold_correct_counts
@@ -142,18 +142,18 @@ class RandomFeatureClassifierCV(_ClassifierBase):
 
     def _check_params(self) -> None:
         super()._check_params()
-        self._make_regressor()._check_rules()
+        self.make_regressor()._check_rules()
 
-    def _solve(self, ds: Dataset, weights: Weights | None) -> RandomFeatureRidgeCV:
+    def fit_targets(self, ds: Dataset, weights: Weights | None) -> RandomFeatureRidgeCV:
         """Search (γ, α) by cross-validated accuracy in two passes, refit at the best point."""
-        inner = self._make_regressor()
+        inner = self.make_regressor()
         n, d = ds.X.shape
         K = int(self.cv)
         if n < K:
             raise ParameterError(f"cv={K} folds need at least {K} samples, got n_samples={n}")
         seed = inner._seed()
         split = FoldSplit(seed, K)
-        values = _kept_rows(weights, n)
+        values = kept_rows(weights, n)
         parts = split if values is None else _WeightedFolds(split, values)
         inner._fit_scaler(ds)
         gammas = inner._bandwidths(d)
@@ -200,17 +200,17 @@ class RandomFeatureClassifierCV(_ClassifierBase):
             return (Y > 0).astype(np.int32)
         return da.argmax(Y, axis=1).astype(np.int32)
 
-    def _set_inner(self, est) -> None:
-        super()._set_inner(est)
-        self.gamma_ = getattr(est, "gamma_", None)  # a loaded inner model: set by _set_state
+    def set_fitted_estimator(self, est) -> None:
+        super().set_fitted_estimator(est)
+        self.gamma_ = getattr(est, "gamma_", None)  # a loaded inner model: set by set_model_state
 
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        attrs, arrays = super()._get_state()
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        attrs, arrays = super().get_model_state()
         attrs.update(gamma_=self.gamma_, best_params_=self.best_params_, best_score_=self.best_score_)
         return attrs, arrays
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        super()._set_state(attrs, arrays)
+    def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        super().set_model_state(attrs, arrays)
         # the inner search estimator saves its fit, not the bandwidth it chose
         self.gamma_ = self.estimator_.gamma_ = float(attrs["gamma_"])
         self.best_params_, self.best_score_ = attrs["best_params_"], float(attrs["best_score_"])

@@ -1,12 +1,23 @@
 """The primal SVM on random or Nyström features over a row-chunked data set: one dask pass per
-Newton iteration (the iteration itself: :mod:`bigkernel.numerics.svm_newton`)."""
+Newton iteration (the iteration itself: :mod:`bigkernel.numerics.svm_newton`).
+
+:class:`PrimalSVMSolver` is this path behind the :class:`~bigkernel.solvers.base.Solver`
+interface (name ``"primal_svm"``): its frozen :class:`PrimalSVMSpec` comes from a feature
+classifier's ``get_params()``; ``prepare`` draws the feature map (through the feature path it is
+given: the SVM shares the random-feature and Nyström maps, standardisation included, with the
+least-squares path); ``fit`` runs :func:`fit_primal_svm` and returns a
+:class:`~bigkernel.solvers.base.Solution` whose ``details`` is the
+:class:`~bigkernel.numerics.svm_newton.SVMSolution`. :func:`fit_primal_svm` is the pass loop
+itself, for callers that hold a map and ±1 targets.
+"""
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 import dask
 import dask.array as da
@@ -14,13 +25,20 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from bigkernel.data.sources import Dataset
+from bigkernel.devices import Device
 from bigkernel.errors import DataError
 from bigkernel.graph.svm import svm_pass_graph
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, check_loss
 from bigkernel.numerics.svm_newton import SVMSolution, solve_svm
 from bigkernel.runtime import compute
+from bigkernel.solvers.base import Solution
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["SVM_LOSSES", "PrimalSVMSolver", "PrimalSVMSpec", "SVMFixed", "fit_primal_svm", "svm_row_weights"]
+
+#: the losses the primal SVM minimises (a feature classifier's ``loss`` beside "squared_error")
+SVM_LOSSES = ("squared_hinge", "hinge")
 
 
 def fit_primal_svm(
@@ -115,3 +133,184 @@ def fit_primal_svm(
             stacklevel=2,
         )
     return sol
+
+
+# --------------------------------------------------------------------------------------------
+# The solver interface
+# --------------------------------------------------------------------------------------------
+class PartitionRows:
+    """Row weights of a row partition: 1 for the kept groups' rows, 0 otherwise (the SVM pass
+    takes weights as ``weights(start, stop) -> (1, rows)`` only)."""
+
+    def __init__(self, partition: Any) -> None:
+        self.partition = partition
+
+    def __call__(self, start: int, stop: int) -> np.ndarray:
+        g = np.asarray(self.partition.groups(start, stop))
+        return np.isin(g, self.partition.keep)[np.newaxis].astype(np.float64)
+
+    def __dask_tokenize__(self):
+        from dask.base import tokenize
+
+        return ("bigkernel._RowsOf", tokenize(self.partition))
+
+
+def svm_row_weights(weights: Any) -> Callable[[int, int], np.ndarray] | None:
+    """The row-weight callable of ``weights``: a row partition (``groups`` / ``keep``) becomes
+    :class:`PartitionRows`; a callable or None is returned as it is."""
+    return PartitionRows(weights) if hasattr(weights, "groups") else weights
+
+
+@dataclass(frozen=True)
+class PrimalSVMSpec:
+    """Everything the primal SVM's fit depends on besides the data and the feature map.
+
+    Attributes
+    ----------
+    alpha : float
+        Penalty of ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` (LinearSVC's ``C = 1 / (2α)``).
+    loss : {"squared_hinge", "hinge"}
+    fit_intercept : bool
+    tol : float
+        Relative duality gap at which a column stops.
+    max_iter : int
+        Most passes over the data.
+    dtype : {"float64", "float32"}
+        Precision of the features.
+    """
+
+    alpha: float
+    loss: str
+    fit_intercept: bool
+    tol: float
+    max_iter: int
+    dtype: str
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Self:
+        """The spec of a feature classifier's (validated) ``get_params()``."""
+        check_loss(params["loss"])
+        return cls(
+            alpha=float(params["alpha"]), loss=str(params["loss"]), fit_intercept=bool(params["fit_intercept"]),
+            tol=float(params["tol"]), max_iter=int(params["max_iter"]), dtype=str(np.dtype(params["dtype"])),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SVMFixed:
+    """What the SVM holds fixed: the feature map (standardisation included), the rows
+    featurised at a time, and the fit's device (the SVM pass itself runs on the host)."""
+
+    feature_map: Any
+    block_rows: int
+    device: Device | None = None
+
+
+class PrimalSVMSolver:
+    """The primal SVM behind the :class:`~bigkernel.solvers.base.Solver` interface.
+
+    Parameters
+    ----------
+    spec : PrimalSVMSpec or None
+        None serves :meth:`state` / :meth:`from_state` only (the saved layout needs no spec;
+        the solution's ``alpha`` is then NaN).
+    make_map : callable, optional
+        ``make_map(data, weights) -> feature map``: the feature path's fixed part (the
+        random-feature or Nyström map, after the standardisation pre-pass). Needed by
+        :meth:`prepare` only.
+    block_rows : callable, optional
+        ``block_rows(n_components, dtype) -> int``: rows featurised at a time (the feature
+        path's rule, so the SVM pass reads the data as the least-squares pass does). Default
+        8192.
+    device : Device, optional
+        The estimator's resolved device, carried unchanged into the fixed parts.
+
+    Notes
+    -----
+    The saved state of an SVM classifier is its feature path's (map, coefficients, the
+    training facts: the regressor's layout) plus the SVM's own part, which :meth:`state` /
+    :meth:`from_state` write and read: ``attrs["svm"] = {"n_iter": passes}`` and the arrays
+    ``svm_converged`` (int8) and ``svm_gap`` (format v1, unchanged).
+    """
+
+    name: ClassVar[str] = "primal_svm"
+
+    def __init__(
+        self,
+        spec: PrimalSVMSpec | None,
+        *,
+        make_map: Callable[[Dataset, Any], Any] | None = None,
+        block_rows: Callable[[int, str], int] | None = None,
+        device: Device | None = None,
+    ) -> None:
+        self.spec, self.make_map, self.block_rows, self.device = spec, make_map, block_rows, device
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], **parts: Any) -> Self:
+        """The solver for a feature classifier's ``get_params()``; ``parts`` are the keywords
+        ``make_map``, ``block_rows`` and ``device`` of the constructor."""
+        return cls(PrimalSVMSpec.from_params(params), **parts)
+
+    def prepare(self, data: Dataset, weights: Any = None) -> SVMFixed:
+        """Draw the feature map of ``data`` under ``weights`` (through ``make_map``)."""
+        if self.make_map is None:
+            raise TypeError("PrimalSVMSolver.prepare needs make_map (the feature path's map)")
+        return self.fixed(self.make_map(data, weights))
+
+    def fixed(self, feature_map: Any) -> SVMFixed:
+        """The fixed parts around a feature map drawn elsewhere."""
+        D = int(feature_map.n_components)
+        rows = 8192 if self.block_rows is None else int(self.block_rows(D, self._spec().dtype))
+        return SVMFixed(feature_map, rows, self.device)
+
+    def fit(self, fixed: SVMFixed, data: Dataset, weights: Any = None) -> Solution:
+        """Minimise the SVM objective on ``data`` (its ``y`` the ±1 targets, (n,) or (n, k))
+        with the map of ``fixed``; ``weights`` a row partition or ``weights(start, stop)``."""
+        sp = self._spec()
+        Y = data.y if data.y.ndim == 2 else data.y[:, np.newaxis]
+        sol = fit_primal_svm(
+            data, fixed.feature_map, Y, weights=svm_row_weights(weights), alpha=sp.alpha, loss=sp.loss,
+            fit_intercept=sp.fit_intercept, tol=sp.tol, max_iter=sp.max_iter, dtype=sp.dtype,
+            block_rows=fixed.block_rows,
+        )  # fmt: skip
+        return self.solution(sol)
+
+    def solution(self, sol: SVMSolution) -> Solution:
+        """The :class:`~bigkernel.solvers.base.Solution` of an :class:`SVMSolution`."""
+        alpha = float("nan") if self.spec is None else self.spec.alpha
+        diagnostics = {
+            "loss": None if self.spec is None else self.spec.loss, "passes": int(sol.n_passes), "converged": np.asarray(sol.converged).tolist(),
+            "gap": np.asarray(sol.gap, dtype=np.float64).tolist(),
+        }  # fmt: skip
+        return Solution(sol.coef, sol.intercept, alpha, np.array([alpha]), diagnostics, sol)
+
+    def _spec(self) -> PrimalSVMSpec:
+        if self.spec is None:
+            raise TypeError("this PrimalSVMSolver reads and writes states only (no spec): build it with from_params")
+        return self.spec
+
+    def state(self, fixed: SVMFixed | None, solution: Solution) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The SVM's part of the saved state (see the class notes): passes, and per ±1
+        column whether it converged and its relative duality gap."""
+        sol: SVMSolution = solution.details
+        attrs = {"svm": {"n_iter": int(sol.n_passes)}}
+        arrays = {
+            "svm_converged": np.asarray(sol.converged, dtype=bool).astype(np.int8),
+            "svm_gap": np.asarray(sol.gap, dtype=np.float64),
+        }
+        return attrs, arrays
+
+    def from_state(
+        self, attrs: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
+    ) -> tuple[SVMFixed | None, Solution]:
+        """Inverse of :meth:`state`. The map is the feature path's to read, so the fixed
+        parts are None; the coefficients come from the regressor layout's ``coef`` (k, D)
+        and ``intercept`` (k,) when present. ``KeyError`` when the SVM's part is missing."""
+        n_iter = int(attrs["svm"]["n_iter"])
+        converged = np.asarray(arrays["svm_converged"], dtype=bool)
+        gap = np.asarray(arrays["svm_gap"], dtype=np.float64)
+        k = converged.shape[0]
+        coef = np.asarray(arrays["coef"], dtype=np.float64).T if "coef" in arrays else np.zeros((0, k))
+        intercept = np.asarray(arrays["intercept"], dtype=np.float64) if "intercept" in arrays else np.zeros(k)
+        sol = SVMSolution(coef, intercept, n_iter, converged, np.full(k, np.nan), gap)
+        return None, self.solution(sol)
