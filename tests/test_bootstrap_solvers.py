@@ -419,7 +419,7 @@ def test_exact_evidence_bootstrap_refuses_replicates_beyond_the_memory_budget():
     factor (16·n² bytes): W at once must fit half the budget, as one fit must."""
     from bigkernel.bands.plans import make_plan
     from bigkernel.data.sources import as_dataset
-    from bigkernel.models.exact import EXACT_DF_MAX_N
+    from bigkernel.solvers.budget import EXACT_DF_MAX_N
 
     n = EXACT_DF_MAX_N + 100
     rng = np.random.default_rng(0)

@@ -44,7 +44,6 @@ Hutchinson probes when it would not be computed otherwise, n > 2000).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,33 +58,22 @@ from bigkernel.data.sources import Dataset
 from bigkernel.devices import parse_device, resolve_device
 from bigkernel.errors import ParameterError
 from bigkernel.graph.residuals import residual_sample_graph
-from bigkernel.io.band_store import BootstrapStore, array_digest
+from bigkernel.io.band_store import BootstrapStore
 from bigkernel.kernels.registry import is_precomputed, kernel_spec
-from bigkernel.models.exact import (
-    DEFAULT_PROBES,
-    EXACT_DF_MAX_N,
-    ExactKernelRidge,
-    device_budget,
-    resolve_memory_budget,
-)
+from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.models.exact_cv import ExactKernelRidgeCV
 from bigkernel.models.kernel_ridge import KernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge, feature_block_rows
 from bigkernel.models.random_features_cv import RandomFeatureRidgeCV
-from bigkernel.numerics.device_gram import DeviceGram
-from bigkernel.numerics.gram_tiles import KernelExpansion, LocalGram
 from bigkernel.numerics.primal import PrimalExpansion, solve_primal
 from bigkernel.numerics.resample import BootstrapWeights
-from bigkernel.numerics.residuals import ResidualSample, finish_residuals, residual_summary
-from bigkernel.numerics.scaling import column_moments, safe_scale
+from bigkernel.numerics.residuals import ResidualSample, finish_residuals
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.solvers.replicates import (
     ReplicatePlan,
     derived_seed,
     feature_map_digest,
-    jsonable,
-    task_cache_budget,
 )
 from bigkernel.solvers.replicates import (
     check_n_features as _check_n_features,
@@ -280,190 +268,6 @@ def _feature_plan(est: FeatureEstimator, ds: Dataset, X_eval: np.ndarray, seed_e
 
 
 # --------------------------------------------------------------------------------------------
-# Exact: one weighted dual solve per replicate task
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _ExactReplicate:
-    """A replicate of the exact solver: rows with count > 0, weighted CG, predictions."""
-
-    estimator: ExactKernelRidge  # unfitted, integer seed, standardize=False (X is scaled)
-    kernel: Any
-    X_eval: np.ndarray  # scaled like X
-    solve_budget: int  # decides rank and exact df, as in a fit with this budget
-    cache_budget: int  # Gram tiles cached per task (speed only, never the values)
-
-    def run(
-        self, data: tuple[np.ndarray, np.ndarray, np.ndarray], index: int, replicate: int, store: BootstrapStore
-    ) -> int:
-        X, Y, counts = data
-        c = counts[index]
-        keep = c > 0
-        Xk, Yk, ck = X[keep], Y[keep], c[keep]
-        ops: list = []
-        operator, where = self._operator(Xk, ops)
-        try:
-            with where:
-                sol, _, _ = self.estimator._solve(
-                    self.kernel, Xk, Yk, operator, self.solve_budget, None if np.all(ck == 1.0) else ck
-                )
-        finally:
-            for op in ops:
-                op.close()
-        pred = KernelExpansion(ops[0].tiler, sol.coef, sol.intercept)(self.X_eval)
-        coef = np.zeros((X.shape[0] + 1, Y.shape[1]))
-        coef[:-1][keep] = sol.coef  # dual coefficients per training row (0: not drawn)
-        coef[-1] = sol.intercept
-        store.write_replicate(replicate, pred, coef)
-        return replicate
-
-    def _operator(self, X: np.ndarray, ops: list):
-        """``(operator(n_rhs, reserve), context)`` of one task: the host :class:`LocalGram`, or
-        on a GPU (the estimator's ``device``, resolved where the task runs: a dask-cuda worker's
-        own GPU) a :class:`DeviceGram` caching float64 tiles within this task's share of the
-        device memory. Bitwise resume holds per device: the CPU's values do not depend on the
-        budget; the GPU's agree to rounding across budgets (cached and recomputed tiles are
-        GEMMs of other shapes)."""
-        device = resolve_device(self.estimator.device)
-        if not device.is_gpu:
-
-            def operator(n_rhs: int, reserve: int) -> LocalGram:
-                ops.append(LocalGram(self.kernel, X, max(0, self.cache_budget - reserve)))
-                return ops[0]
-
-            return operator, contextlib.nullcontext()
-        with device.activate():
-            share = self.cache_budget / max(self.solve_budget, 1)
-            budget = int(device_budget(self.estimator.memory_budget, device) * share)
-
-        def device_operator(n_rhs: int, reserve: int) -> DeviceGram:
-            ops.append(DeviceGram(self.kernel, X, xp=device.xp, memory_budget=budget, dtype="float64",
-                                  n_rhs=n_rhs, reserve_bytes=reserve))  # fmt: skip
-            return ops[0]
-
-        return device_operator, device.activate()
-
-    def reference(self, data: tuple[np.ndarray, np.ndarray], seed: int, capacity: int) -> ResidualSample:
-        """The fit on all rows with unit weights, its predictions and residual sample."""
-        X, Y = data
-        est = self.estimator
-        if not est.n_probes:  # df is needed for the residual scale; probes give it above n = 2000
-            est = clone(est).set_params(n_probes=DEFAULT_PROBES)
-        ops: list = []
-        operator, where = self._operator(X, ops)
-        try:
-            with where:
-                sol, _, _ = est._solve(self.kernel, X, Y, operator, self.solve_budget, None)
-        finally:
-            for op in ops:
-                op.close()
-        fit = KernelExpansion(ops[0].tiler, sol.coef, sol.intercept)
-        df = float(sol.df[int(np.flatnonzero(sol.alphas == sol.alpha)[0])])
-        return finish_residuals(residual_summary(fit(X), Y, 0, seed, capacity), fit(self.X_eval), df)
-
-
-def _exact_reference(model: _ExactReplicate, data: tuple, seed: int, capacity: int) -> ResidualSample:
-    return model.reference(data, seed, capacity)
-
-
-def _with_counts(data: tuple[np.ndarray, np.ndarray], weights: BootstrapWeights) -> tuple:
-    X, Y = data
-    return X, Y, weights(0, X.shape[0])
-
-
-def _check_evidence_memory(est: ExactKernelRidge, n: int, budget: int, workers: int) -> None:
-    """Refuse ``alpha="evidence"`` above the eigenvalue limit when the replicates running at
-    once would each hold the dense K and a Cholesky factor (16·n² bytes) beyond the half of the
-    budget that one fit may give them (the fit's own check sees one solve, not ``workers``)."""
-    if not (isinstance(est.alpha, str) and est.alpha == "evidence") or n <= EXACT_DF_MAX_N:
-        return
-    each = 16 * n * n
-    if workers > 1 and workers * each > budget // 2:
-        raise ParameterError(
-            f"bootstrap of ExactKernelRidge(alpha='evidence') at n={n:,}: each replicate chooses alpha by "
-            f"one Cholesky factor per alpha, holding the dense n × n matrix and its factor ({each / 1e9:.2f} GB), "
-            f"and {workers} run at once: {workers * each / 1e9:.2f} GB is more than half the memory budget "
-            f"({budget / 2e9:.2f} of {budget / 1e9:.2f} GB). Fix alpha to the full fit's (est.set_params(alpha=est.alpha_)), run "
-            "fewer workers at once, or raise memory_budget"
-        )
-
-
-class _ExactPlan:
-    """Replicate plan of :class:`~bigkernel.ExactKernelRidge` (see the module docstring)."""
-
-    def __init__(self, est: ExactKernelRidge, ds: Dataset, X_eval: np.ndarray, seed_entropy: int, workers: int) -> None:
-        fitted = _is_fitted(est)
-        d = ds.X.shape[1]
-        if fitted:
-            _check_n_features(est, d)
-        work = _with_seed(est, seed_entropy)
-        X, Y, _ = work._training_arrays(ds)
-        scaler = None
-        if est.standardize:
-            scaler = (est.scaler_mean_, est.scaler_scale_) if fitted else _scaling(X)
-            X = (X - scaler[0]) / scaler[1]
-            X_eval = (X_eval - scaler[0]) / scaler[1]
-        work.set_params(standardize=False)
-        kernel = est.kernel_ if fitted else work._make_kernel(d)
-        budget = resolve_memory_budget(work.memory_budget)
-        n = X.shape[0]
-        _check_evidence_memory(work, n, budget, workers)
-        self.n_coef = n + 1
-        self.max_batch_size = EXACT_MAX_BATCH
-        self.task_per_replicate = True  # a batch runs as m tasks (not one per chunk)
-        self._data = dask.delayed((X, Y), pure=True)
-        self._model = dask.delayed(
-            _ExactReplicate(work, kernel, np.ascontiguousarray(X_eval), budget,
-                            task_cache_budget(budget, workers)), pure=True,
-        )  # fmt: skip
-        self.fingerprint = {
-            "class": _class_name(est), "params": _params(est), "fitted": fitted,
-            "kernel": jsonable(kernel.to_dict()),
-            "scaler": None if scaler is None else array_digest(np.concatenate(scaler)),
-            "seed": int(work.random_state),
-            "coef_layout": f"rows 0..{n - 1} dual coef per training row, row {n} intercept",
-        }  # fmt: skip
-
-    def residual_task(self, ds: Dataset, seed: int, capacity: int) -> Delayed:
-        """Delayed :class:`ResidualSample` of the unit-weight fit (one task: data in memory)."""
-        return dask.delayed(_exact_reference, pure=True)(self._model, self._data, seed, capacity)
-
-    def batch_tasks(
-        self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore, after: Sequence[Delayed] = ()
-    ) -> list[Delayed]:
-        data = dask.delayed(_with_counts, pure=True)(self._data, _gated(weights, after))
-        token = dask.base.tokenize(store.path, data.key)
-        return [
-            dask.delayed(_run_replicate, pure=True)(
-                self._model, data, i, r, store, dask_key_name=f"bootstrap-replicate-{r}-{token}"
-            )
-            for i, r in enumerate(weights.replicates)
-        ]
-
-
-def _exact_at_choice(cv: ExactKernelRidgeCV) -> ExactKernelRidge:
-    """A fitted ExactKernelRidgeCV as an ExactKernelRidge at its chosen (γ, α): its fitted
-    kernel and scaling, which :class:`_ExactPlan` reuses."""
-    if not _is_fitted(cv):
-        raise ParameterError(
-            "bootstrap() needs a fitted ExactKernelRidgeCV (its replicates use the chosen kernel_ "
-            "and alpha_; the search is not repeated per replicate): call fit first, or bootstrap "
-            "an ExactKernelRidge with the gamma and alpha you want."
-        )
-    est = ExactKernelRidge(
-        cv.kernel_,
-        alpha=float(cv.alpha_),
-        fit_intercept=cv.fit_intercept,
-        memory_budget=cv.memory_budget,
-        standardize=cv.standardize,
-        random_state=cv.random_state,
-    )
-    est.kernel_, est.n_features_in_, est.dual_coef_ = cv.kernel_, cv.n_features_in_, cv.dual_coef_
-    if cv.standardize:
-        est.scaler_mean_, est.scaler_scale_ = cv.scaler_mean_, cv.scaler_scale_
-    return est
-
-
-# --------------------------------------------------------------------------------------------
 # Dispatch
 # --------------------------------------------------------------------------------------------
 def on_device(estimator: Any, device: str | None) -> Any:
@@ -509,14 +313,8 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
                 "batch_tasks)."
             )
         return plan
-    if isinstance(estimator, KernelRidge):
-        if _is_fitted(estimator):
-            inner = estimator.estimator_
-        else:
-            n, d = ds.X.shape
-            solver, _ = estimator._pick(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))
-            inner = estimator._build(solver)
-        return make_plan(inner, ds, X_eval, seed_entropy, workers)
+    if isinstance(estimator, (KernelRidge, ExactKernelRidge, ExactKernelRidgeCV)):
+        return estimator.replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
     if is_precomputed(getattr(estimator, "kernel", None)):
         # a replicate is a fit on resampled rows: K's rows and columns both, and K(X_eval, rows)
         # for its predictions; the plans resample points, not a given matrix
@@ -524,10 +322,6 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
             "bootstrap() does not support kernel='precomputed': resampling rows needs the points to rebuild "
             "K; bootstrap the estimator with the kernel that built K (e.g. kernel='rbf') on X"
         )
-    if isinstance(estimator, ExactKernelRidge):
-        return _ExactPlan(estimator, ds, X_eval, seed_entropy, workers)
-    if isinstance(estimator, ExactKernelRidgeCV):
-        return _ExactPlan(_exact_at_choice(estimator), ds, X_eval, seed_entropy, workers)
     if isinstance(estimator, (RandomFeatureRidge, RandomFeatureRidgeCV, NystroemRidge)):
         return _feature_plan(estimator, ds, X_eval, seed_entropy)
     raise NotImplementedError(
@@ -538,7 +332,3 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
         "bigkernel.bands.plans.ReplicatePlan."
     )
 
-
-def _scaling(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    mean, std = column_moments(X)
-    return mean, safe_scale(std)

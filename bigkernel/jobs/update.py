@@ -98,7 +98,7 @@ def update_model(
     before = int(inner.n_samples_fit_)
     inner.partial_fit_dataset(ds)
     if inner is not model:
-        model._set_inner(inner, model.solver_, model.solver_reason_)
+        model.set_fitted_estimator(inner, model.solver_, model.solver_reason_)
     model.save(target, overwrite=True)
     metrics = {
         "model": str(model_path),

@@ -52,10 +52,10 @@ from bigkernel.models._base import (
     _EstimatorBase,
     single_target,
 )
-from bigkernel.models._dual import _DualPredictor, _gram_input, resolve_memory_budget
+from bigkernel.models._dual import _DualPredictor
 from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
 from bigkernel.models._search import best_index, cv_results, search_params
-from bigkernel.models.exact import build_kernel
+from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.numerics.evidence import evidence_path
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
@@ -64,6 +64,10 @@ from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.scaling import standardize_moments, standardize_rows
 from bigkernel.numerics.sums import check_finite
 from bigkernel.runtime import compute
+from bigkernel.solvers.base import ReplicatePlan
+from bigkernel.solvers.budget import resolve_memory_budget
+from bigkernel.solvers.exact import build_kernel, gram_input
+from bigkernel.solvers.exact_plan import PRECOMPUTED_BOOTSTRAP
 from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
@@ -372,7 +376,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         check_finite(X, Y, 0)
         pre = is_precomputed(self.kernel)
         if pre:
-            _gram_input(X, "fit")
+            gram_input(X, "fit")
             check_symmetric(X)
         self._precomputed_keep = None
         if weights is not None:
@@ -400,7 +404,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         """
         self._check_params()
         if is_precomputed(self.kernel):
-            X = _gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
+            X = gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
         self.fit_dataset(self._fit_input(X, y))
         log_fit(self)  # α/γ on a grid edge, feature scales far apart, logged
         return self
@@ -560,6 +564,45 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.intercept_ = float(intercept[0]) if single else intercept
         self._expansion = KernelExpansion(tiler, coef, intercept)
 
+    # ----------------------------------------------------------------- bootstrap
+    def replicate_plan(self, ds: Dataset, X_eval: np.ndarray, *, seed_entropy: int, workers: int = 1) -> ReplicatePlan:
+        """The bootstrap's replicate plan: that of an :class:`ExactKernelRidge` at the chosen
+        kernel and α (:meth:`at_choice`); the search is not repeated per replicate.
+
+        Parameters
+        ----------
+        ds : Dataset
+        X_eval : ndarray of shape (n_eval, n_features)
+        seed_entropy : int
+        workers : int, default=1
+            See :meth:`ExactKernelRidge.replicate_plan`.
+
+        Returns
+        -------
+        ReplicatePlan
+        """
+        if is_precomputed(self.kernel):
+            raise ParameterError(PRECOMPUTED_BOOTSTRAP)
+        return self.at_choice().replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
+
+    def at_choice(self) -> ExactKernelRidge:
+        """This fitted model as an :class:`ExactKernelRidge` at its chosen (γ, α): its fitted
+        kernel and scaling, which the exact replicate plan reuses."""
+        if not hasattr(self, "dual_coef_"):
+            raise ParameterError(
+                "bootstrap() needs a fitted ExactKernelRidgeCV (its replicates use the chosen kernel_ "
+                "and alpha_; the search is not repeated per replicate): call fit first, or bootstrap "
+                "an ExactKernelRidge with the gamma and alpha you want."
+            )
+        est = ExactKernelRidge(
+            self.kernel_, alpha=float(self.alpha_), fit_intercept=self.fit_intercept, memory_budget=self.memory_budget,
+            standardize=self.standardize, random_state=self.random_state,
+        )  # fmt: skip
+        est.kernel_, est.n_features_in_, est.dual_coef_ = self.kernel_, self.n_features_in_, self.dual_coef_
+        if self.standardize:
+            est.scaler_mean_, est.scaler_scale_ = self.scaler_mean_, self.scaler_scale_
+        return est
+
     # ----------------------------------------------------------------- persistence
     _RESULT_ARRAYS = (
         "param_gamma",
@@ -572,7 +615,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         "df",
     )
 
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted state: JSON attributes and arrays (the model store's format v1)."""
         check_is_fitted(self, "dual_coef_")
         attrs = {
             "kernel_": {"name": PRECOMPUTED} if self.kernel_ is None else self.kernel_.to_dict(), "alpha_": self.alpha_, "gamma_": self.gamma_, "df_": self.df_,
@@ -591,7 +635,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         ev_attrs, ev_arrays = evidence_state(self)
         return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`)."""
         single = bool(attrs["single_output"])
         self.n_features_in_ = int(attrs["n_features_in_"])
         if is_precomputed(attrs["kernel_"].get("name")):
@@ -622,6 +667,9 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
             self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
         self._read_range(arrays)
         read_evidence_state(self, attrs, arrays, single)
+
+    # the model store calls these until it reads the public names (removed at merge)
+    _get_state, _set_state = get_model_state, set_model_state
 
 
 def _kernel_gamma(kernel: Kernel) -> float | None:
