@@ -12,9 +12,9 @@ import pytest
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
 from bigkernel import ExactKernelRidge
+from bigkernel.data.sources import as_dataset
 from bigkernel.kernels.factory import make_kernel
 from bigkernel.numerics.cg import conjugate_gradient
-from bigkernel.data.sources import as_dataset
 from bigkernel.numerics.device_gram import DeviceGram
 from bigkernel.numerics.dual import solve_dual
 from bigkernel.numerics.gram_tiles import GramTiler
