@@ -313,7 +313,16 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
                 "batch_tasks)."
             )
         return plan
-    if isinstance(estimator, (KernelRidge, ExactKernelRidge, ExactKernelRidgeCV)):
+    if isinstance(estimator, KernelRidge):
+        # until every solver estimator has replicate_plan (then: estimator.replicate_plan)
+        if _is_fitted(estimator):
+            inner = estimator.estimator_
+        else:
+            n, d = ds.X.shape
+            solver, _ = estimator.choose_solver(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))
+            inner = estimator.make_solver_estimator(solver)
+        return make_plan(inner, ds, X_eval, seed_entropy, workers)
+    if isinstance(estimator, (ExactKernelRidge, ExactKernelRidgeCV)):
         return estimator.replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
     if is_precomputed(getattr(estimator, "kernel", None)):
         # a replicate is a fit on resampled rows: K's rows and columns both, and K(X_eval, rows)
