@@ -236,3 +236,32 @@ def test_the_three_gram_operators_implement_the_protocol_with_one_matvec(rng):
         np.testing.assert_allclose(to_host(op.diag()), np.diag(K), rtol=1e-12)
         assert isinstance(op.info(), dict)
         op.close()
+
+
+def test_the_gram_operator_choice_is_one_function(rng):
+    """solvers.budget.gram_operator: in a task the in-process LocalGram, for a host fit the
+    DistributedGram, on a device namespace the DeviceGram (what ExactKernelRidge and the exact
+    replicate plan both call)."""
+    from bigkernel.devices import CPU
+    from bigkernel.solvers.budget import gram_operator as choose
+
+    X = rng.normal(size=(120, 3))
+    kw = dict(device=CPU, memory_budget=8 * MiB, dtype="float64", n_rhs=1, reserve=0)
+    assert isinstance(choose(RBF(gamma=0.5), X, in_task=True, **kw), LocalGram)
+    assert isinstance(choose(RBF(gamma=0.5), X, **kw), DistributedGram)
+
+
+def test_the_exact_solver_gives_the_estimator_fit(rng):
+    """ExactSolver.prepare → fit is ExactKernelRidge's fit (the estimator is a shell over it)."""
+    from bigkernel import ExactKernelRidge
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.solvers.base import Solution
+    from bigkernel.solvers.exact import ExactDetails, ExactSolver
+
+    X, y = rng.normal(size=(150, 3)), rng.normal(size=150)
+    est = ExactKernelRidge(alpha=0.1, gamma=0.5, random_state=0, standardize=True).fit(X, y)
+    solver = ExactSolver.from_params(est.get_params())
+    sol = solver.fit(solver.prepare(as_dataset(X, y)))
+    assert isinstance(sol, Solution) and isinstance(sol.details, ExactDetails)
+    np.testing.assert_array_equal(sol.coef[:, 0], est.dual_coef_)
+    assert sol.alpha == est.alpha_
