@@ -340,4 +340,3 @@ def make_plan(estimator: Any, ds: Dataset, X_eval: np.ndarray, seed_entropy: int
         "estimators that define _bootstrap_plan(ds, X_eval, seed_entropy) returning a "
         "bigkernel.bands.plans.ReplicatePlan."
     )
-

@@ -2,9 +2,11 @@
 
 For moderate n (up to ~10⁵): the training points are held in memory (n × d), the Gram matrix
 is a grid of tiles cached within a memory budget and recomputed where the budget ends
-(:class:`~bigkernel.solvers.gram_operator.GramOperator`), and CG with a randomized pivoted
+(:class:`~bigkernel.solvers.gram_operator.DistributedGram`), and CG with a randomized pivoted
 Cholesky (or uniform Nyström) preconditioner solves every target and every α together
-(:func:`~bigkernel.numerics.dual.solve_dual`).
+(:func:`~bigkernel.numerics.dual.solve_dual`). The estimator is a shell over
+:class:`~bigkernel.solvers.exact.ExactSolver`; its bootstrap plan is
+:class:`~bigkernel.solvers.exact_plan.ExactPlan`.
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         Low-rank preconditioner: randomly pivoted Cholesky or uniform Nyström.
     rank : int, default=None
         Preconditioner rank; default ``min(n, max(100, ⌈7√n⌉))`` (see
-        :func:`default_exact_rank`).
+        :func:`~bigkernel.solvers.budget.default_exact_rank`).
     memory_budget : int, str or None, default=None
         Bytes (or ``"4GB"``) for the Gram cache and the solver's working memory; default half
         the physical memory (with a distributed client: half of the smaller of that and the
