@@ -83,7 +83,7 @@ class KernelRidge(_EstimatorBase):
     fit_intercept : bool, default=True
         Fit an unpenalized intercept.
     solver : {"auto", "exact", "nystroem", "random_features"}, default="auto"
-        ``"auto"`` applies :func:`choose_solver` and logs its reason.
+        ``"auto"`` applies :meth:`choose_solver` and logs its reason.
     memory_budget : int, str or None, default=None
         Bytes (or ``"8GB"``); default half the physical memory.
     n_components : int, default=1024
