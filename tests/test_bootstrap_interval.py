@@ -235,7 +235,7 @@ def test_exact_solver_prediction_interval(monkeypatch):
     assert np.all(res.lower < res.confidence_lower) and np.all(res.upper > res.confidence_upper)
     # above the exact-df size the fit computes no df by default: the original fit then
     # estimates it with Hutchinson probes (close to the exact value)
-    from bigkernel.models import exact
+    from bigkernel.solvers import budget as exact
 
     monkeypatch.setattr(exact, "EXACT_DF_MAX_N", 100)
     assert np.isnan(ExactKernelRidge(gamma=20.0, alpha=0.5, random_state=0).fit(X, y).df_)

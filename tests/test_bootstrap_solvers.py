@@ -147,7 +147,7 @@ def test_exact_values_do_not_depend_on_batch_or_gram_cache(tmp_path, monkeypatch
     # no tile cached (every matvec recomputes its tiles) and one replicate per batch
     monkeypatch.setattr("bigkernel.numerics.gram_tiles.TILE_MAX", 64)  # several tiles
     cached = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3, store=tmp_path / "c.zarr", batch_size=1)
-    monkeypatch.setattr("bigkernel.bands.plans.task_cache_budget", lambda b, w: 0)
+    monkeypatch.setattr("bigkernel.solvers.exact_plan.task_cache_budget", lambda b, w: 0)
     small = bootstrap(exact(), X, y, E, n_bootstraps=4, random_state=3, store=tmp_path / "b.zarr", batch_size=1)
     np.testing.assert_array_equal(small.predictions.compute(), cached.predictions.compute())
     # batches of 4 and of 1 sum the matvecs in other orders, and CG (tol 1e-12) stops within
@@ -419,7 +419,7 @@ def test_exact_evidence_bootstrap_refuses_replicates_beyond_the_memory_budget():
     factor (16·n² bytes): W at once must fit half the budget, as one fit must."""
     from bigkernel.bands.plans import make_plan
     from bigkernel.data.sources import as_dataset
-    from bigkernel.models.exact import EXACT_DF_MAX_N
+    from bigkernel.solvers.budget import EXACT_DF_MAX_N
 
     n = EXACT_DF_MAX_N + 100
     rng = np.random.default_rng(0)

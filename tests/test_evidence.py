@@ -173,7 +173,7 @@ def test_multi_target_sums_independent_targets():
 
 
 def test_exact_evidence_refused_above_the_cholesky_limit(monkeypatch):
-    import bigkernel.models.exact as exact
+    import bigkernel.solvers.budget as exact
 
     monkeypatch.setattr(exact, "EXACT_DF_MAX_N", 20)
     monkeypatch.setattr(exact, "EXACT_EVIDENCE_MAX_N", 50)
@@ -198,7 +198,7 @@ def test_exact_beyond_the_eigenvalue_limit_equals_the_eigenvalue_path(monkeypatc
     """Above EXACT_DF_MAX_N (forced here at small n): σ² from the dual solution's quadratic form
     and, with alpha="evidence", the evidence from one Cholesky factor per α equal the values of
     the eigenvalue path (and the dense formula)."""
-    import bigkernel.models.exact as exact
+    import bigkernel.solvers.budget as exact
 
     X, y = sine(90, seed=11)
     w = _weights(weights, 90)
@@ -230,7 +230,7 @@ def test_exact_beyond_the_eigenvalue_limit_equals_the_eigenvalue_path(monkeypatc
 def test_sigma2_beyond_the_eigenvalue_limit_is_gaussian_process_regressor_maximiser(monkeypatch):
     """Without intercept σ̂² = yᵀ(K + αI)⁻¹y / n, the σ² maximising scikit-learn's evidence of the
     kernel σ²k (noise σ²α); checked against GaussianProcessRegressor's own quadratic form."""
-    import bigkernel.models.exact as exact
+    import bigkernel.solvers.budget as exact
 
     monkeypatch.setattr(exact, "EXACT_DF_MAX_N", 50)
     X, y = sine(120, seed=12, d=2)

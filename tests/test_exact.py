@@ -17,8 +17,8 @@ from bigkernel import ExactKernelRidge
 from bigkernel.data.sources import as_dataset
 from bigkernel.errors import NotPSDError, ParameterError
 from bigkernel.kernels import RBF, Matern
-from bigkernel.models import exact as exact_module
 from bigkernel.numerics.splits import HoldoutSplit
+from bigkernel.solvers import budget as exact_module
 from tests._tolerance import EPS, assert_forward_close, relative_residual
 from tests.conftest import friedman
 

@@ -10,17 +10,21 @@ import pytest
 from bigkernel.errors import ParameterError
 from bigkernel.graph.gram_matvec import balanced_groups
 from bigkernel.kernels import RBF, Laplacian, Matern, Polynomial, make_kernel
+from bigkernel.numerics.device_gram import DeviceGram
 from bigkernel.numerics.gram_tiles import (
     GramTiler,
     KernelExpansion,
+    LocalGram,
     plan_gram,
     tile_bytes,
     tile_edges,
     tile_matvec,
     upper_tiles,
 )
+from bigkernel.numerics.namespace import namespace, to_host
 from bigkernel.solvers import gram_operator
-from bigkernel.solvers.gram_operator import GramOperator
+from bigkernel.solvers.base import GramOperator
+from bigkernel.solvers.gram_operator import DistributedGram
 from tests._tolerance import assert_within, product_bound
 
 pytestmark = pytest.mark.numerics  # .ci/run reruns these under a second OpenBLAS kernel set
@@ -152,7 +156,7 @@ def test_plan_caches_more_with_more_budget_and_says_what_is_missing():
 def test_operator_matvec_equals_dense(budget, dtype, rng):
     X = rng.uniform(size=(1500, 5))
     k = RBF(gamma=0.5)
-    op = GramOperator(k, X, memory_budget=budget, dtype=dtype, n_rhs=2)
+    op = DistributedGram(k, X, memory_budget=budget, dtype=dtype, n_rhs=2)
     V = rng.normal(size=(1500, 2))
     tol = 1e-12 if op.plan.cache_dtype == "float64" else 1e-6
     K = k(X)
@@ -165,7 +169,7 @@ def test_operator_runs_one_compute_per_matvec(monkeypatch, rng):
     calls = []
     real = gram_operator.compute
     monkeypatch.setattr(gram_operator, "compute", lambda *g, **kw: calls.append(kw.get("label")) or real(*g, **kw))
-    op = GramOperator(
+    op = DistributedGram(
         make_kernel("laplacian", gamma=1.0), rng.normal(size=(700, 3)), memory_budget=3 * MiB, dtype="float64"
     )
     assert 0 < op.plan.n_cached < len(op.plan.tiles)
@@ -177,9 +181,9 @@ def test_operator_runs_one_compute_per_matvec(monkeypatch, rng):
 def test_threaded_scheduler_gives_the_same_matvec(rng):
     X, V = rng.uniform(size=(2000, 4)), rng.normal(size=(2000, 3))
     # float64 tiles: the plans differ (the per-thread workspace), so float32 caches would too
-    ref = GramOperator(RBF(gamma=1.0), X, memory_budget=12 * MiB, dtype="float64").matvec(V)
+    ref = DistributedGram(RBF(gamma=1.0), X, memory_budget=12 * MiB, dtype="float64").matvec(V)
     with dask.config.set(scheduler="threads", num_workers=2):
-        op = GramOperator(RBF(gamma=1.0), X, memory_budget=12 * MiB, dtype="float64")
+        op = DistributedGram(RBF(gamma=1.0), X, memory_budget=12 * MiB, dtype="float64")
         out = op.matvec(V)
     assert 0 < op.plan.n_cached < len(op.plan.tiles)
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
@@ -192,12 +196,12 @@ def test_gram_cache_and_operator_stay_within_the_byte_budget(budget_mib, rng):
     n, budget = 4000, budget_mib * MiB  # the whole Gram matrix is 61 MiB in float64 tiles
     X, V = rng.uniform(size=(n, 10)), rng.normal(size=(n, 2))
     # warm up: first-use imports allocate Python objects that tracemalloc would count
-    GramOperator(RBF(gamma=0.5), X[:300], memory_budget=4 * MiB, n_rhs=2).matvec(V[:300])
+    DistributedGram(RBF(gamma=0.5), X[:300], memory_budget=4 * MiB, n_rhs=2).matvec(V[:300])
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
-        op = GramOperator(RBF(gamma=0.5), X, memory_budget=budget, n_rhs=2)
+        op = DistributedGram(RBF(gamma=0.5), X, memory_budget=budget, n_rhs=2)
         for _ in range(2):
             op.matvec(V)
         peak = tracemalloc.get_traced_memory()[1] - base
@@ -209,3 +213,55 @@ def test_gram_cache_and_operator_stay_within_the_byte_budget(budget_mib, rng):
     if budget_mib == 24:
         assert p.n_cached < len(p.tiles)  # this budget must force recomputation
     assert peak <= budget, f"peak {peak / MiB:.1f} MiB > budget {budget_mib} MiB ({op.info()})"
+
+
+def test_the_three_gram_operators_implement_the_protocol_with_one_matvec(rng):
+    r"""DistributedGram, LocalGram and DeviceGram (here on the numpy namespace) are
+    :class:`GramOperator`\ s and give the same K V, columns and diagonal."""
+    X = rng.normal(size=(300, 3))
+    V = rng.normal(size=(300, 2))
+    kernel = RBF(gamma=0.5)
+    K = GramTiler(kernel, X).dense()
+    ops = [
+        DistributedGram(kernel, X, memory_budget=8 * MiB, dtype="float64", n_rhs=2),
+        LocalGram(kernel, X, 8 * MiB),
+        DeviceGram(kernel, X, xp=namespace(X), memory_budget=8 * MiB, dtype="float64", n_rhs=2),
+    ]
+    idx = np.array([0, 17, 299])
+    for op in ops:
+        assert isinstance(op, GramOperator), type(op).__name__
+        assert op.n == 300
+        np.testing.assert_allclose(to_host(op.matvec(V)), K @ V, rtol=1e-12, atol=1e-11)
+        np.testing.assert_allclose(to_host(op.columns(idx)), K[:, idx], rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(to_host(op.diag()), np.diag(K), rtol=1e-12)
+        assert isinstance(op.info(), dict)
+        op.close()
+
+
+def test_the_gram_operator_choice_is_one_function(rng):
+    """solvers.budget.gram_operator: in a task the in-process LocalGram, for a host fit the
+    DistributedGram, on a device namespace the DeviceGram (what ExactKernelRidge and the exact
+    replicate plan both call)."""
+    from bigkernel.devices import CPU
+    from bigkernel.solvers.budget import gram_operator as choose
+
+    X = rng.normal(size=(120, 3))
+    kw = dict(device=CPU, memory_budget=8 * MiB, dtype="float64", n_rhs=1, reserve=0)
+    assert isinstance(choose(RBF(gamma=0.5), X, in_task=True, **kw), LocalGram)
+    assert isinstance(choose(RBF(gamma=0.5), X, **kw), DistributedGram)
+
+
+def test_the_exact_solver_gives_the_estimator_fit(rng):
+    """ExactSolver.prepare → fit is ExactKernelRidge's fit (the estimator is a shell over it)."""
+    from bigkernel import ExactKernelRidge
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.solvers.base import Solution
+    from bigkernel.solvers.exact import ExactDetails, ExactSolver
+
+    X, y = rng.normal(size=(150, 3)), rng.normal(size=150)
+    est = ExactKernelRidge(alpha=0.1, gamma=0.5, random_state=0, standardize=True).fit(X, y)
+    solver = ExactSolver.from_params(est.get_params())
+    sol = solver.fit(solver.prepare(as_dataset(X, y)))
+    assert isinstance(sol, Solution) and isinstance(sol.details, ExactDetails)
+    np.testing.assert_array_equal(sol.coef[:, 0], est.dual_coef_)
+    assert sol.alpha == est.alpha_

@@ -15,8 +15,9 @@ from bigkernel.cli import main
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import ParameterError
 from bigkernel.kernels import RBF, Polynomial
-from bigkernel.models.kernel_ridge import NYSTROEM_MAX_N, choose_solver
+from bigkernel.models.kernel_ridge import NYSTROEM_MAX_N
 from bigkernel.numerics.nystroem_features import NystroemMap, select_landmarks
+from bigkernel.solvers.budget import solver_rule as choose_solver
 from tests.conftest import friedman
 
 GB = 10**9

@@ -12,6 +12,7 @@ import pytest
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
 from bigkernel import ExactKernelRidge
+from bigkernel.data.sources import as_dataset
 from bigkernel.kernels.factory import make_kernel
 from bigkernel.numerics.cg import conjugate_gradient
 from bigkernel.numerics.device_gram import DeviceGram
@@ -197,7 +198,7 @@ def test_exact_fit_on_array_api_strict_equals_the_cpu_fit(params):
     cpu = ExactKernelRidge(kernel, tol=1e-12, random_state=0, **params).fit(X, y)
     dev = ExactKernelRidge(kernel, tol=1e-12, random_state=0, **params)
     dev._check_params()
-    dev._fit_arrays(X, y[:, None], single=True, t0=0.0, xp=xps)
+    dev._fit_on(as_dataset(X, y), None, _StrictDevice())
     assert isinstance(dev.dual_coef_, np.ndarray) and isinstance(dev.X_fit_, np.ndarray)
     assert dev.alpha_ == cpu.alpha_
     rel = np.abs(dev.dual_coef_ - cpu.dual_coef_).max() / np.abs(cpu.dual_coef_).max()
@@ -267,6 +268,25 @@ def test_device_expansion_predicts_as_the_host_expansion():
     np.testing.assert_allclose(again(Z), rbf(Z), rtol=1e-12, atol=1e-12)
 
 
+class _StrictDevice:
+    """A stand-in :class:`~bigkernel.devices.Device` whose namespace is array-api-strict (the
+    device path of the exact solver without a GPU)."""
+
+    is_gpu = True
+    xp = xps
+
+    def activate(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def free_memory(self):
+        return None
+
+    def __str__(self) -> str:
+        return "array_api_strict"
+
+
 class _StrictNamespace:
     """A picklable ``() -> (xp, context)`` for array-api-strict."""
 
@@ -281,7 +301,7 @@ def test_exact_model_predicts_on_the_host_when_its_gpu_is_not_usable():
 
     from bigkernel import ExactKernelRidge
     from bigkernel.devices import CPU, Device, DeviceNamespace
-    from bigkernel.models.exact import predict_namespace
+    from bigkernel.models._dual import predict_namespace
 
     assert predict_namespace(CPU) is None
     gpu = predict_namespace(Device("cuda", 1))  # resolved in each task (devices.task_device)

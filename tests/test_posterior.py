@@ -174,7 +174,7 @@ def test_bad_requests_say_what_to_do():
 
 
 def test_dense_and_cg_exact_variances_agree(monkeypatch):
-    import bigkernel.models._dual as dual_models
+    import bigkernel.solvers.budget as dual_models
 
     X, y = sine(300, seed=7)
     Xt = np.linspace(-2.5, 2.5, 40)[:, None]
@@ -245,7 +245,7 @@ def test_precomputed_kernel_has_no_posterior_and_says_so():
 def test_exact_std_beyond_the_eigenvalue_limit_equals_gaussian_process_regressor():
     """n = 2,500 > EXACT_DF_MAX_N (no eigenvalues, the dense-posterior branch): sigma2_ is known
     and the std over √sigma2_ is scikit-learn's; KernelRidge on the exact path too."""
-    import bigkernel.models.exact as exact
+    import bigkernel.solvers.budget as exact
 
     n = 2500
     assert n > exact.EXACT_DF_MAX_N
@@ -267,7 +267,7 @@ def test_exact_std_beyond_the_eigenvalue_limit_equals_gaussian_process_regressor
 
 
 def test_large_n_branch_saves_sigma2_and_predicts_std_after_load(monkeypatch, tmp_path):
-    import bigkernel.models.exact as exact
+    import bigkernel.solvers.budget as exact
 
     monkeypatch.setattr(exact, "EXACT_DF_MAX_N", 50)
     X, y = sine(120, seed=14)
@@ -302,7 +302,7 @@ def test_no_posterior_says_why(tmp_path):
 def test_cg_posterior_std_and_cov_with_weights_equal_the_dense_factor(monkeypatch, fit_intercept, weighted):
     """The batched-CG posterior (forced at n = 300) gives the covariance and weighted fits'
     variances of the Cholesky posterior (noise σ²α/cᵢ, intercept's regressor √c)."""
-    import bigkernel.models._dual as dual_models
+    import bigkernel.solvers.budget as dual_models
 
     X, y = sine(300, seed=16)
     w = np.random.default_rng(2).uniform(0.2, 3.0, 300) if weighted else None

@@ -1,25 +1,18 @@
 """What the dual models (ExactKernelRidge, ExactKernelRidgeCV) share beside their fits:
-memory budgets (host and GPU), the preconditioner's default rank, prediction (mean, posterior
-std/cov, on a GPU when one is usable) and the arrays every dual model saves; and the checks of a
-precomputed Gram matrix."""
+prediction (mean, posterior std/cov, on a GPU when one is usable) and the arrays every dual
+model saves. Budgets and default ranks: :mod:`bigkernel.solvers.budget`; the checks of a
+precomputed Gram matrix: :func:`bigkernel.solvers.exact.gram_input`."""
 
 from __future__ import annotations
 
 import logging
-import math
-from numbers import Real
 
-import dask.array as da
 import numpy as np
-import psutil
-import zarr
-from dask.utils import parse_bytes
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._sparse import array_or_sparse, model_arrays, refuse_sparse
-from bigkernel.data.sources import from_zarr
+from bigkernel._sparse import array_or_sparse, model_arrays
 from bigkernel.devices import Device, DeviceNamespace
-from bigkernel.errors import DataError, ParameterError
+from bigkernel.errors import DataError
 from bigkernel.kernels.registry import is_precomputed
 from bigkernel.models._base import ArrayIn, int_seed
 from bigkernel.models._posterior import Prediction, predict_output
@@ -28,75 +21,11 @@ from bigkernel.numerics.gram_tiles import LocalGram
 from bigkernel.numerics.posterior import CGPosterior, DensePosterior
 from bigkernel.numerics.precond import rpcholesky_factor
 from bigkernel.numerics.scaling import standardize_rows
-from bigkernel.runtime import active_client
+from bigkernel.solvers import budget as limits
+from bigkernel.solvers.budget import default_exact_rank, resolve_memory_budget
+from bigkernel.solvers.exact import gram_input
 
 logger = logging.getLogger(__name__)
-
-#: default memory budget: this fraction of the machine's physical memory
-DEFAULT_MEMORY_FRACTION = 0.5
-#: ``return_std`` factors ``K + αI`` (one n × n float64 array) up to this n
-DENSE_POSTERIOR_MAX_N = 20_000
-
-
-def resolve_memory_budget(value) -> int:
-    """Bytes from an int, a string like ``"4GB"``, or ``None``: half the physical memory (with a
-    distributed client active, half of the smaller of that and the workers' total memory limit:
-    the Gram cache lives on the workers, the solver's vectors here)."""
-    if value is None:
-        total = psutil.virtual_memory().total
-        client = active_client()
-        if client is not None:
-            limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
-            if limits and all(limits):
-                total = min(total, sum(limits))
-        return int(DEFAULT_MEMORY_FRACTION * total)
-    if isinstance(value, str):
-        try:
-            out = parse_bytes(value)
-        except ValueError:
-            raise ParameterError(f"memory_budget must be bytes or a size like '4GB', got {value!r}") from None
-    elif isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value):
-        out = int(value)
-    else:
-        raise ParameterError(f"memory_budget must be bytes, a size like '4GB' or None, got {value!r}")
-    if out <= 0:
-        raise ParameterError(f"memory_budget must be > 0, got {value!r}")
-    return int(out)
-
-
-#: share of a GPU's free memory taken by default (the rest: CUDA context, CuPy's pool slack)
-DEVICE_MEMORY_FRACTION = 0.8
-
-
-def device_budget(value, device: Device) -> int:
-    """Device bytes of a fit on ``device``: ``memory_budget`` when given (capped, with a log
-    line, at the device's free memory), else :data:`DEVICE_MEMORY_FRACTION` of the device's
-    free memory (the host numbers do not apply to a GPU). A CPU device (the namespace tests)
-    has no free-memory figure: the host rule applies."""
-    free = device.free_memory()
-    if value is None:
-        return int(DEVICE_MEMORY_FRACTION * free) if free is not None else resolve_memory_budget(None)
-    budget = resolve_memory_budget(value)
-    if free is not None and budget > free:
-        logger.warning("memory_budget=%s exceeds the GPU's free memory (%.2f GB): using %.2f GB", value,
-                       free / 1e9, DEVICE_MEMORY_FRACTION * free / 1e9)  # fmt: skip
-        return int(DEVICE_MEMORY_FRACTION * free)
-    return budget
-
-
-def default_exact_rank(n: int, memory_budget: int) -> int:
-    """Default preconditioner rank of the exact solver: ``min(n, max(100, ⌈7√n⌉))``, and at
-    most what keeps the preconditioner (three ``n × r`` float64 arrays) within a quarter of the
-    memory budget.
-
-    Larger than :func:`~bigkernel.numerics.precond.default_rank` (``2√n``) because every CG
-    iteration here is a pass over the Gram matrix (``O(n²)``) while the preconditioner costs
-    ``O(n r²)`` once: measured at n = 20,000 (rbf γ = 0.5, α = 1e-2, tol 1e-6) rank 283 needs
-    ~60 iterations, 700 needs 32, 1000 needs 22, 1400 needs 13 — and rank ~1000 gives the
-    shortest fit.
-    """
-    by_memory = int(memory_budget // (4 * 3 * 8 * max(n, 1)))
-    return int(max(1, min(n, max(100, math.ceil(7.0 * math.sqrt(n))), max(by_memory, 1))))
 
 
 def predict_namespace(device: Device) -> DeviceNamespace | None:
@@ -136,7 +65,7 @@ class _DualPredictor:
             ``GaussianProcessRegressor(kernel, alpha=alpha_, optimizer=None)``; here
             ``σ² = sigma2_`` (and, with an intercept, its flat-prior uncertainty is included; see
             :mod:`bigkernel.numerics.posterior`). The first call factors ``K + αI`` (kept with the
-            estimator, not saved); above :data:`DENSE_POSTERIOR_MAX_N` points (or when the n × n
+            estimator, not saved); above :data:`~bigkernel.solvers.budget.DENSE_POSTERIOR_MAX_N` points (or when the n × n
             matrix does not fit half the memory budget) the variances come from batched CG solves
             instead — weighted fits and ``return_cov`` included. ``sigma2_`` is known at every n.
         return_cov : bool, default=False
@@ -158,7 +87,7 @@ class _DualPredictor:
                     "return_std / return_cov need the kernel at new points and k(x, x); a precomputed kernel "
                     "gives only k(X, X_fit): use the kernel by name (or a Kernel object) for the posterior"
                 )
-            X = _gram_input(X, "predict", self.n_features_in_)
+            X = gram_input(X, "predict", self.n_features_in_)
             return self._predict_with(X, self._model(), single=self.dual_coef_.ndim == 1)
         exp = self._expansion
         scaled = getattr(self, "scaler_mean_", None) is not None and self.standardize
@@ -177,7 +106,10 @@ class _DualPredictor:
         tiler = self._expansion.tiler
         n = tiler.n
         sw = getattr(self, "posterior_weights_", None)
-        if n <= DENSE_POSTERIOR_MAX_N and 8 * n * n <= resolve_memory_budget(getattr(self, "memory_budget", None)) // 2:
+        if (
+            n <= limits.DENSE_POSTERIOR_MAX_N
+            and 8 * n * n <= resolve_memory_budget(getattr(self, "memory_budget", None)) // 2
+        ):
             post = DensePosterior(tiler, self.alpha_, self.fit_intercept, sample_weight=sw)
         else:
             post = self._cg_posterior(sw)
@@ -248,25 +180,3 @@ class _Standardized:
 
     def __call__(self, Z: np.ndarray) -> np.ndarray:
         return self.model(standardize_rows(Z, self.mean, self.scale))
-
-
-def _gram_input(K, action: str, n_columns: int | None = None):
-    """``K`` checked as the Gram matrix of ``kernel="precomputed"``: 2-D, square at fit, one
-    column per training row at predict; a zarr array becomes a dask array (read by chunks)."""
-    if isinstance(K, zarr.Array):
-        K = from_zarr(K)
-    refuse_sparse(K, "kernel='precomputed' takes a dense Gram matrix; found a sparse one: pass K.toarray()")
-    if isinstance(K, da.Array) and K.ndim == 2 and K.numblocks[1] > 1:
-        K = K.rechunk({1: -1})  # a square matrix is often stored in square chunks: read whole rows
-    shape = getattr(K, "shape", None) or np.shape(K)
-    if action == "fit" and (len(shape) != 2 or shape[0] != shape[1]):
-        raise DataError(
-            f"kernel='precomputed': fit takes the square Gram matrix K(X, X) of shape (n_samples, n_samples), "
-            f"found shape {tuple(shape)}"
-        )
-    if action == "predict" and (len(shape) != 2 or shape[1] != n_columns):
-        raise DataError(
-            f"kernel='precomputed': predict takes K(X*, X_fit) of shape (n_samples, {n_columns}) — one column "
-            f"per training row — found shape {tuple(shape)}"
-        )
-    return K

@@ -2,9 +2,11 @@
 
 For moderate n (up to ~10⁵): the training points are held in memory (n × d), the Gram matrix
 is a grid of tiles cached within a memory budget and recomputed where the budget ends
-(:class:`~bigkernel.solvers.gram_operator.GramOperator`), and CG with a randomized pivoted
+(:class:`~bigkernel.solvers.gram_operator.DistributedGram`), and CG with a randomized pivoted
 Cholesky (or uniform Nyström) preconditioner solves every target and every α together
-(:func:`~bigkernel.numerics.dual.solve_dual`).
+(:func:`~bigkernel.numerics.dual.solve_dual`). The estimator is a shell over
+:class:`~bigkernel.solvers.exact.ExactSolver`; its bootstrap plan is
+:class:`~bigkernel.solvers.exact_plan.ExactPlan`.
 """
 
 from __future__ import annotations
@@ -14,17 +16,16 @@ import time
 from numbers import Integral, Real
 from typing import Any, ClassVar, Self
 
-import dask.array as da
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._sparse import as_block, column_min_max
 from bigkernel.data.sources import Dataset
-from bigkernel.errors import DataError, DeviceError, NotPSDError, ParameterError
+from bigkernel.devices import Device
+from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.factory import kernel_from_dict, make_kernel
+from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.kernels.registry import PRECOMPUTED, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
@@ -39,75 +40,23 @@ from bigkernel.models._base import (
     RandomStateLike,
     Weights,
     _EstimatorBase,
-    int_seed,
     single_target,
 )
-from bigkernel.models._dual import (
-    DENSE_POSTERIOR_MAX_N,
-    _DualPredictor,
-    _gram_input,
-    default_exact_rank,
-    device_budget,
-    predict_namespace,
-    resolve_memory_budget,
-)
+from bigkernel.models._dual import _DualPredictor
 from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
-from bigkernel.numerics.device_gram import DeviceGram
-from bigkernel.numerics.dual import describe_df, solve_dual
-from bigkernel.numerics.evidence import cholesky_log_det
+from bigkernel.numerics.dual import describe_df
 from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
-from bigkernel.numerics.namespace import as_namespace_array, namespace, take_rows, to_host
-from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
-from bigkernel.numerics.precond import nystroem_factor, rpcholesky_factor
-from bigkernel.numerics.primal import resolve_alphas
-from bigkernel.numerics.scaling import standardize_moments, standardize_rows
-from bigkernel.numerics.sums import check_finite
-from bigkernel.runtime import compute
-from bigkernel.solvers.gram_operator import GramOperator
-from bigkernel.validation import Interval, Options
+from bigkernel.numerics.precomputed import PrecomputedGram
+from bigkernel.solvers.base import ReplicatePlan, Solution
+from bigkernel.solvers.budget import resolve_memory_budget
+from bigkernel.solvers.exact import PRECONDITIONERS, ExactFixed, ExactSolver, build_kernel, gram_input
+from bigkernel.solvers.exact_plan import PRECOMPUTED_BOOTSTRAP, ExactPlan
+from bigkernel.solvers.replicates import check_n_features, class_name, derived_seed, fingerprint_params
+from bigkernel.validation import Interval, Options, is_integer
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "DENSE_POSTERIOR_MAX_N",
-    "ExactKernelRidge",
-    "build_kernel",
-    "default_exact_rank",
-    "device_budget",
-    "predict_namespace",
-    "resolve_memory_budget",
-]
-
-#: up to this n, df(α) (and so GCV) is exact, from the eigenvalues of the centred Gram matrix;
-#: so is the evidence of every α (its log-determinant) at no further cost
-EXACT_DF_MAX_N = 2000
-#: ``alpha="evidence"`` above :data:`EXACT_DF_MAX_N` and up to this n: one Cholesky factor of
-#: ``K + αI`` per α of the 7-point grid gives the log-determinants (the dense K and one factor,
-#: 16·n² bytes, must fit half the memory budget). Measured (``scripts/bench_exact_evidence.py``,
-#: 2 cores): the evidence fit takes 1.7 s / 8.8 s / 34 s at n = 3,000 / 6,000 / 10,000 (3×, 9×,
-#: 14× the fixed-α fit; 2.6 GB peak at 10,000)
-EXACT_EVIDENCE_MAX_N = 10_000
-#: Hutchinson probes when df is needed (several α) and ``n_probes`` is None
-DEFAULT_PROBES = 8
-#: ``alpha="gcv"``: these multiples of the mean diagonal of K (7 α, one CG run)
-EXACT_GCV_GRID = np.logspace(-5, 1, 7)
-PRECONDITIONERS = ("rpcholesky", "nystroem", None)
-
-
-def build_kernel(est, n_features: int) -> Kernel:
-    """The kernel of an estimator's ``kernel``, ``gamma``, ``degree``, ``coef0``,
-    ``length_scale``, ``nu`` and ``kernel_params`` (scikit-learn's rule: parameters a kernel
-    does not use are ignored; ``gamma`` defaults to 1/n_features)."""
-    if isinstance(est.kernel, Kernel):
-        return est.kernel
-    if isinstance(est.kernel, dict):
-        return kernel_from_dict(est.kernel)
-    params = {"gamma": est.gamma, "degree": est.degree, "coef0": est.coef0,
-              "length_scale": est.length_scale, "nu": est.nu}  # fmt: skip
-    if isinstance(params["length_scale"], (list, tuple, np.ndarray)):
-        params["length_scale"] = tuple(float(v) for v in params["length_scale"])
-    params.update(est.kernel_params or {})
-    return make_kernel(est.kernel, n_features=n_features, strict=False, **params)
+__all__ = ["ExactKernelRidge", "build_kernel"]
 
 
 @register_model
@@ -156,7 +105,7 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         Low-rank preconditioner: randomly pivoted Cholesky or uniform Nyström.
     rank : int, default=None
         Preconditioner rank; default ``min(n, max(100, ⌈7√n⌉))`` (see
-        :func:`default_exact_rank`).
+        :func:`~bigkernel.solvers.budget.default_exact_rank`).
     memory_budget : int, str or None, default=None
         Bytes (or ``"4GB"``) for the Gram cache and the solver's working memory; default half
         the physical memory (with a distributed client: half of the smaller of that and the
@@ -311,10 +260,6 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         """A size given as text must parse (``"4GB"``)."""
         resolve_memory_budget(self.memory_budget)
 
-    def _make_kernel(self, n_features: int) -> Kernel | None:
-        """The kernel (None for ``kernel="precomputed"``: K is given)."""
-        return None if is_precomputed(self.kernel) else build_kernel(self, n_features)
-
     def fit(self, X: ArrayIn, y: ArrayIn, sample_weight: ArrayIn | None = None) -> Self:
         """Fit (see the class docstring); with ``kernel="precomputed"``, X is the Gram matrix
         ``K(X, X)`` of shape (n, n) — numpy, dask or zarr, never modified.
@@ -331,37 +276,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self
         """
         if is_precomputed(self.kernel):
-            X = _gram_input(X, "fit")
+            X = gram_input(X, "fit")
         return super().fit(X, y, sample_weight)
-
-    # ----------------------------------------------------------------- data
-    def _training_arrays(self, ds: Dataset, weights=None):
-        """X (n, d), Y (n, k) and row weights (or None) in memory (one compute for dask input).
-
-        Rows a partition leaves out, or of weight 0, are dropped; weights that are all 0 or 1
-        become None (the plain fit on the kept rows).
-        """
-        X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
-        if isinstance(X, da.Array) or isinstance(Y, da.Array):
-            X, Y = compute(X, Y, label="load training data")
-        X, Y = as_block(X), np.asarray(Y, dtype=np.float64)  # sparse X stays sparse (CSR)
-        check_finite(X, Y, 0)
-        pre = is_precomputed(self.kernel)
-        if pre:
-            _gram_input(X, "fit")
-            check_symmetric(X)
-        self._precomputed_keep, self._precomputed_n = None, X.shape[0]
-        sw = None if weights is None else _row_weights(weights, X.shape[0])
-        if sw is not None:
-            keep = sw > 0
-            X, Y, sw = X[keep], Y[keep], sw[keep]
-            if pre and not keep.all():  # K of the kept rows: their columns too
-                X, self._precomputed_keep = X[:, keep], np.flatnonzero(keep)
-            if X.shape[0] == 0:
-                raise DataError("no rows to fit: the training set is empty (or all weights are zero)")
-            if np.all(sw == 1.0):
-                sw = None
-        return X, Y, sw
 
     def fit_dataset(self, ds: Dataset, weights: Weights | None = None) -> Self:
         """Fit from a validated :class:`~bigkernel.data.sources.Dataset` (for orchestrators).
@@ -377,166 +293,32 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
                 f"kernel={PRECOMPUTED!r} with device={self.device!r}: a precomputed Gram matrix is "
                 "read on the CPU in this version; use device='cpu' (or a kernel by name on the GPU)"
             )
+        return self._fit_on(ds, weights, device)
+
+    def _fit_on(self, ds: Dataset, weights: Weights | None, device: Device) -> Self:
+        """Prepare and fit the :class:`~bigkernel.solvers.exact.ExactSolver` on ``device`` (any
+        object with ``is_gpu``, ``xp``, ``activate`` and ``free_memory``: the namespace tests
+        pass array-api-strict's), then set the fitted attributes."""
         t0 = time.perf_counter()
-        X, Y, sw = self._training_arrays(ds, weights)
-        if device.is_gpu:
-            with device.activate():
-                self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw, xp=device.xp)
-        else:
-            self._fit_arrays(X, Y, single=ds.y.ndim == 1, t0=t0, sample_weight=sw)
+        solver = ExactSolver.from_params(self.get_params())
+        fixed = solver.prepare(ds, weights, device=device)
+        solution = solver.fit(fixed)
+        self._set_fitted(fixed, solution, ds.y.ndim == 1, time.perf_counter() - t0)
         return self
 
-    def _fit_arrays(
-        self,
-        X: np.ndarray,
-        Y: np.ndarray,
-        *,
-        single: bool,
-        t0: float,
-        sample_weight: np.ndarray | None = None,
-        xp: Any = None,
-    ) -> None:
-        """Fit on arrays in memory; ``xp`` (an array namespace) puts the Gram operator, the
-        preconditioner and the CG vectors on that namespace's device (:class:`DeviceGram`,
-        CuPy on a GPU); None: the host :class:`GramOperator`."""
-        d = X.shape[1]
-        pre = is_precomputed(self.kernel)
-        self.n_features_in_ = self._precomputed_n if pre else d  # K's columns, before rows of weight 0 went
-        # the training rows, in memory, unscaled (a Gram matrix has no input range)
-        self._set_range(*((None, None) if pre else column_min_max(X)))
-        if self.standardize:
-            self.scaler_mean_, self.scaler_scale_ = standardize_moments(X, sample_weight)
-            X = standardize_rows(X, self.scaler_mean_, self.scaler_scale_)
-        kernel = self._make_kernel(d)
-        budget = (
-            resolve_memory_budget(self.memory_budget) if xp is None else device_budget(self.memory_budget, self._device)
-        )
-        ops: list = []
-
-        def operator(n_rhs: int, reserve: int):
-            if xp is None:
-                op = GramOperator(kernel, X, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs, reserve_bytes=reserve,
-                                  tiler=PrecomputedGram(X) if pre else None)  # fmt: skip
-            else:
-                op = DeviceGram(kernel, X, xp=xp, memory_budget=budget, dtype=self.dtype, n_rhs=n_rhs,
-                                reserve_bytes=reserve)  # fmt: skip
-            ops.append(op)
-            return ops[0]
-
-        try:
-            sol, rank, t_prec = self._solve(kernel, X, Y, operator, budget, sample_weight)
-        finally:
-            for op in ops:
-                op.close()
+    def _set_fitted(self, fixed: ExactFixed, solution: Solution, single: bool, seconds: float) -> None:
+        """The fitted attributes of a :class:`Solution` of the exact solver."""
+        details = solution.details
+        sol = details.dual
+        self.n_features_in_ = fixed.n_features  # K's columns, before rows of weight 0 went
+        self._set_range(*fixed.data_range)
+        if fixed.scaler is not None:
+            self.scaler_mean_, self.scaler_scale_ = fixed.scaler
         # the posterior of a weighted fit needs the weights of its rows (saved with the model)
-        self.posterior_weights_ = sample_weight
-        self._set_fitted(sol, ops[0], kernel, single, {
-            "preconditioner": self.preconditioner, "rank": rank,
-            "preconditioner_seconds": round(t_prec, 3), "memory_budget": budget,
-            "fit_seconds": round(time.perf_counter() - t0, 3), "device": str(self._device),
-        })  # fmt: skip
-
-    def _log_det_source(self, n: int, budget: int) -> tuple[bool, bool, bool]:
-        """``(small, by_evidence, by_cholesky)``: whether the eigenvalues of the centred Gram
-        matrix are taken (exact df and evidence), whether α is chosen by the evidence and whether
-        its log-determinants come from Cholesky factors instead (or a clear error when neither
-        fits)."""
-        # exact df needs the dense centred Gram matrix three times over (eigvalsh): small n only
-        small = n <= EXACT_DF_MAX_N and 3 * 8 * n * n <= budget // 2
-        by_evidence = isinstance(self.alpha, str) and self.alpha == "evidence"
-        # beyond the eigenvalues, the evidence of the grid from one Cholesky factor per α
-        by_cholesky = by_evidence and not small
-        if by_cholesky and (n > EXACT_EVIDENCE_MAX_N or 16 * n * n > budget // 2):
-            raise ParameterError(
-                f"alpha='evidence' on the exact path needs the log-determinant of K + alpha·I for 7 alphas: from "
-                f"the eigenvalues for n <= {EXACT_DF_MAX_N}, else from one Cholesky factor per alpha for n <= "
-                f"{EXACT_EVIDENCE_MAX_N:,} when the dense n × n matrix and its factor ({16 * n * n / 1e9:.2f} GB) fit half "
-                f"the memory budget ({budget / 1e9:.2f} GB); here n={n:,}. Use NystroemRidge or RandomFeatureRidge with "
-                "alpha='evidence' (evidence from the sums, any n), alpha='gcv', or a larger memory_budget"
-            )
-        return small, by_evidence, by_cholesky
-
-    def _solve(
-        self,
-        kernel: Kernel,
-        X: np.ndarray,
-        Y: np.ndarray,
-        operator,
-        budget: int,
-        sample_weight: np.ndarray | None = None,
-    ):
-        """The dual solution on ``(X, Y)``, every α in one CG run: ``(DualSolution, rank, seconds
-        spent on the preconditioner)``.
-
-        ``operator(n_rhs, reserve_bytes)`` returns the Gram operator (``matvec``, ``columns``,
-        ``diag``): distributed for a fit, in-process for a bootstrap replicate; the caller
-        closes it. ``sample_weight`` (all > 0) weights the rows (see :func:`solve_dual`).
-        """
-        n, d = X.shape
-        d = 0 if kernel is None else d  # precomputed: the operator counts K itself
-        seed = int_seed(self.random_state)
-        rank = min(n, self.rank or default_exact_rank(n, budget)) if self.preconditioner else 0
-        alphas_fixed = None if isinstance(self.alpha, str) else resolve_alphas(self.alpha)[0]
-        n_alphas = EXACT_GCV_GRID.size if alphas_fixed is None else alphas_fixed.size
-        small, by_evidence, by_cholesky = self._log_det_source(n, budget)
-        asked = self.n_probes is None and small or bool(self.n_probes)
-        want_df = asked or n_alphas > 1 or by_evidence  # GCV over several α needs df(α)
-        exact_df = want_df and small
-        probes = (self.n_probes or DEFAULT_PROBES) if want_df and not exact_df else 0
-        if n_alphas > 1 and not exact_df and probes < 2:
-            raise ParameterError(
-                f"several alphas for n={n} need df(alpha) for GCV: set n_probes >= 2 (Hutchinson); "
-                f"df is exact only for n <= {EXACT_DF_MAX_N}"
-            )
-        m = n_alphas * (Y.shape[1] + probes)
-        s = None if sample_weight is None else np.sqrt(sample_weight)
-        # before the Gram cache exists, so the two never share the budget
-        source = PrecomputedGram(X) if kernel is None else GramTiler(kernel, X)
-        eig = _centred_eigenvalues(source, self.fit_intercept, s) if exact_df else None
-        log_dets = None
-        if by_cholesky:
-            alphas_fixed = EXACT_GCV_GRID * float(np.mean(source.diag()))
-            log_dets = _cholesky_log_dets(source, alphas_fixed, self.fit_intercept, sample_weight)
-        op = operator(m, _reserve_bytes(n, d, m, rank))
-        t = time.perf_counter()
-        factor = None
-        diag_host = to_host(op.diag())
-        if rank and np.any(diag_host < 0):
-            raise NotPSDError(
-                f"kernel {PRECOMPUTED if kernel is None else kernel.name!r} has k(x, x) < 0 on this data, so it is not positive "
-                "semi-definite and no low-rank preconditioner exists; use a PSD kernel (or "
-                "preconditioner=None, at the risk of a CG breakdown)"
-            )
-        if rank and not np.any(op.diag() > 0):  # additive_chi2: nothing to pivot on
-            logger.info("the Gram matrix has no positive diagonal entry: CG without a preconditioner")
-            rank = 0
-        if rank:
-            # the preconditioner approximates the weighted Gram matrix diag(s) K diag(s)
-            columns, diag = op.columns, op.diag()
-            if s is not None:
-                xp = namespace(diag)
-                sd = as_namespace_array(xp, s, like=diag)
-                columns = lambda idx: sd[:, None] * op.columns(idx) * take_rows(xp, sd, idx)[None, :]
-                diag = diag * sd * sd
-            if self.preconditioner == "rpcholesky":
-                factor = rpcholesky_factor(columns, diag, rank, random_state=seed).L
-            else:
-                factor = nystroem_factor(columns, n, rank, random_state=seed).L
-        t_prec = time.perf_counter() - t
-        alphas = alphas_fixed if alphas_fixed is not None else EXACT_GCV_GRID * float(diag_host.mean())
-        Yd = as_namespace_array(namespace(op.diag()), Y, like=op.diag())  # where the operator is
-        sol = solve_dual(
-            op.matvec, Yd, alphas, fit_intercept=self.fit_intercept, factor=factor,
-            eigenvalues=eig, n_probes=probes, tol=self.tol, max_iter=self.max_iter,
-            random_state=np.random.default_rng([seed, 1]), sample_weight=sample_weight,
-            criterion="evidence" if by_evidence else "gcv", log_dets=log_dets,
-        )  # fmt: skip
-        return sol, (0 if factor is None else int(factor.shape[1])), t_prec
-
-    def _set_fitted(self, sol, op: GramOperator, kernel: Kernel, single: bool, extra: dict) -> None:
-        self.kernel_ = kernel
-        self.X_fit_ = op.tiler.X if kernel is not None else None  # precomputed: K is not kept
-        self.n_samples_fit_ = op.n
+        self.posterior_weights_ = fixed.sample_weight
+        self.kernel_ = fixed.kernel
+        self.X_fit_ = details.tiler.X if fixed.kernel is not None else None  # precomputed: K is not kept
+        self.n_samples_fit_ = details.tiler.n
         self.dual_coef_ = single_target(sol.coef, single)
         self.intercept_ = float(sol.intercept[0]) if single else sol.intercept
         self.alpha_, self.alphas_ = sol.alpha, sol.alphas
@@ -549,23 +331,62 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self.n_iter_ = int(sol.n_iter[0]) if single else sol.n_iter
         self.residual_ = float(sol.residual[0]) if single else sol.residual
         self.solver_info_ = {
-            **extra, "df_method": sol.df_method, "converged": sol.converged,
-            "n_matvec": sol.n_matvec, **sol.info, "gram": op.info(),
+            **solution.diagnostics, "fit_seconds": round(seconds, 3), "device": str(fixed.device),
+            "df_method": sol.df_method, "converged": sol.converged, "n_matvec": sol.n_matvec, **sol.info,
+            "gram": details.gram_info,
         }  # fmt: skip
         source = (
-            op.tiler
-            if kernel is not None
-            else PrecomputedGram.columns_only(self.n_features_in_, self._precomputed_keep)
+            details.tiler if fixed.kernel is not None else PrecomputedGram.columns_only(fixed.n_features, fixed.keep)
         )
         self._expansion = KernelExpansion(source, sol.coef, sol.intercept)
         logger.info(
             "fitted ExactKernelRidge: n=%s alpha=%.3g %s, %d CG iterations, residual %.2g, %.2fs",
-            f"{op.n:,}", self.alpha_, describe_df(self.df_, self.df_stderr_), int(np.max(sol.n_iter)),
-            float(np.max(sol.residual)), extra["fit_seconds"],
+            f"{self.n_samples_fit_:,}", self.alpha_, describe_df(self.df_, self.df_stderr_), int(np.max(sol.n_iter)),
+            float(np.max(sol.residual)), self.solver_info_["fit_seconds"],
+        )  # fmt: skip
+
+    # ----------------------------------------------------------------- bootstrap
+    def replicate_plan(self, ds: Dataset, X_eval: np.ndarray, *, seed_entropy: int, workers: int = 1) -> ReplicatePlan:
+        """The bootstrap's replicate plan (:class:`~bigkernel.solvers.exact_plan.ExactPlan`):
+        one weighted dual solve per replicate task, with this model's fitted kernel and scaling
+        when fitted, else those a fit would choose.
+
+        Parameters
+        ----------
+        ds : Dataset
+            The training data.
+        X_eval : ndarray of shape (n_eval, n_features)
+        seed_entropy : int
+            The bootstrap seed (derives the preconditioner's seed when ``random_state`` is not an
+            integer).
+        workers : int, default=1
+            Replicates running at once (they share the memory budget).
+
+        Returns
+        -------
+        ReplicatePlan
+        """
+        if is_precomputed(self.kernel):
+            raise ParameterError(PRECOMPUTED_BOOTSTRAP)
+        fitted = hasattr(self, "dual_coef_")
+        if fitted:
+            check_n_features(self, ds.X.shape[1])
+        work = clone(self)
+        if not is_integer(work.random_state):
+            # no integer seed: derive it from the bootstrap seed, so the run (and its resume) is
+            # reproducible from the bootstrap seed alone
+            work.set_params(random_state=derived_seed(seed_entropy))
+        work._check_params()
+        scaler = (self.scaler_mean_, self.scaler_scale_) if fitted and self.standardize else None
+        return ExactPlan(
+            ExactSolver.from_params(work.get_params()), ds, X_eval, device=work._fit_device(),
+            kernel=self.kernel_ if fitted else None, scaler=scaler, workers=workers,
+            fingerprint={"class": class_name(self), "params": fingerprint_params(self), "fitted": fitted},
         )  # fmt: skip
 
     # ----------------------------------------------------------------- persistence
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted state: JSON attributes and arrays (the model store's format v1)."""
         check_is_fitted(self, "dual_coef_")
         attrs = {
             "kernel_": {"name": PRECOMPUTED} if self.kernel_ is None else self.kernel_.to_dict(),
@@ -584,7 +405,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
             ev_arrays["posterior_weights"] = self.posterior_weights_
         return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`)."""
         self.posterior_weights_ = arrays.get("posterior_weights")
         if is_precomputed(attrs["kernel_"].get("name")):
             coef, intercept = arrays["dual_coef"], arrays["intercept"]
@@ -614,65 +436,5 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         read_evidence_state(self, attrs, arrays, single)
         self.__dict__.pop("_posterior_cache", None)
 
-
-def _row_weights(weights, n: int) -> np.ndarray:
-    """Row weights (n,) of a weight specification: one group of a partition (0/1), or
-    ``weights(0, n)`` of shape (1, n)."""
-    if hasattr(weights, "groups"):
-        if len(weights.keep) != 1:
-            raise ParameterError("the exact solver fits one row set; a partition must keep one group")
-        return (np.asarray(weights.groups(0, n)) == weights.keep[0]).astype(np.float64)
-    W = np.asarray(weights(0, n), dtype=np.float64)
-    if W.ndim != 2 or W.shape != (1, n):
-        raise ParameterError(
-            f"the exact solver fits one set of row weights, of shape (1, {n}); found {W.shape} "
-            "(several replicates at once go through bigkernel.bootstrap)"
-        )
-    return W[0]
-
-
-def _reserve_bytes(n: int, d: int, m: int, rank: int) -> int:
-    """Memory the solver holds besides the Gram operator (bytes).
-
-    CG: about 8 ``(n, m)`` float64 arrays (right-hand sides, solutions, residuals, directions,
-    preconditioned residuals, products, temporaries). Preconditioner: 3 ``(n, r)`` arrays at
-    peak (factor, centred copy, Woodbury basis) plus one block of candidate columns. Data: the
-    training X and Y (the Gram operator counts its own copy of the points).
-    """
-    cg = 8 * n * m * 8
-    prec = (3 * n * rank + n * 100) * 8 if rank else 0
-    points = 2 * n * (d + 1) * 8
-    return cg + prec + points
-
-
-def _cholesky_log_dets(source, alphas: np.ndarray, fit_intercept: bool, sample_weight=None) -> np.ndarray:
-    """``log|K̄ + αI|`` per α from one Cholesky factor each (the evidence beyond the eigenvalues)."""
-    t = time.perf_counter()
-    K = source.dense()
-    out = np.array([cholesky_log_det(K, a, fit_intercept, sample_weight) for a in alphas])
-    logger.info(
-        "evidence by %d Cholesky factors at n=%s: %.2fs", alphas.size, f"{K.shape[0]:,}", time.perf_counter() - t
-    )
-    return out
-
-
-def _centred_eigenvalues(tiler: GramTiler, fit_intercept: bool, s: np.ndarray | None = None) -> np.ndarray:
-    """Eigenvalues of ``HKH`` (of ``K`` without intercept), for the exact df (small n).
-
-    With square-root weights ``s``: of ``H_s K̃ H_s``, ``K̃ = diag(s) K diag(s)``,
-    ``H_s = I − s sᵀ/sᵀs`` (see :mod:`bigkernel.numerics.dual`).
-    """
-    K = tiler.dense()
-    if s is not None:
-        K *= s[:, None]
-        K *= s[None, :]
-    if fit_intercept:
-        if s is None:
-            K -= K.mean(axis=0)
-            K -= K.mean(axis=1)[:, None]
-        else:
-            u = s / np.linalg.norm(s)
-            K -= np.outer(u, u @ K)
-            K -= np.outer(K @ u, u)
-        K = 0.5 * (K + K.T)
-    return np.linalg.eigvalsh(K)
+    # the model store calls these until it reads the public names (removed at merge)
+    _get_state, _set_state = get_model_state, set_model_state

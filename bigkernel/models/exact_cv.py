@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from numbers import Integral, Real
-from types import SimpleNamespace
+from numbers import Integral
 from typing import Any, ClassVar, Self
 
 import dask.array as da
@@ -24,7 +23,6 @@ from bigkernel.data.sources import Dataset
 from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.kernels.registry import (
     PRECOMPUTED,
@@ -52,18 +50,21 @@ from bigkernel.models._base import (
     _EstimatorBase,
     single_target,
 )
-from bigkernel.models._dual import _DualPredictor, _gram_input, resolve_memory_budget
+from bigkernel.models._dual import _DualPredictor
 from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
 from bigkernel.models._search import best_index, cv_results, search_params
-from bigkernel.models.exact import build_kernel
-from bigkernel.numerics.evidence import evidence_path
+from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
-from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.namespace import eigh_on
 from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.scaling import standardize_moments, standardize_rows
 from bigkernel.numerics.sums import check_finite
 from bigkernel.runtime import compute
+from bigkernel.solvers.base import ReplicatePlan
+from bigkernel.solvers.budget import resolve_memory_budget
+from bigkernel.solvers.exact import gram_input
+from bigkernel.solvers.exact_cv import ExactCVSolver, exact_cv_bytes, kernel_gamma
+from bigkernel.solvers.exact_plan import PRECOMPUTED_BOOTSTRAP
 from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
@@ -75,8 +76,6 @@ __all__ = ["DEFAULT_MAX_N", "ExactKernelRidgeCV", "exact_cv_bytes"]
 #: n=2000, 6-41 s at 4000, 35-100 s at 6000, 50-115 s at 8000 (depending on the load), so the
 #: default 7-γ search at 6000 takes ~4-12 minutes
 DEFAULT_MAX_N = 6000
-#: default α grid when ``alphas=None``: multiples of the mean eigenvalue of the centred Gram matrix
-DEFAULT_RELATIVE_ALPHAS = np.logspace(-7, 2, 20)
 #: default γ grid when neither ``gammas`` nor ``length_scales`` is given: multiples of 1/d
 DEFAULT_RELATIVE_GAMMAS = np.logspace(-2, 1, 7)
 CRITERIA = ("loo", "gcv", "evidence")
@@ -84,12 +83,6 @@ _INSTEAD = (
     "use RandomFeatureRidgeCV (YAML: solver random_features with gamma: [..] or cv; one pass, any "
     "n), NystroemRidge, or ExactKernelRidge at a fixed gamma (alpha list scored by GCV); or raise max_n"
 )
-
-
-def exact_cv_bytes(n: int, d: int) -> int:
-    """Memory of :class:`ExactKernelRidgeCV` at n points (bytes): the Gram matrix, the
-    eigenvectors and room for kernel temporaries (3 ``n × n`` float64), plus the points."""
-    return 3 * 8 * n * n + 4 * 8 * n * (d + 1)
 
 
 @register_model
@@ -334,20 +327,6 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
 
         return eigh
 
-    def _kernel_at(self, gamma: float | None, n_features: int) -> Kernel | None:
-        if is_precomputed(self.kernel):
-            return None  # K is given: α alone is searched
-        spec = SimpleNamespace(
-            kernel=self.kernel,
-            gamma=gamma,
-            degree=self.degree,
-            coef0=self.coef0,
-            length_scale=None,
-            nu=self.nu,
-            kernel_params=self.kernel_params,
-        )
-        return build_kernel(spec, n_features)
-
     def _check_size(self, n: int, d: int, budget: int) -> None:
         if self.max_n is not None and n > self.max_n:
             raise DataError(
@@ -372,7 +351,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         check_finite(X, Y, 0)
         pre = is_precomputed(self.kernel)
         if pre:
-            _gram_input(X, "fit")
+            gram_input(X, "fit")
             check_symmetric(X)
         self._precomputed_keep = None
         if weights is not None:
@@ -400,7 +379,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         """
         self._check_params()
         if is_precomputed(self.kernel):
-            X = _gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
+            X = gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
         self.fit_dataset(self._fit_input(X, y))
         log_fit(self)  # α/γ on a grid edge, feature scales far apart, logged
         return self
@@ -432,80 +411,15 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         return self
 
     def _search(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, budget: int) -> None:
-        """Score every (γ, α), keep the best point's coefficients, set the fitted attributes.
-
-        One function on purpose: per γ, one Gram matrix and one eigendecomposition serve every α
-        and the best point's coefficients; keeping the loop together frees each Gram matrix
-        before the next is built (the memory bound of ``exact_cv_bytes``).
-        """
+        """Score every (γ, α) with the :class:`~bigkernel.solvers.exact_cv.ExactCVSolver`, keep
+        the best point's coefficients, set the fitted attributes."""
         n, d = X.shape
         gammas = self._bandwidths(d)
-        table: dict[str, list] = {k: [] for k in ("gamma", "alpha", "loo", "gcv", "loo_std", "df", "evidence")}
-        timings = []
-        best_key, best = None, None
-        for gi, g in enumerate(gammas):
-            kernel = self._kernel_at(g, d)
-            tiler = PrecomputedGram(X) if kernel is None else GramTiler(kernel, X)
-            t = time.perf_counter()
-            K = tiler.dense()
-            t_gram = time.perf_counter() - t
-            # the eigendecomposition is nearly all of the time: say so before it starts
-            logger.info(
-                "ExactKernelRidgeCV: gamma %d/%d: eigendecomposition of the %s × %s Gram matrix%s",
-                gi + 1, len(gammas), f"{n:,}", f"{n:,}",
-                f" (the last took {timings[-1]['eigh_seconds']:.1f}s)" if timings else "",
-            )  # fmt: skip
-            path = spectral_path(K, Y, fit_intercept=self.fit_intercept, overwrite=True, eigh=self._device_eigh())
-            del K
-            t_eigh = time.perf_counter() - t - t_gram
-            if self.alphas is not None:
-                alphas = np.atleast_1d(np.asarray(self.alphas, dtype=np.float64))
-            else:
-                scale = float(np.maximum(path.eigvals, 0.0).sum()) / n
-                alphas = DEFAULT_RELATIVE_ALPHAS * (scale if scale > 0 else 1.0)
-            sc = closed_form_scores(path, alphas)
-            loo, gcv = sc.loo_mse.mean(axis=1), sc.gcv.mean(axis=1)
-            # the evidence from the same eigendecomposition: ycᵀ(K̄ + αI)⁻¹yc = Σ c²/(λ + α)
-            quad = (path.proj[None] ** 2 / (path.eigvals[None, :, None] + alphas[:, None, None])).sum(axis=1)
-            ev = evidence_path(path.eigvals, quad, alphas, n, self.fit_intercept)
-            lml = ev.log_likelihood().sum(axis=1)
-            crit = {"loo": loo, "gcv": gcv, "evidence": -lml}[self.criterion]
-            g_report = g if g is not None else _kernel_gamma(kernel)
-            table["gamma"] += [g_report] * alphas.size
-            table["alpha"] += alphas.tolist()
-            table["loo"] += loo.tolist()
-            table["gcv"] += gcv.tolist()
-            table["loo_std"] += (sc.loo_std if self.criterion == "loo" else np.full(alphas.size, np.nan)).tolist()
-            table["df"] += sc.df.tolist()
-            table["evidence"] += lml.tolist()
-            finite = np.isfinite(crit)
-            j = int(np.argmin(np.where(finite, crit, np.inf))) if finite.any() else int(np.argmax(alphas))
-            key = (1, -float(crit[j])) if finite.any() else (0, float(alphas[j]))
-            if best_key is None or key > best_key:  # strict: ties keep the first point
-                a = float(alphas[j])
-                best_key = key
-                best = {"gamma": g, "kernel": kernel, "tiler": tiler, "alpha": a, "alphas": alphas,
-                        "coef": path.coef(a), "intercept": path.intercept(a), "df": sc.df, "gcv": sc.gcv,
-                        "loo": sc.loo_mse, "evidence": ev}  # fmt: skip
-            timings.append(
-                {
-                    "gamma": g_report,
-                    "gram_seconds": round(t_gram, 3),
-                    "eigh_seconds": round(t_eigh, 3),
-                    "score_seconds": round(time.perf_counter() - t - t_gram - t_eigh, 3),
-                }
-            )
-            logger.info(
-                "ExactKernelRidgeCV: gamma %d/%d done: closed-form %s at gamma=%s, n=%s: Gram %.2fs, eigh %.2fs; "
-                "best alpha %.3g (%s %.4g)%s",
-                gi + 1, len(gammas), self.criterion.upper(), "-" if g_report is None else f"{g_report:.4g}",
-                f"{n:,}", t_gram, t_eigh, alphas[j], self.criterion.upper(), crit[j],
-                f"; ~{(time.perf_counter() - t0) / (gi + 1) * (len(gammas) - gi - 1):.0f}s left"
-                if gi + 1 < len(gammas) else "",
-            )  # fmt: skip
-            del path
+        solver = ExactCVSolver.from_params(self.get_params())
+        result = solver.search(X, Y, gammas, precomputed=is_precomputed(self.kernel), eigh=self._device_eigh(), t0=t0)
+        table, timings, best = result.table, result.timings, result.best
         self._set_results(table, searched=gammas != [None])
-        self.gamma_ = best["gamma"] if best["gamma"] is not None else _kernel_gamma(best["kernel"])
+        self.gamma_ = best["gamma"] if best["gamma"] is not None else kernel_gamma(best["kernel"])
         self.alpha_, self.alphas_ = best["alpha"], best["alphas"]
         ai = int(np.flatnonzero(best["alphas"] == best["alpha"])[0])
         self.df_path_, self.df_ = best["df"], float(best["df"][ai])
@@ -560,6 +474,45 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self.intercept_ = float(intercept[0]) if single else intercept
         self._expansion = KernelExpansion(tiler, coef, intercept)
 
+    # ----------------------------------------------------------------- bootstrap
+    def replicate_plan(self, ds: Dataset, X_eval: np.ndarray, *, seed_entropy: int, workers: int = 1) -> ReplicatePlan:
+        """The bootstrap's replicate plan: that of an :class:`ExactKernelRidge` at the chosen
+        kernel and α (:meth:`at_choice`); the search is not repeated per replicate.
+
+        Parameters
+        ----------
+        ds : Dataset
+        X_eval : ndarray of shape (n_eval, n_features)
+        seed_entropy : int
+        workers : int, default=1
+            See :meth:`ExactKernelRidge.replicate_plan`.
+
+        Returns
+        -------
+        ReplicatePlan
+        """
+        if is_precomputed(self.kernel):
+            raise ParameterError(PRECOMPUTED_BOOTSTRAP)
+        return self.at_choice().replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
+
+    def at_choice(self) -> ExactKernelRidge:
+        """This fitted model as an :class:`ExactKernelRidge` at its chosen (γ, α): its fitted
+        kernel and scaling, which the exact replicate plan reuses."""
+        if not hasattr(self, "dual_coef_"):
+            raise ParameterError(
+                "bootstrap() needs a fitted ExactKernelRidgeCV (its replicates use the chosen kernel_ "
+                "and alpha_; the search is not repeated per replicate): call fit first, or bootstrap "
+                "an ExactKernelRidge with the gamma and alpha you want."
+            )
+        est = ExactKernelRidge(
+            self.kernel_, alpha=float(self.alpha_), fit_intercept=self.fit_intercept, memory_budget=self.memory_budget,
+            standardize=self.standardize, random_state=self.random_state,
+        )  # fmt: skip
+        est.kernel_, est.n_features_in_, est.dual_coef_ = self.kernel_, self.n_features_in_, self.dual_coef_
+        if self.standardize:
+            est.scaler_mean_, est.scaler_scale_ = self.scaler_mean_, self.scaler_scale_
+        return est
+
     # ----------------------------------------------------------------- persistence
     _RESULT_ARRAYS = (
         "param_gamma",
@@ -572,7 +525,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         "df",
     )
 
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted state: JSON attributes and arrays (the model store's format v1)."""
         check_is_fitted(self, "dual_coef_")
         attrs = {
             "kernel_": {"name": PRECOMPUTED} if self.kernel_ is None else self.kernel_.to_dict(), "alpha_": self.alpha_, "gamma_": self.gamma_, "df_": self.df_,
@@ -591,7 +545,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         ev_attrs, ev_arrays = evidence_state(self)
         return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`)."""
         single = bool(attrs["single_output"])
         self.n_features_in_ = int(attrs["n_features_in_"])
         if is_precomputed(attrs["kernel_"].get("name")):
@@ -623,10 +578,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self._read_range(arrays)
         read_evidence_state(self, attrs, arrays, single)
 
-
-def _kernel_gamma(kernel: Kernel) -> float | None:
-    g = getattr(kernel, "gamma", None)
-    return float(g) if isinstance(g, Real) else None
+    # the model store calls these until it reads the public names (removed at merge)
+    _get_state, _set_state = get_model_state, set_model_state
 
 
 def _finite_or_none(v: float) -> float | None:

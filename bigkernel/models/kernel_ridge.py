@@ -1,6 +1,7 @@
 """KernelRidge: one estimator that picks the exact, Nyström or random-feature solver.
 
-The rule (:func:`choose_solver`), from n, the kernel and the memory budget:
+The rule (:meth:`KernelRidge.choose_solver`, which applies
+:func:`bigkernel.solvers.budget.solver_rule`), from n, the kernel and the memory budget:
 
 1. **exact** when the whole Gram matrix is cached within the budget (float64 tiles, or
    float32 when only those fit) next to the solver's working memory: then every CG matvec is
@@ -35,7 +36,6 @@ from bigkernel.data.sources import Dataset
 from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import check_kernel_name, is_precomputed, kernel_serves, kernel_spec
 from bigkernel.models._base import (
     SPARSE_OK,
@@ -49,74 +49,21 @@ from bigkernel.models._base import (
     _EstimatorBase,
     check_sample_weight,
 )
-from bigkernel.models._dual import _gram_input, device_budget, resolve_memory_budget
 from bigkernel.models._posterior import Prediction
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
-from bigkernel.numerics.gram_tiles import plan_gram
 from bigkernel.numerics.polynomial_features import n_monomials
-from bigkernel.runtime import local_threads
+from bigkernel.solvers.base import ReplicatePlan
+from bigkernel.solvers.budget import NYSTROEM_MAX_N, fit_budget, solver_rule
+from bigkernel.solvers.exact import gram_input
 from bigkernel.validation import Options
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NYSTROEM_MAX_N", "SOLVERS", "KernelRidge", "choose_solver"]
+__all__ = ["NYSTROEM_MAX_N", "SOLVERS", "KernelRidge"]
 
 SOLVERS = ("auto", "exact", "nystroem", "random_features")
-#: above this n (and when the Gram matrix does not fit) the one-pass random features win
-NYSTROEM_MAX_N = 2_000_000
-
-
-def choose_solver(n: int, d: int, kernel, memory_budget: int, *, n_rhs: int = 1) -> tuple[str, str]:
-    """``(solver, reason)`` for n points in d dimensions (see the module docstring).
-
-    Parameters
-    ----------
-    n, d : int
-    kernel : str or Kernel
-        A kernel name or object (objects and names without a spectral sampler exclude random
-        features).
-    memory_budget : int
-        Bytes.
-    n_rhs : int, default=1
-        Columns per matvec of the exact solver (targets × α, probes).
-    """
-    from bigkernel.models.exact import _reserve_bytes, default_exact_rank
-
-    reserve = _reserve_bytes(n, d, n_rhs, default_exact_rank(n, memory_budget))
-    gb = memory_budget / 1e9
-    try:
-        plan = plan_gram(n, d, memory_budget, n_rhs=n_rhs, threads=local_threads(), reserve_bytes=reserve)
-        cached = plan.n_cached == len(plan.tiles)
-    except ParameterError:
-        plan, cached = None, False
-    if cached:
-        return "exact", (
-            f"the Gram matrix of n={n:,} points ({plan.cache_bytes / 1e9:.2f} GB of {plan.cache_dtype} "
-            f"tiles) is cached within the memory budget ({gb:.2f} GB)"
-        )
-    need = 4 * n * (n + 1) / 2 / 1e9
-    if not kernel_serves(kernel, "random_features"):
-        return "nystroem", (
-            f"the Gram matrix of n={n:,} points ({need:.1f} GB even in float32) does not fit the "
-            f"memory budget ({gb:.2f} GB), and kernel {_kernel_name(kernel)!r} has no random-feature "
-            "sampler"
-        )
-    if n <= NYSTROEM_MAX_N:
-        return "nystroem", (
-            f"the Gram matrix of n={n:,} points ({need:.1f} GB even in float32) does not fit the "
-            f"memory budget ({gb:.2f} GB); n <= {NYSTROEM_MAX_N:,}, so Nyström features (more "
-            "accurate than random features at the same size; one extra read for the landmarks)"
-        )
-    return "random_features", (
-        f"n={n:,} > {NYSTROEM_MAX_N:,} and the Gram matrix does not fit the memory budget "
-        f"({gb:.2f} GB): random features, one streamed pass"
-    )
-
-
-def _kernel_name(kernel) -> str:
-    return kernel.name if isinstance(kernel, Kernel) else str(kernel)
 
 
 @register_model
@@ -136,7 +83,7 @@ class KernelRidge(_EstimatorBase):
     fit_intercept : bool, default=True
         Fit an unpenalized intercept.
     solver : {"auto", "exact", "nystroem", "random_features"}, default="auto"
-        ``"auto"`` applies :func:`choose_solver` and logs its reason.
+        ``"auto"`` applies :meth:`choose_solver` and logs its reason.
     memory_budget : int, str or None, default=None
         Bytes (or ``"8GB"``); default half the physical memory.
     n_components : int, default=1024
@@ -266,7 +213,17 @@ class KernelRidge(_EstimatorBase):
         "solver": [Options(str, SOLVERS)],
     }
 
-    def _build(self, solver: str):
+    def make_solver_estimator(self, solver: str) -> ExactKernelRidge | NystroemRidge | RandomFeatureRidge:
+        """The unfitted estimator of ``solver`` with this model's parameters.
+
+        Parameters
+        ----------
+        solver : {"exact", "nystroem", "random_features"}
+
+        Returns
+        -------
+        ExactKernelRidge, NystroemRidge or RandomFeatureRidge
+        """
         common = dict(alpha=self.alpha, gamma=self.gamma, length_scale=self.length_scale, nu=self.nu,
                       fit_intercept=self.fit_intercept, random_state=self.random_state,
                       standardize=self.standardize, device=self.device)  # fmt: skip
@@ -290,7 +247,20 @@ class KernelRidge(_EstimatorBase):
             **common,
         )  # fmt: skip
 
-    def _pick(self, n: int, d: int, n_targets: int) -> tuple[str, str]:
+    def choose_solver(self, n: int, d: int, n_targets: int) -> tuple[str, str]:
+        """``(solver, reason)`` for n points in d dimensions and ``n_targets`` targets (see the
+        module docstring): ``solver`` when one is forced, else
+        :func:`~bigkernel.solvers.budget.solver_rule` within the host's (or the GPU's) budget.
+
+        Parameters
+        ----------
+        n, d, n_targets : int
+
+        Returns
+        -------
+        (str, str)
+            The solver's name and the reason, for the log.
+        """
         if self.solver != "auto":
             if is_precomputed(self.kernel):
                 check_kernel_name(self.kernel, self.solver)  # the exact path or a clear error
@@ -305,14 +275,10 @@ class KernelRidge(_EstimatorBase):
             )
         n_alphas = 7 if isinstance(self.alpha, str) else np.atleast_1d(self.alpha).size
         device = getattr(self, "_device", None) or self._fit_device()  # a plan may ask before a fit
-        if not device.is_gpu:
-            return choose_solver(
-                n, d, self.kernel, resolve_memory_budget(self.memory_budget), n_rhs=n_alphas * n_targets
-            )
-        with device.activate():  # the exact solver's cache lives on the GPU: its memory decides
-            budget = device_budget(self.memory_budget, device)
-        solver, reason = choose_solver(n, d, self.kernel, budget, n_rhs=n_alphas * n_targets)
-        if solver == "nystroem" and kernel_serves(self.kernel, "random_features"):
+        # on a GPU the exact solver's cache lives there: its memory decides
+        budget = fit_budget(self.memory_budget, device)
+        solver, reason = solver_rule(n, d, self.kernel, budget, n_rhs=n_alphas * n_targets)
+        if device.is_gpu and solver == "nystroem" and kernel_serves(self.kernel, "random_features"):
             return "random_features", f"{reason}; on the GPU random features instead (Nyström features are host code)"
         return solver, reason
 
@@ -344,7 +310,7 @@ class KernelRidge(_EstimatorBase):
         if y is None:
             raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         if is_precomputed(self.kernel):
-            X = _gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
+            X = gram_input(X, "fit")  # the square Gram matrix K (numpy, dask or zarr)
         ds, _ = self._as_dataset(X, y, reset=True)
         weights = None if sample_weight is None else RowWeights(check_sample_weight(sample_weight, ds.X.shape[0]))
         self.fit_dataset(ds, weights)
@@ -356,14 +322,25 @@ class KernelRidge(_EstimatorBase):
         self._check_params()
         n, d = ds.X.shape
         k = 1 if ds.y.ndim == 1 else ds.y.shape[1]
-        solver, reason = self._pick(n, d, k)
+        solver, reason = self.choose_solver(n, d, k)
         logger.info("KernelRidge: solver %s — %s", solver, reason)
-        est = self._build(solver)
+        est = self.make_solver_estimator(solver)
         est.fit_dataset(ds, weights=weights)
-        self._set_inner(est, solver, reason)
+        self.set_fitted_estimator(est, solver, reason)
         return self
 
-    def _set_inner(self, est, solver: str, reason: str) -> None:
+    def set_fitted_estimator(self, est: Any, solver: str, reason: str) -> None:
+        """Take ``est`` (fitted with ``solver``) as this model's solver and copy its results.
+
+        Parameters
+        ----------
+        est : ExactKernelRidge, NystroemRidge or RandomFeatureRidge
+            Fitted (or loaded, or updated by :mod:`bigkernel.jobs.update`).
+        solver : str
+            Its solver's name.
+        reason : str
+            Why that solver (logged and saved).
+        """
         self.estimator_, self.solver_, self.solver_reason_ = est, solver, reason
         self.n_features_in_ = est.n_features_in_
         for name in ("alpha_", "df_", "intercept_", "gcv_", "data_min_", "data_max_"):
@@ -389,22 +366,51 @@ class KernelRidge(_EstimatorBase):
         """
         check_is_fitted(self, "estimator_")
         if is_precomputed(self.kernel):
-            X = _gram_input(X, "predict", self.n_features_in_)
+            X = gram_input(X, "predict", self.n_features_in_)
         if not isinstance(X, da.Array):
             check_real(X, "X")
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
         return self.estimator_.predict(X, return_std=return_std, return_cov=return_cov)
 
+    # ----------------------------------------------------------------- bootstrap
+    def replicate_plan(self, ds: Dataset, X_eval: np.ndarray, *, seed_entropy: int, workers: int = 1) -> ReplicatePlan:
+        """The bootstrap's replicate plan of the fitted solver (fitted) or of the one
+        :meth:`choose_solver` would choose for ``ds`` (unfitted).
+
+        Parameters
+        ----------
+        ds : Dataset
+        X_eval : ndarray of shape (n_eval, n_features)
+        seed_entropy : int
+        workers : int, default=1
+            See :meth:`ExactKernelRidge.replicate_plan`.
+
+        Returns
+        -------
+        ReplicatePlan
+        """
+        if hasattr(self, "estimator_"):
+            inner = self.estimator_
+        else:
+            n, d = ds.X.shape
+            inner = self.make_solver_estimator(self.choose_solver(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))[0])
+        return inner.replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
+
     # ----------------------------------------------------------------- persistence
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted state: the solver's name and reason, and the solver's own state."""
         check_is_fitted(self, "estimator_")
-        attrs, arrays = self.estimator_._get_state()
+        attrs, arrays = self.estimator_.get_model_state()
         return {"solver_": self.solver_, "solver_reason_": self.solver_reason_, "inner": attrs}, arrays
 
-    def _set_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+    def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`)."""
         solver = attrs["solver_"]
         if solver not in SOLVERS[1:]:
             raise DataError(f"unknown solver {solver!r} in the saved KernelRidge")
-        est = self._build(solver)
-        est._set_state(attrs["inner"], arrays)
-        self._set_inner(est, solver, attrs["solver_reason_"])
+        est = self.make_solver_estimator(solver)
+        est.set_model_state(attrs["inner"], arrays)
+        self.set_fitted_estimator(est, solver, attrs["solver_reason_"])
+
+    # the model store calls these until it reads the public names (removed at merge)
+    _get_state, _set_state = get_model_state, set_model_state

@@ -73,6 +73,10 @@ def _plan(n: int, d: int, budget: int, dtype: str, n_rhs: int, reserve: int, til
 class DeviceGram:
     """``V ↦ K V`` for ``K = k(X, X)`` with the points, tiles and vectors on a device.
 
+    Implements the :class:`~bigkernel.solvers.base.GramOperator` protocol (``n``, ``matvec``,
+    ``columns``, ``diag``, ``info``, ``close``) on the array namespace ``xp`` (CuPy on a GPU;
+    any array-API namespace, numpy included, in the tests).
+
     Parameters
     ----------
     kernel : Kernel

@@ -379,6 +379,9 @@ class LocalGram:
     :meth:`GramTiler.tile` and :func:`tile_matvec`, so the result does not depend on the budget
     (bitwise): a bootstrap replicate gives the same values on any worker.
 
+    Implements the :class:`~bigkernel.solvers.base.GramOperator` protocol (``n``, ``matvec``,
+    ``columns``, ``diag``, ``info``, ``close``), in this process.
+
     Parameters
     ----------
     kernel : Kernel

@@ -110,8 +110,7 @@ class Solver(Protocol[FixedT]):
 class GramOperator(Protocol):
     """``V ↦ K V`` for the Gram matrix of the training points, whatever holds its tiles: in
     memory (:class:`~bigkernel.numerics.gram_tiles.LocalGram`), recomputed and cached on the
-    cluster (:class:`~bigkernel.solvers.gram_operator.GramOperator`, to be renamed ``DistributedGram``), or
-    on a GPU (:class:`~bigkernel.numerics.device_gram.DeviceGram`). CG, the preconditioners and
+    cluster (:class:`~bigkernel.solvers.gram_operator.DistributedGram`), or on a GPU (:class:`~bigkernel.numerics.device_gram.DeviceGram`). CG, the preconditioners and
     the df probes see only this."""
 
     @property

@@ -1,6 +1,6 @@
 """The Gram matrix of the training points as a matvec for CG (layer 3: owns the computes).
 
-:class:`GramOperator` follows a :class:`~bigkernel.numerics.gram_tiles.GramPlan`: the first tiles
+:class:`DistributedGram` follows a :class:`~bigkernel.numerics.gram_tiles.GramPlan`: the first tiles
 that fit the cache budget are computed once and persisted (in this process, or in the workers'
 memory when a distributed client is active); every matvec is then one ``compute`` of a small
 graph that reads cached tiles and recomputes the others (:mod:`bigkernel.graph.gram_matvec`).
@@ -24,7 +24,7 @@ from bigkernel.runtime import active_client, compute, local_threads, persist
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GramOperator"]
+__all__ = ["DistributedGram"]
 
 
 def _threads(client) -> int:
@@ -33,8 +33,12 @@ def _threads(client) -> int:
     return max(1, sum(client.nthreads().values()))
 
 
-class GramOperator:
+class DistributedGram:
     """``V ↦ K V`` for the Gram matrix ``K = k(X, X)``, cached within a memory budget.
+
+    Implements the :class:`~bigkernel.solvers.base.GramOperator` protocol (``n``, ``matvec``,
+    ``columns``, ``diag``, ``info``, ``close``): its tiles are cached on the cluster (or the
+    local threaded scheduler) and recomputed beyond the budget, one ``compute`` per matvec.
 
     Parameters
     ----------

@@ -1,0 +1,230 @@
+"""The exact CV solver: (γ, α) by closed-form leave-one-out, GCV or the evidence (layer 3).
+
+For each γ: one dense Gram matrix and one eigendecomposition of its centred form; the whole α
+path — LOO residuals, GCV, df, the evidence — then follows in closed form
+(:mod:`bigkernel.numerics.loo`), and the chosen point's dual solution comes from the same
+eigendecomposition (no refit). :class:`ExactCVSolver` runs that search on rows in memory for
+:class:`~bigkernel.ExactKernelRidgeCV`, which validates the grids, loads and scales the rows and
+sets its fitted attributes from the :class:`SearchResult`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from numbers import Real
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bigkernel.kernels.base import Kernel
+from bigkernel.numerics.evidence import evidence_path
+from bigkernel.numerics.gram_tiles import GramTiler
+from bigkernel.numerics.loo import closed_form_scores, spectral_path
+from bigkernel.numerics.precomputed import PrecomputedGram
+from bigkernel.solvers.exact import build_kernel
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_RELATIVE_ALPHAS", "ExactCVSolver", "ExactCVSpec", "SearchResult", "exact_cv_bytes"]
+
+#: default α grid when ``alphas=None``: multiples of the mean eigenvalue of the centred Gram matrix
+DEFAULT_RELATIVE_ALPHAS = np.logspace(-7, 2, 20)
+#: the columns of the search table, one row per (γ, α)
+TABLE_COLUMNS = ("gamma", "alpha", "loo", "gcv", "loo_std", "df", "evidence")
+
+
+def exact_cv_bytes(n: int, d: int) -> int:
+    """Memory of the exact CV search at n points (bytes): the Gram matrix, the eigenvectors and
+    room for kernel temporaries (3 ``n × n`` float64), plus the points."""
+    return 3 * 8 * n * n + 4 * 8 * n * (d + 1)
+
+
+def kernel_gamma(kernel: Kernel) -> float | None:
+    """The kernel's ``gamma`` when it has a real one (reported when γ is not searched)."""
+    g = getattr(kernel, "gamma", None)
+    return float(g) if isinstance(g, Real) else None
+
+
+@dataclass(frozen=True)
+class ExactCVSpec:
+    """Everything the search depends on besides the rows and the γ grid."""
+
+    kernel: Any = "rbf"
+    degree: float = 3
+    coef0: float = 1
+    nu: float | None = 1.5
+    kernel_params: dict | None = None
+    fit_intercept: bool = True
+    alphas: Any = None
+    criterion: str = "loo"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ExactCVSpec:
+        """The spec of an estimator's ``get_params()`` (other parameters are ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in params.items() if k in names})
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What the search found.
+
+    Attributes
+    ----------
+    table : dict of list
+        :data:`TABLE_COLUMNS`, one entry per (γ, α).
+    timings : list of dict
+        Per γ: Gram, eigendecomposition and scoring seconds.
+    best : dict
+        The best point: ``gamma``, ``kernel``, ``tiler``, ``alpha``, ``alphas``, ``coef``,
+        ``intercept``, ``df``, ``gcv``, ``loo``, ``evidence``.
+    """
+
+    table: dict[str, list]
+    timings: list[dict]
+    best: dict[str, Any]
+
+
+class ExactCVSolver:
+    """Closed-form (γ, α) search of the exact path (see the module docstring).
+
+    Parameters
+    ----------
+    spec : ExactCVSpec
+    """
+
+    name: ClassVar[str] = "exact_cv"
+
+    def __init__(self, spec: ExactCVSpec) -> None:
+        self.spec = spec
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ExactCVSolver:
+        """The solver of an estimator's (validated) ``get_params()``."""
+        return cls(ExactCVSpec.from_params(params))
+
+    def kernel_at(self, gamma: float | None, n_features: int, precomputed: bool = False) -> Kernel | None:
+        """The kernel at bandwidth ``gamma`` (None: the kernel's own); None when K is given."""
+        if precomputed:
+            return None  # K is given: α alone is searched
+        s = self.spec
+        params = SimpleNamespace(kernel=s.kernel, gamma=gamma, degree=s.degree, coef0=s.coef0, length_scale=None,
+                                 nu=s.nu, kernel_params=s.kernel_params)  # fmt: skip
+        return build_kernel(params, n_features)
+
+    def _alphas(self, eigvals: np.ndarray, n: int) -> np.ndarray:
+        if self.spec.alphas is not None:
+            return np.atleast_1d(np.asarray(self.spec.alphas, dtype=np.float64))
+        scale = float(np.maximum(eigvals, 0.0).sum()) / n
+        return DEFAULT_RELATIVE_ALPHAS * (scale if scale > 0 else 1.0)
+
+    def _score(self, path: Any, n: int) -> dict[str, Any]:
+        """Every α of one γ scored from its eigendecomposition: the scores, the evidence, the
+        criterion and the best α's index ``j`` and ranking ``key``."""
+        alphas = self._alphas(path.eigvals, n)
+        sc = closed_form_scores(path, alphas)
+        loo, gcv = sc.loo_mse.mean(axis=1), sc.gcv.mean(axis=1)
+        # the evidence from the same eigendecomposition: ycᵀ(K̄ + αI)⁻¹yc = Σ c²/(λ + α)
+        quad = (path.proj[None] ** 2 / (path.eigvals[None, :, None] + alphas[:, None, None])).sum(axis=1)
+        ev = evidence_path(path.eigvals, quad, alphas, n, self.spec.fit_intercept)
+        lml = ev.log_likelihood().sum(axis=1)
+        crit = {"loo": loo, "gcv": gcv, "evidence": -lml}[self.spec.criterion]
+        finite = np.isfinite(crit)
+        j = int(np.argmin(np.where(finite, crit, np.inf))) if finite.any() else int(np.argmax(alphas))
+        key = (1, -float(crit[j])) if finite.any() else (0, float(alphas[j]))
+        return {"alphas": alphas, "sc": sc, "loo": loo, "gcv": gcv, "ev": ev, "lml": lml, "crit": crit, "j": j,
+                "key": key}  # fmt: skip
+
+    def _append(self, table: dict[str, list], g_report: float | None, s: dict[str, Any]) -> None:
+        alphas = s["alphas"]
+        table["gamma"] += [g_report] * alphas.size
+        table["alpha"] += alphas.tolist()
+        table["loo"] += s["loo"].tolist()
+        table["gcv"] += s["gcv"].tolist()
+        loo_std = s["sc"].loo_std if self.spec.criterion == "loo" else np.full(alphas.size, np.nan)
+        table["loo_std"] += loo_std.tolist()
+        table["df"] += s["sc"].df.tolist()
+        table["evidence"] += s["lml"].tolist()
+
+    def search(
+        self,
+        X: Any,
+        Y: np.ndarray,
+        gammas: list[float | None],
+        *,
+        precomputed: bool = False,
+        eigh: Callable | None = None,
+        t0: float | None = None,
+    ) -> SearchResult:
+        """Score every (γ, α) and keep the best point's coefficients.
+
+        Per γ, one Gram matrix and one eigendecomposition serve every α and the best point's
+        coefficients; each Gram matrix is freed before the next is built (the memory bound of
+        :func:`exact_cv_bytes`).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d), or K (n, n) when ``precomputed``
+        Y : ndarray of shape (n, k)
+        gammas : list of float or None
+            The γ grid (``[None]``: the kernel's own bandwidth).
+        precomputed : bool, default=False
+        eigh : callable, optional
+            The eigendecomposition (on a GPU); default LAPACK on the host.
+        t0 : float, optional
+            When the fit started (``time.perf_counter()``; for the time-left log line).
+
+        Returns
+        -------
+        SearchResult
+        """
+        n, d = X.shape
+        t0 = time.perf_counter() if t0 is None else t0
+        table: dict[str, list] = {k: [] for k in TABLE_COLUMNS}
+        timings: list[dict] = []
+        best_key, best = None, None
+        for gi, g in enumerate(gammas):
+            kernel = self.kernel_at(g, d, precomputed)
+            tiler = PrecomputedGram(X) if kernel is None else GramTiler(kernel, X)
+            t = time.perf_counter()
+            K = tiler.dense()
+            t_gram = time.perf_counter() - t
+            # the eigendecomposition is nearly all of the time: say so before it starts
+            logger.info(
+                "ExactKernelRidgeCV: gamma %d/%d: eigendecomposition of the %s × %s Gram matrix%s",
+                gi + 1, len(gammas), f"{n:,}", f"{n:,}",
+                f" (the last took {timings[-1]['eigh_seconds']:.1f}s)" if timings else "",
+            )  # fmt: skip
+            path = spectral_path(K, Y, fit_intercept=self.spec.fit_intercept, overwrite=True, eigh=eigh)
+            del K
+            t_eigh = time.perf_counter() - t - t_gram
+            s = self._score(path, n)
+            g_report = g if g is not None else kernel_gamma(kernel)
+            self._append(table, g_report, s)
+            if best_key is None or s["key"] > best_key:  # strict: ties keep the first point
+                a = float(s["alphas"][s["j"]])
+                best_key = s["key"]
+                best = {"gamma": g, "kernel": kernel, "tiler": tiler, "alpha": a, "alphas": s["alphas"],
+                        "coef": path.coef(a), "intercept": path.intercept(a), "df": s["sc"].df, "gcv": s["sc"].gcv,
+                        "loo": s["sc"].loo_mse, "evidence": s["ev"]}  # fmt: skip
+            timings.append({"gamma": g_report, "gram_seconds": round(t_gram, 3), "eigh_seconds": round(t_eigh, 3),
+                            "score_seconds": round(time.perf_counter() - t - t_gram - t_eigh, 3)})  # fmt: skip
+            self._log_gamma(gi, len(gammas), g_report, n, t_gram, t_eigh, s, t0)
+            del path
+        return SearchResult(table, timings, best)
+
+    def _log_gamma(self, gi: int, n_gammas: int, g_report, n: int, t_gram: float, t_eigh: float, s, t0: float) -> None:
+        crit = self.spec.criterion.upper()
+        logger.info(
+            "ExactKernelRidgeCV: gamma %d/%d done: closed-form %s at gamma=%s, n=%s: Gram %.2fs, eigh %.2fs; "
+            "best alpha %.3g (%s %.4g)%s",
+            gi + 1, n_gammas, crit, "-" if g_report is None else f"{g_report:.4g}",
+            f"{n:,}", t_gram, t_eigh, s["alphas"][s["j"]], crit, s["crit"][s["j"]],
+            f"; ~{(time.perf_counter() - t0) / (gi + 1) * (n_gammas - gi - 1):.0f}s left"
+            if gi + 1 < n_gammas else "",
+        )  # fmt: skip
