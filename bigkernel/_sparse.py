@@ -22,10 +22,16 @@ def is_sparse(a: Any) -> bool:
     return sp.issparse(a)
 
 
+def has_sparse_chunks(a: Any) -> bool:
+    """Whether ``a`` is a dask array of scipy.sparse chunks (dask's ``_meta``: an empty array of
+    the chunks' type, part of its array protocol)."""
+    return is_sparse(getattr(a, "_meta", None))
+
+
 def refuse_sparse(a: Any, message: str) -> None:
     """Raise DataError(``message``) if ``a`` is sparse or a dask array of sparse chunks (a path
     that cannot serve sparse X says so, with its fix)."""
-    if is_sparse(a) or is_sparse(getattr(a, "_meta", None)):
+    if is_sparse(a) or has_sparse_chunks(a):
         raise DataError(message)
 
 

@@ -298,6 +298,12 @@ def test_update_refusals(two_parts, tmp_path, cli):
     exact = bigkernel.ExactKernelRidge(alpha=1.0).fit(X0[:200], y0[:200]).save(str(tmp_path / "exact.zarr"))
     r = cli("update", exact, new, "-o", str(tmp_path / "b.zarr"))
     assert r.returncode == 2 and "cannot be updated" in r.stderr
+    # a classifier: refused by name (it was an AttributeError traceback before)
+    labels = (y0 > np.median(y0)).astype(int)
+    clf = bigkernel.RandomFeatureClassifier(n_components=16, random_state=0).fit(X0, labels)
+    r = cli("update", clf.save(str(tmp_path / "clf.zarr")), new, "-o", str(tmp_path / "c.zarr"))
+    assert r.returncode == 2 and "RandomFeatureClassifier model cannot be updated" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "c.zarr").exists()
     # mismatched columns: the new data has 8 features, the model 6
     make_data(SyntheticSpec("friedman1", 500, 8, 1.0, 2), str(tmp_path / "wide.zarr"), chunk_rows=256)
     model = RandomFeatureRidge(n_components=16, random_state=0).fit(X0, y0).save(str(tmp_path / "m.zarr"))

@@ -13,6 +13,8 @@ import logging
 import os
 from typing import Any
 
+from sklearn.base import is_classifier
+
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import OutputExistsError, ParameterError
 from bigkernel.io.atomic import atomic_folder
@@ -29,6 +31,14 @@ def updatable_part(model: Any) -> Any:
     ParameterError
         The model has no ``partial_fit`` (the exact solver, a CV search) or no saved statistics.
     """
+    if is_classifier(model):
+        # its inner regressor's sums hold ±1 targets of the classes seen; new rows would need
+        # their labels encoded the same way (and a new class could not be added)
+        raise ParameterError(
+            f"a {type(model).__name__} model cannot be updated with new rows: `bigkernel update` adds rows "
+            "to regressors (RandomFeatureRidge, NystroemRidge, KernelRidge with solver random_features / "
+            "nystroem); refit the classifier on all rows instead"
+        )
     inner = getattr(model, "estimator_", model)
     name = type(model).__name__ + (f" (solver {model.solver_!r})" if inner is not model else "")
     if not hasattr(inner, "partial_fit_dataset"):

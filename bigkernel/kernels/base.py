@@ -71,6 +71,11 @@ class Kernel:
         Xa, Za = _blocks(X, Z)
         return self._block(Xa, Za, _output_dtype(dtype))
 
+    def block(self, X: np.ndarray, Z: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
+        """``k(X, Z)`` of arrays already checked and converted (the Gram tiles' inner loop,
+        which checks its points once, not per tile); ``dtype`` a numpy dtype."""
+        return self._block(X, Z, dtype)
+
     def _block(self, X: np.ndarray, Z: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
         raise NotImplementedError
 

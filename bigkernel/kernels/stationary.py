@@ -75,6 +75,11 @@ class RBF(Kernel):
             object.__setattr__(self, "precision", tuple(tuple(float(v) for v in r) for r in A))
             object.__setattr__(self, "_transform", T)
 
+    def transform_fn(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The map ``x ↦ x̃`` after which the kernel is a function of ``‖x̃ − z̃‖`` (scaling by
+        the length scales): the Gram tiles' fast path applies it once to the points."""
+        return self._transform_fn()
+
     def _transform_fn(self) -> Callable[[np.ndarray], np.ndarray]:
         """``x ↦ Tx`` with ``(x−y)ᵀA(x−y) = ‖Tx − Ty‖²``, in place where possible."""
         if self.gamma is not None:

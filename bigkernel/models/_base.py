@@ -267,7 +267,7 @@ def _with_progress(method: Callable) -> Callable:
 
 class _EstimatorBase(RegressorMixin, BaseEstimator):
     """Multi-output regressor taking numpy or dask input; subclasses implement ``fit``,
-    ``predict``, ``_get_state`` and ``_set_state``."""
+    ``predict``, ``get_model_state`` and ``set_model_state``."""
 
     #: the allowed forms of each ``__init__`` parameter (see :mod:`bigkernel.validation`),
     #: checked by :meth:`_check_params` at the start of every fit

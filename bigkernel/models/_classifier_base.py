@@ -384,7 +384,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         arrays : dict of ndarray
         """
         check_is_fitted(self, "estimator_")
-        attrs, arrays = model_state_of(self.estimator_)
+        attrs, arrays = self.estimator_.get_model_state()
         cw = self.class_weight
         if isinstance(cw, dict):  # JSON keys are strings: keep the labels with their types
             cw = [[_label_key(k), float(v)] for k, v in cw.items()]
@@ -408,28 +408,9 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
             self.class_weight = {k: v for k, v in cw}
         self.class_weight_ = arrays.pop("class_weight_")
         inner = self.make_regressor()
-        set_model_state_of(inner, attrs["inner"], arrays)
+        inner.set_model_state(attrs["inner"], arrays)
         self.set_fitted_estimator(inner)
 
-    # the model store's names until io/model_store.py calls get/set_model_state (issue 20 merge)
-    def _get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        return self.get_model_state()
-
-    def _set_state(self, attrs: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        self.set_model_state(attrs, arrays)
-
-
-def model_state_of(est) -> tuple[dict, dict[str, np.ndarray]]:
-    """``est.get_model_state()`` (the regressors' private ``_get_state`` until they are
-    renamed in the same change: issue 20's merge drops this fallback)."""
-    get = getattr(est, "get_model_state", None) or est._get_state
-    return get()
-
-
-def set_model_state_of(est, attrs: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """``est.set_model_state(attrs, arrays)`` (fallback as in :func:`model_state_of`)."""
-    put = getattr(est, "set_model_state", None) or est._set_state
-    put(attrs, arrays)
 
 
 def _labels_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:

@@ -63,14 +63,9 @@ def svm_solver(params: Mapping[str, Any], reg) -> PrimalSVMSolver:
     regressor's resolved device."""
 
     def make_map(ds: Dataset, weights: Weights | None):
-        make_solver = getattr(reg, "make_solver", None)
-        if make_solver is not None:  # the feature path's solver: its scaling pre-pass, then its map
-            fixed = make_solver().prepare(ds, weights)
-            reg._set_scaler(fixed.scaler)
-            return fixed.fmap
-        # until the one-pass solvers land (issue 20's merge of s7-primal; then delete)
-        reg._fit_scaler(ds, weights)
-        return reg._new_map(ds, weights)
+        fixed = reg.make_solver().prepare(ds, weights)  # the feature path's scaling pre-pass, then its map
+        reg._set_scaler(fixed.scaler)
+        return fixed.fmap
 
     return PrimalSVMSolver.from_params(
         params, make_map=make_map, block_rows=feature_block_rows, device=getattr(reg, "_device", None)

@@ -436,5 +436,3 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         read_evidence_state(self, attrs, arrays, single)
         self.__dict__.pop("_posterior_cache", None)
 
-    # the model store calls these until it reads the public names (removed at merge)
-    _get_state, _set_state = get_model_state, set_model_state

@@ -1,6 +1,6 @@
 """ExactKernelClassifier and KernelClassifier: one-vs-rest least squares on ±1 targets with the
 exact (blocked CG) solver, or with the solver :meth:`KernelClassifier.choose_solver` picks (the
-rule of :func:`~bigkernel.models.kernel_ridge.choose_solver`; :mod:`bigkernel.models._classifier_base`)."""
+rule of :func:`~bigkernel.solvers.budget.solver_rule`; :mod:`bigkernel.models._classifier_base`)."""
 
 from __future__ import annotations
 
@@ -190,15 +190,12 @@ class KernelClassifier(_ClassifierBase):
         """
         self._check_params()
         reg = self.make_regressor()
-        choose = getattr(reg, "choose_solver", None) or reg._pick  # issue 20 merge: the public name only
-        return choose(n, d, n_targets)
+        return reg.choose_solver(n, d, n_targets)
 
     def make_solver_estimator(self, solver: str):
         """The unfitted regressor of ``solver`` that fits the ±1 targets, with this classifier's
         parameters (``ExactKernelRidge``, ``NystroemRidge`` or ``RandomFeatureRidge``)."""
-        reg = self.make_regressor()
-        make = getattr(reg, "make_solver_estimator", None) or reg._build  # issue 20 merge: the public name only
-        return make(solver)
+        return self.make_regressor().make_solver_estimator(solver)
 
     def set_fitted_estimator(self, est) -> None:
         super().set_fitted_estimator(est)

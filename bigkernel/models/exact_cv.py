@@ -578,8 +578,6 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         self._read_range(arrays)
         read_evidence_state(self, attrs, arrays, single)
 
-    # the model store calls these until it reads the public names (removed at merge)
-    _get_state, _set_state = get_model_state, set_model_state
 
 
 def _finite_or_none(v: float) -> float | None:

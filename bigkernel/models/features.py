@@ -200,9 +200,6 @@ class RandomFeatures(_FeatureTransformer):
         """Set the map read back from a store."""
         self._set_map(feature_map_from_state(attrs["feature_map"], arrays), attrs)
 
-    # transitional: io/model_store.py calls these until the merge of issue 20 (then delete)
-    _get_state = get_model_state
-    _set_state = set_model_state
 
 
 @register_model
@@ -278,6 +275,3 @@ class NystroemFeatures(_FeatureTransformer):
         """Set the map read back from a store."""
         self._set_map(NystroemMap.from_arrays(attrs["feature_map"], arrays), attrs)
 
-    # transitional: io/model_store.py calls these until the merge of issue 20 (then delete)
-    _get_state = get_model_state
-    _set_state = set_model_state

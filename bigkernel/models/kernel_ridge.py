@@ -412,5 +412,3 @@ class KernelRidge(_EstimatorBase):
         est.set_model_state(attrs["inner"], arrays)
         self.set_fitted_estimator(est, solver, attrs["solver_reason_"])
 
-    # the model store calls these until it reads the public names (removed at merge)
-    _get_state, _set_state = get_model_state, set_model_state

@@ -309,9 +309,6 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
             self.stats_ = stats_from_state(arrays, fixed.fmap.n_components, self.data_min_, self.data_max_)
 
     # transitional: io/model_store.py and the classifiers call these until they are changed
-    # to the public names at the merge of issue 20 (then delete)
-    _get_state = get_model_state
-    _set_state = set_model_state
 
 
 @register_model

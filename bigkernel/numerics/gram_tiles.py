@@ -143,10 +143,10 @@ class GramTiler:
     def _augment(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.sparse:
             # x̃ stays sparse; −½‖x̃‖² is added to the product afterwards (_neg_half_sq)
-            Zt = self._rbf._transform_fn()(Z)  # sparse scaling returns a new matrix
+            Zt = self._rbf.transform_fn()(Z)  # sparse scaling returns a new matrix
             rows = _SparseRows(as_csr(Zt), 0.5 * row_sq_norms(Zt))
             return rows, rows
-        Zt = self._rbf._transform_fn()(Z - self._centre)  # not stored: closures do not pickle
+        Zt = self._rbf.transform_fn()(Z - self._centre)  # not stored: closures do not pickle
         half = 0.5 * np.einsum("ij,ij->i", Zt, Zt)
         ones = np.ones((Z.shape[0], 1))
         A = np.hstack([Zt, -half[:, None], ones])
@@ -213,7 +213,7 @@ class GramTiler:
                 np.fill_diagonal(T, T.dtype.type(self._scale))
             return T
         Xr = self.X[rows]
-        return self.kernel._block(Xr, None if diagonal else self.X[cols], dtype)
+        return self.kernel.block(Xr, None if diagonal else self.X[cols], dtype)
 
     def recompute_matvec(
         self, rows: slice, cols: slice, V: np.ndarray, out: np.ndarray, workspace: dict | None = None
@@ -264,7 +264,7 @@ class GramTiler:
         if self.fast:
             Az, _ = self._augment(Z)
             return self._exp_block(Az, self._B[cols], dtype)
-        return self.kernel._block(Z, self.X[cols], dtype)
+        return self.kernel.block(Z, self.X[cols], dtype)
 
     def columns(self, idx: ArrayLike) -> np.ndarray:
         """Kernel columns ``K[:, idx]`` (float64), e.g. for a low-rank preconditioner.
@@ -276,7 +276,7 @@ class GramTiler:
             C = self._exp_block(self._A, self._B[idx], np.dtype(np.float64))
             C[idx, np.arange(idx.size)] = self._scale
             return C
-        return self.kernel._block(self.X, self.X[idx], np.dtype(np.float64))
+        return self.kernel.block(self.X, self.X[idx], np.dtype(np.float64))
 
     def diag(self) -> np.ndarray:
         """``k(x_i, x_i)`` for every point, float64 of shape (n,)."""

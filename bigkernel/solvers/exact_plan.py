@@ -26,7 +26,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from bigkernel.data.sources import Dataset
-from bigkernel.devices import Device, resolve_device
+from bigkernel.devices import Device, task_device
 from bigkernel.errors import ParameterError
 from bigkernel.io.band_store import BootstrapStore, array_digest
 from bigkernel.kernels.base import Kernel
@@ -51,12 +51,6 @@ PRECOMPUTED_BOOTSTRAP = (
     "K; bootstrap the estimator with the kernel that built K (e.g. kernel='rbf') on X"
 )
 
-
-def _task_device(device: Device) -> Device:
-    """The device of a replicate task, re-resolved where the task runs (a dask-cuda worker's
-    own GPU)."""
-    # the device helper's bigkernel.devices.task_device replaces this at merge
-    return resolve_device(str(device)) if device.is_gpu else device
 
 
 @dataclass(frozen=True)
@@ -92,7 +86,7 @@ class _ExactReplicate:
         task's share of the device memory. Bitwise resume holds per device: the CPU's values do
         not depend on the budget; the GPU's agree to rounding across budgets (cached and
         recomputed tiles are GEMMs of other shapes)."""
-        device = _task_device(self.device)
+        device = task_device(self.device)  # a dask-cuda worker: its own GPU
         op_budget, where = self.cache_budget, contextlib.nullcontext()
         if device.is_gpu:
             with device.activate():

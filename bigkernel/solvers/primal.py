@@ -25,7 +25,7 @@ import numpy as np
 from dask.delayed import Delayed
 from sklearn.utils import check_random_state
 
-from bigkernel._sparse import is_sparse, scale_from_sums
+from bigkernel._sparse import has_sparse_chunks, scale_from_sums
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import CPU
 from bigkernel.errors import DataError
@@ -103,7 +103,7 @@ def fit_scaler(ds: Dataset, weights: Any = None) -> tuple[np.ndarray, np.ndarray
     mean, scale : ndarray of shape (n_features,), float64
     """
     X, values = ds.X, _row_weight_values(weights)
-    if is_sparse(X._meta):
+    if has_sparse_chunks(X):
         (sums,) = compute(column_sums_graph(X, values), label="standardize")
         mean, std = np.zeros(X.shape[1]), scale_from_sums(sums)[1]
     else:
