@@ -67,6 +67,7 @@ from bigkernel.solvers.replicates import ReplicatePlan
 
 __all__ = ["BATCH_STATS_BYTES", "ReplicatePlan", "make_plan", "on_device"]
 
+
 # --------------------------------------------------------------------------------------------
 # Dispatch
 # --------------------------------------------------------------------------------------------

@@ -412,7 +412,6 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         self.set_fitted_estimator(inner)
 
 
-
 def _labels_of(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """Labels of decision values: the sign for two classes, else the largest column."""
     if scores.ndim == 1:

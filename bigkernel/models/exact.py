@@ -435,4 +435,3 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
         self._expansion = KernelExpansion(tiler, coef, intercept)
         read_evidence_state(self, attrs, arrays, single)
         self.__dict__.pop("_posterior_cache", None)
-

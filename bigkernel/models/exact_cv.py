@@ -579,7 +579,6 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         read_evidence_state(self, attrs, arrays, single)
 
 
-
 def _finite_or_none(v: float) -> float | None:
     return float(v) if np.isfinite(v) else None
 

@@ -201,7 +201,6 @@ class RandomFeatures(_FeatureTransformer):
         self._set_map(feature_map_from_state(attrs["feature_map"], arrays), attrs)
 
 
-
 @register_model
 class NystroemFeatures(_FeatureTransformer):
     """Nyström features ``φ(x) = K_mm^(-1/2) k_m(x)`` as a scikit-learn transformer.
@@ -274,4 +273,3 @@ class NystroemFeatures(_FeatureTransformer):
     def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
         """Set the map read back from a store."""
         self._set_map(NystroemMap.from_arrays(attrs["feature_map"], arrays), attrs)
-

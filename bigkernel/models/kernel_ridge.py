@@ -411,4 +411,3 @@ class KernelRidge(_EstimatorBase):
         est = self.make_solver_estimator(solver)
         est.set_model_state(attrs["inner"], arrays)
         self.set_fitted_estimator(est, solver, attrs["solver_reason_"])
-

@@ -52,7 +52,6 @@ PRECOMPUTED_BOOTSTRAP = (
 )
 
 
-
 @dataclass(frozen=True)
 class _ExactReplicate:
     """A replicate of the exact solver: rows with count > 0, weighted CG, predictions."""
