@@ -26,7 +26,7 @@ from bigkernel.devices import Device
 from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.factory import kernel_from_dict
-from bigkernel.kernels.registry import PRECOMPUTED, is_precomputed
+from bigkernel.kernels.registry import PRECOMPUTED, document_kernels, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
@@ -59,6 +59,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["ExactKernelRidge", "build_kernel"]
 
 
+@document_kernels("exact")
 @register_model
 class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     """Exact kernel ridge regression, blocked and preconditioned, for n up to ~10⁵.
@@ -71,9 +72,8 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
     Parameters
     ----------
     kernel : str, Kernel or dict, default="rbf"
-        ``"rbf"``, ``"laplacian"``, ``"matern"``, ``"polynomial"``, ``"linear"``,
-        ``"sigmoid"`` (not PSD: warns), ``"periodic"``, ``"constant"``; or a
-        :class:`~bigkernel.kernels.base.Kernel` (sums, products, scalings, ARD).
+        One of {kernels} (the kernel registry's exact path; ``"sigmoid"`` is not PSD: warns),
+        or a :class:`~bigkernel.kernels.base.Kernel` (sums, products, scalings, ARD).
     alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling). A list is scored by GCV: exact for
         n <= 2000 (eigenvalues), else with the Hutchinson estimate of df; ``"gcv"`` scores

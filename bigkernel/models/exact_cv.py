@@ -27,6 +27,7 @@ from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.kernels.registry import (
     PRECOMPUTED,
     bandwidth_names,
+    document_kernels,
     gamma_from_length_scale,
     is_precomputed,
     kernel_spec,
@@ -85,6 +86,7 @@ _INSTEAD = (
 )
 
 
+@document_kernels("exact", searched="gamma")
 @register_model
 class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     """Exact kernel ridge with (γ, α) chosen by closed-form leave-one-out or GCV.
@@ -123,8 +125,8 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
     Parameters
     ----------
     kernel : str, Kernel or dict, default="rbf"
-        As in :class:`ExactKernelRidge`. γ is searched for ``"rbf"``, ``"laplacian"``,
-        ``"matern"`` (``ℓ = 1/√(2γ)``), ``"polynomial"`` and ``"sigmoid"``; other kernels,
+        As in :class:`ExactKernelRidge`: one of {kernels}, or a Kernel. γ is searched for
+        {searched_kernels} (matern: ``ℓ = 1/√(2γ)``); other kernels,
         :class:`~bigkernel.kernels.base.Kernel` objects and kernels whose ``kernel_params``
         fix a bandwidth search α only.
     gammas : sequence of float, default=None

@@ -22,6 +22,7 @@ from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import register_model, save_model
+from bigkernel.kernels.registry import document_kernels
 from bigkernel.models._base import SPARSE_OK, ArrayIn, KernelLike, RandomStateLike, check_estimator_params
 from bigkernel.models._streamed import FeaturesOutMixin
 from bigkernel.models.nystroem import NystroemRidge
@@ -128,6 +129,7 @@ class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Fea
         self.n_features_in_ = int(attrs["n_features_in_"])
 
 
+@document_kernels("random_features")
 @register_model
 class RandomFeatures(_FeatureTransformer):
     """Random Fourier features φ(x) (Rahimi & Recht) as a scikit-learn transformer.
@@ -141,9 +143,8 @@ class RandomFeatures(_FeatureTransformer):
     Parameters
     ----------
     kernel : str, default="rbf"
-        A kernel of the registry's ``random_features`` path: rbf, laplacian, matern, fourier,
-        polynomial (explicit monomials or TensorSketch, like scikit-learn's
-        PolynomialCountSketch) and their aliases.
+        A kernel of the registry's random-feature path: one of {kernels} (polynomial: explicit
+        monomials or a TensorSketch, like scikit-learn's PolynomialCountSketch), or an alias.
     gamma, length_scale, nu, degree, coef0, n_components, sampler, form, random_state, dtype, standardize
         As in :class:`~bigkernel.RandomFeatureRidge`; ``dtype`` is the output's dtype.
 
@@ -201,6 +202,7 @@ class RandomFeatures(_FeatureTransformer):
         self._set_map(feature_map_from_state(attrs["feature_map"], arrays), attrs)
 
 
+@document_kernels("nystroem")
 @register_model
 class NystroemFeatures(_FeatureTransformer):
     """Nyström features ``φ(x) = K_mm^(-1/2) k_m(x)`` as a scikit-learn transformer.
@@ -216,7 +218,7 @@ class NystroemFeatures(_FeatureTransformer):
     Parameters
     ----------
     kernel : str, dict or Kernel, default="rbf"
-        Any kernel of the exact path (names from the kernel registry).
+        One of {kernels} (the kernel registry's Nyström path), or a Kernel.
     gamma, degree, coef0, length_scale, nu, kernel_params, n_components, landmarks, random_state, dtype, standardize
         As in :class:`~bigkernel.NystroemRidge`; ``dtype`` is the output's dtype.
 

@@ -36,7 +36,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.registry import check_kernel_name, is_precomputed, kernel_serves, kernel_spec
+from bigkernel.kernels.registry import check_kernel_name, document_kernels, is_precomputed, kernel_serves, kernel_spec
 from bigkernel.models._base import (
     SPARSE_OK,
     ArrayIn,
@@ -66,6 +66,7 @@ __all__ = ["NYSTROEM_MAX_N", "SOLVERS", "KernelRidge"]
 SOLVERS = ("auto", "exact", "nystroem", "random_features")
 
 
+@document_kernels("exact")
 @register_model
 class KernelRidge(_EstimatorBase):
     """Kernel ridge regression with the solver chosen from n and the memory budget.
@@ -73,8 +74,9 @@ class KernelRidge(_EstimatorBase):
     Parameters
     ----------
     kernel : str or Kernel, default="rbf"
-        Any kernel of :class:`~bigkernel.ExactKernelRidge`; names without a random-feature
-        sampler (and kernel objects) rule out the random-feature solver.
+        One of {kernels} or a Kernel (any kernel of :class:`~bigkernel.ExactKernelRidge`);
+        names without a random-feature sampler (and kernel objects) rule out the random-feature
+        solver.
     alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling); a list or ``"gcv"`` is scored by GCV, as by
         the chosen solver.

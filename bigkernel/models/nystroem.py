@@ -12,7 +12,7 @@ from bigkernel.devices import CPU
 from bigkernel.errors import DeviceError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.registry import check_kernel_name, is_precomputed
+from bigkernel.kernels.registry import check_kernel_name, document_kernels, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
     COUNT,
@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["NystroemRidge"]
 
 
+@document_kernels("nystroem")
 @register_model
 class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     """Kernel ridge regression on Nyström features ``φ(x) = K_mm^(-1/2) k_m(x)``.
@@ -48,7 +49,8 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     Parameters
     ----------
     kernel : str or Kernel, default="rbf"
-        Any name of :func:`~bigkernel.kernels.factory.make_kernel` or a Kernel.
+        One of {kernels} (the kernel registry's Nyström path), or a
+        :class:`~bigkernel.kernels.base.Kernel`.
     gamma, degree, coef0, length_scale, nu, kernel_params
         Kernel parameters, as in :class:`~bigkernel.ExactKernelRidge`.
     n_components : int, default=100

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.registry import check_kernel_name
+from bigkernel.kernels.registry import check_kernel_name, document_kernels
 from bigkernel.models._base import (
     ALPHA,
     COEF0,
@@ -311,6 +311,7 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
     # transitional: io/model_store.py and the classifiers call these until they are changed
 
 
+@document_kernels("random_features")
 @register_model
 class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
     """Kernel ridge regression with random Fourier features, fitted in one streamed pass.
@@ -321,9 +322,10 @@ class RandomFeatureRidge(PartialFitMixin, _RandomFeatureBase):
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "matern", "polynomial", "fourier"}, default="rbf"
-        Kernel approximated by the features (``"poly"`` is ``"polynomial"``); ``"fourier"`` is
-        the fixed 1-D Fourier basis.
+    kernel : str, default="rbf"
+        Kernel approximated by the features: one of {kernels} (the kernel registry's
+        random-feature path; ``"poly"`` is ``"polynomial"``); ``"fourier"`` is the fixed 1-D
+        Fourier basis.
     gamma : float, default=None
         Bandwidth: rbf exp(-γ‖x-x'‖²), laplacian exp(-γ‖x-x'‖₁), matern ℓ = 1/√(2γ),
         polynomial (γ xᵀx' + coef0)^degree.

@@ -23,6 +23,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.graph.stream import block_sums_graph, split_row_tasks
 from bigkernel.io.model_store import register_model
+from bigkernel.kernels.registry import document_kernels
 from bigkernel.models._base import GRID, DeviceLike, Grid, RandomStateLike, Weights
 from bigkernel.models._classifier_base import CLASSIFIER_CONSTRAINTS, _ClassifierBase, kept_rows, store_init_params
 from bigkernel.models.random_features import feature_block_rows
@@ -59,6 +60,7 @@ class _WeightedFolds:
         return ("bigkernel._WeightedFolds", self.split, tokenize(self.values))
 
 
+@document_kernels("random_features", searched="gamma")
 @register_model
 class RandomFeatureClassifierCV(_ClassifierBase):
     """Random-feature kernel classifier with (γ, α) chosen by K-fold cross-validated accuracy.
@@ -71,7 +73,8 @@ class RandomFeatureClassifierCV(_ClassifierBase):
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "matern"}, default="rbf"
+    kernel : str, default="rbf"
+        A random-feature kernel with a bandwidth to search: one of {searched_kernels}.
     gammas, length_scales, alphas : sequence of float, default=None
         The grid, as in :class:`~bigkernel.RandomFeatureRidgeCV`.
     cv : int, default=5

@@ -12,7 +12,7 @@ from numpy.typing import DTypeLike
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.registry import kernel_spec, kernels_searching
+from bigkernel.kernels.registry import document_kernels, kernel_spec, kernels_searching
 from bigkernel.models._base import (
     GRID,
     ArrayIn,
@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEFAULT_RELATIVE_ALPHAS", "DEFAULT_RELATIVE_GAMMAS", "RandomFeatureRidgeCV"]
 
 
+@document_kernels("random_features", searched="gamma")
 @register_model
 class RandomFeatureRidgeCV(_RandomFeatureBase):
     """Random-feature kernel ridge with (γ, α) chosen by K-fold CV or GCV, in one data pass.
@@ -54,7 +55,8 @@ class RandomFeatureRidgeCV(_RandomFeatureBase):
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "matern", "polynomial"}, default="rbf"
+    kernel : str, default="rbf"
+        A random-feature kernel with a bandwidth to search: one of {searched_kernels}.
     gammas : sequence of float, default=None
         Bandwidths to search (exclusive with ``length_scales``); default 7 values log-spaced
         from 0.01/n_features to 10/n_features.
