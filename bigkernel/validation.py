@@ -36,6 +36,7 @@ from numbers import Integral, Real
 from typing import Any, Literal
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from bigkernel._checks import did_you_mean
 from bigkernel.errors import ParameterError
@@ -74,6 +75,13 @@ class InvalidParameterError(ParameterError):
 def is_integer(value: Any) -> bool:
     """Whether ``value`` is an integer (Python or numpy) and not a boolean."""
     return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def int_seed(random_state: Any) -> int:
+    """``random_state`` if it is an integer, else a seed drawn from it (None, RandomState)."""
+    if is_integer(random_state):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
 def _is_number(value: Any) -> bool:

@@ -94,7 +94,7 @@ def test_others_busy_cores_on_this_machine_is_within_its_cores():
 
 def test_exact_cv_logs_each_gamma_before_and_after_its_eigendecomposition(caplog):
     X, y = friedman(60, seed=0)
-    with caplog.at_level(logging.INFO, logger="bigkernel.models.exact_cv"):
+    with caplog.at_level(logging.INFO, logger="bigkernel.solvers.exact_cv"):
         est = ExactKernelRidgeCV(gammas=[0.05, 0.2]).fit(X, y)
     text = caplog.text
     assert "gamma 1/2: eigendecomposition of the 60 × 60 Gram matrix" in text
@@ -105,7 +105,7 @@ def test_exact_cv_logs_each_gamma_before_and_after_its_eigendecomposition(caplog
 
 def test_random_feature_cv_logs_each_gamma(caplog):
     X, y = friedman(300, seed=1)
-    with caplog.at_level(logging.INFO, logger="bigkernel.models.random_features_cv"):
+    with caplog.at_level(logging.INFO, logger="bigkernel.solvers.random_features_cv"):
         RandomFeatureRidgeCV(n_components=40, gammas=[0.05, 0.2, 1.0], cv=3, random_state=0).fit(X, y)
     for i in (1, 2, 3):
         assert f"gamma {i}/3" in caplog.text

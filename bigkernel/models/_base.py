@@ -12,9 +12,8 @@ from typing import Any, ClassVar, Protocol, Self
 
 import dask.array as da
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, DTypeLike
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_consistent_length, validate_data
 
 from bigkernel._sparse import check_real
@@ -28,7 +27,14 @@ from bigkernel.io.predictions import predict_to_zarr
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import kernel_spec
 from bigkernel.runtime import map_rows, progress_bars
-from bigkernel.validation import Constraint, Interval, ListOf, Options, canonical_params, is_integer, validate_params
+from bigkernel.validation import (
+    Constraint,
+    Interval,
+    ListOf,
+    Options,
+    canonical_params,
+    validate_params,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -181,13 +187,6 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray:
 def single_target(a: np.ndarray, single: bool) -> np.ndarray:
     """Column 0 of a per-target array as its own 1-D array when y was 1-D, else ``a``."""
     return a[:, 0].copy() if single else a
-
-
-def int_seed(random_state) -> int:
-    """``random_state`` if it is an integer, else a seed drawn from it (None, RandomState)."""
-    if is_integer(random_state):
-        return int(random_state)
-    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
 @functools.cache
@@ -379,7 +378,9 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             self.set_input_facts(X.dtype, getattr(self, "feature_names_in_", None), target_names_of(y_in))
         return as_dataset(X, y, chunk_rows=getattr(self, "chunk_rows", None)), False
 
-    def set_input_facts(self, X_dtype, feature_names=None, target_names=None) -> None:
+    def set_input_facts(
+        self, X_dtype: DTypeLike, feature_names: Sequence[str] | None = None, target_names: Sequence[str] | None = None
+    ) -> None:
         """Remember the training X's dtype and column names (``feature_names_in_``, checked at
         predict by scikit-learn's ``validate_data``) and y's names (a pandas Series' name, a
         DataFrame's columns, a table's y columns: ``bigkernel update`` reads new targets by

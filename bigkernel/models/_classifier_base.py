@@ -227,7 +227,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
     def _check_params(self) -> None:
         check_estimator_params(self)
 
-    def make_regressor(self):
+    def make_regressor(self) -> Any:
         """The regressor with this classifier's shared parameters (unfitted): the decision
         model :meth:`fit_targets` fits, and the one a saved state is read into."""
         names = _init_defaults(self._regressor).keys()
@@ -299,7 +299,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         self.set_fitted_estimator(self.fit_targets(ds, weights))
         return self
 
-    def fit_targets(self, ds: Dataset, weights: Weights | None):
+    def fit_targets(self, ds: Dataset, weights: Weights | None) -> Any:
         """The fitted decision model of ``ds`` (its ``y`` the ±1 targets: one column per class,
         or one column for two classes) under row ``weights``: an object whose ``predict(X)``
         gives the decision values and whose ``get_model_state`` / ``set_model_state`` save it.
@@ -309,7 +309,7 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         """
         return self.make_regressor().fit_dataset(ds, weights=weights)
 
-    def set_fitted_estimator(self, est) -> None:
+    def set_fitted_estimator(self, est: Any) -> None:
         """Fitted attributes from the fitted decision model ``est`` (its penalty,
         coefficients, diagnostics), which becomes ``estimator_``."""
         self.estimator_ = est

@@ -14,7 +14,7 @@ from bigkernel._sparse import array_or_sparse, model_arrays
 from bigkernel.devices import Device, DeviceNamespace
 from bigkernel.errors import DataError
 from bigkernel.kernels.registry import is_precomputed
-from bigkernel.models._base import ArrayIn, int_seed
+from bigkernel.models._base import ArrayIn
 from bigkernel.models._posterior import Prediction, predict_output
 from bigkernel.numerics.device_gram import DeviceExpansion
 from bigkernel.numerics.gram_tiles import LocalGram
@@ -24,6 +24,7 @@ from bigkernel.numerics.scaling import standardize_rows
 from bigkernel.solvers import budget as limits
 from bigkernel.solvers.budget import default_exact_rank, resolve_memory_budget
 from bigkernel.solvers.exact import gram_input
+from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
 

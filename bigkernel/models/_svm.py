@@ -109,7 +109,7 @@ class _PrimalSVMMixin:
         super()._check_params()
         check_svm_alpha(self)
 
-    def fit_targets(self, ds: Dataset, weights: Weights | None):
+    def fit_targets(self, ds: Dataset, weights: Weights | None) -> Any:
         """The SVM losses: the primal SVM on the regressor's feature map (validate → spec →
         solver → fitted attributes); ``"squared_error"``: the regressor's one-pass fit."""
         if self.loss not in SVM_LOSSES:
@@ -120,7 +120,7 @@ class _PrimalSVMMixin:
         fixed = solver.prepare(ds, weights)
         return set_svm_fit(reg, fixed, solver.fit(fixed, ds, weights), ds, weights)
 
-    def set_fitted_estimator(self, est) -> None:
+    def set_fitted_estimator(self, est: Any) -> None:
         super().set_fitted_estimator(est)
         sol = getattr(est, "svm_", None)
         if sol is not None:

@@ -192,11 +192,11 @@ class KernelClassifier(_ClassifierBase):
         reg = self.make_regressor()
         return reg.choose_solver(n, d, n_targets)
 
-    def make_solver_estimator(self, solver: str):
+    def make_solver_estimator(self, solver: str) -> Any:
         """The unfitted regressor of ``solver`` that fits the ±1 targets, with this classifier's
         parameters (``ExactKernelRidge``, ``NystroemRidge`` or ``RandomFeatureRidge``)."""
         return self.make_regressor().make_solver_estimator(solver)
 
-    def set_fitted_estimator(self, est) -> None:
+    def set_fitted_estimator(self, est: Any) -> None:
         super().set_fitted_estimator(est)
         self.solver_, self.solver_reason_ = est.solver_, est.solver_reason_

@@ -10,6 +10,7 @@ seed → the same map), so ``Ridge`` on ``RandomFeatures(...).fit_transform(X)``
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import Any, ClassVar, Self
 
 import dask.array as da
@@ -99,7 +100,9 @@ class _FeatureTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Fea
         self.set_input_facts(X.dtype, getattr(self, "feature_names_in_", None))
         return as_dataset(X)
 
-    def set_input_facts(self, X_dtype, feature_names=None, target_names=None) -> None:
+    def set_input_facts(
+        self, X_dtype: DTypeLike, feature_names: Sequence[str] | None = None, target_names: Sequence[str] | None = None
+    ) -> None:
         """The training X's dtype and column names (saved with the transformer; no targets)."""
         self.X_dtype_in_ = np.dtype(X_dtype).name
         if feature_names is None:

@@ -46,13 +46,12 @@ from bigkernel.solvers.primal import (
     PrimalFixed,
     feature_block_rows,
     fit_scaler,
-    int_seed,
     stats_from_state,
     stats_state,
 )
 from bigkernel.solvers.random_features import RandomFeatureSolver, feature_map_arrays, feature_map_from_state
 from bigkernel.solvers.replicates import check_n_features, derived_seed
-from bigkernel.validation import DTypes, Options, is_integer
+from bigkernel.validation import DTypes, Options, int_seed, is_integer
 
 logger = logging.getLogger(__name__)
 

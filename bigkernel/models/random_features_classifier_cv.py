@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from numbers import Integral
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import dask.array as da
 import numpy as np
@@ -203,7 +203,7 @@ class RandomFeatureClassifierCV(_ClassifierBase):
             return (Y > 0).astype(np.int32)
         return da.argmax(Y, axis=1).astype(np.int32)
 
-    def set_fitted_estimator(self, est) -> None:
+    def set_fitted_estimator(self, est: Any) -> None:
         super().set_fitted_estimator(est)
         self.gamma_ = getattr(est, "gamma_", None)  # a loaded inner model: set by set_model_state
 

@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 import dask.array as da
 import numpy as np
 import zarr
-from sklearn.utils import check_random_state
 
 from bigkernel._sparse import as_block, column_min_max, refuse_sparse
 from bigkernel.data.sources import Dataset, from_zarr
@@ -52,7 +51,7 @@ from bigkernel.runtime import compute
 from bigkernel.solvers import budget as limits
 from bigkernel.solvers.base import GramOperator, Solution
 from bigkernel.solvers.budget import default_exact_rank, fit_budget, gram_operator, reserve_bytes
-from bigkernel.validation import is_integer
+from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
 
@@ -196,13 +195,6 @@ def gram_input(K: Any, action: str, n_columns: int | None = None) -> Any:
             f"per training row — found shape {tuple(shape)}"
         )
     return K
-
-
-def int_seed(random_state: Any) -> int:
-    """``random_state`` if it is an integer, else a seed drawn from it (None, RandomState)."""
-    if is_integer(random_state):
-        return int(random_state)
-    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
 def row_weights(weights: Any, n: int) -> np.ndarray:

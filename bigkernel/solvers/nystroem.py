@@ -19,16 +19,19 @@ import numpy as np
 from bigkernel._sparse import as_block, is_sparse, nonfinite_rows, scale_columns
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError
-from bigkernel.kernels.base import Kernel
-from bigkernel.kernels.factory import kernel_from_dict, make_kernel
 from bigkernel.numerics.nystroem_features import NystroemMap, landmark_pool_size, select_landmarks
 from bigkernel.runtime import compute
-from bigkernel.solvers.primal import OnePassPrimal, PrimalFixed, fit_scaler, int_seed
+from bigkernel.solvers.exact import build_kernel
+from bigkernel.solvers.primal import OnePassPrimal, PrimalFixed, fit_scaler
 from bigkernel.solvers.random_features import spec_from_params
+from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["NystroemSolver", "NystroemSpec", "kernel_of_spec"]
+
+#: the kernel of a spec: the exact solver's construction, so the solvers are comparable
+kernel_of_spec = build_kernel
 
 
 @dataclass(frozen=True)
@@ -49,23 +52,6 @@ class NystroemSpec:
     random_state: Any = None
     dtype: Any = "float64"
     standardize: bool = False
-
-
-def kernel_of_spec(spec: Any, n_features: int) -> Kernel:
-    """The kernel of a spec's ``kernel``, ``gamma``, ``degree``, ``coef0``, ``length_scale``,
-    ``nu`` and ``kernel_params`` (scikit-learn's rule: parameters a kernel does not use are
-    ignored; ``gamma`` defaults to 1/n_features) — the exact solver's construction, so the
-    solvers are comparable."""
-    if isinstance(spec.kernel, Kernel):
-        return spec.kernel
-    if isinstance(spec.kernel, dict):
-        return kernel_from_dict(spec.kernel)
-    params = {"gamma": spec.gamma, "degree": spec.degree, "coef0": spec.coef0,
-              "length_scale": spec.length_scale, "nu": spec.nu}  # fmt: skip
-    if isinstance(params["length_scale"], (list, tuple, np.ndarray)):
-        params["length_scale"] = tuple(float(v) for v in params["length_scale"])
-    params.update(spec.kernel_params or {})
-    return make_kernel(spec.kernel, n_features=n_features, strict=False, **params)
 
 
 class NystroemSolver(OnePassPrimal):

@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
-from sklearn.utils import check_random_state
 
 from bigkernel._sparse import has_sparse_chunks, scale_from_sums
 from bigkernel.data.sources import Dataset
@@ -36,7 +35,6 @@ from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
 from bigkernel.runtime import compute
 from bigkernel.solvers.base import Solution
-from bigkernel.validation import is_integer
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +46,6 @@ __all__ = [
     "PrimalFixed",
     "feature_block_rows",
     "fit_scaler",
-    "int_seed",
 ]
 
 #: bytes of one feature sub-block (rows × D) per task; bounds the memory of the pass
@@ -67,13 +64,6 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
     """
     rows = budget // (n_components * np.dtype(dtype).itemsize)
     return int(2 ** np.clip(np.floor(np.log2(max(rows, 1))), 8, 13))
-
-
-def int_seed(random_state: Any) -> int:
-    """``random_state`` if it is an integer, else a seed drawn from it (None, RandomState)."""
-    if is_integer(random_state):
-        return int(random_state)
-    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
 def _row_weight_values(weights: Any) -> np.ndarray | None:

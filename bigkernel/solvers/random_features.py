@@ -20,7 +20,8 @@ from bigkernel.errors import ParameterError
 from bigkernel.kernels.registry import check_kernel_name, sampler_problem
 from bigkernel.numerics.fourier_features import FeatureMap, make_feature_map
 from bigkernel.numerics.polynomial_features import PolynomialFeatureMap, make_polynomial_map
-from bigkernel.solvers.primal import OnePassPrimal, PrimalFixed, fit_scaler, int_seed
+from bigkernel.solvers.primal import OnePassPrimal, PrimalFixed, fit_scaler
+from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
 

@@ -28,9 +28,10 @@ from bigkernel.numerics.sums import sums_precision
 from bigkernel.numerics.threads import lapack_limit
 from bigkernel.runtime import compute
 from bigkernel.solvers.base import Solution
-from bigkernel.solvers.primal import PrimalFixed, fit_scaler, int_seed
+from bigkernel.solvers.primal import PrimalFixed, fit_scaler
 from bigkernel.solvers.random_features import RandomFeatureSolver, RandomFeatureSpec, spec_from_params
 from bigkernel.solvers.search import best_index, cv_results
+from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
 
