@@ -9,7 +9,6 @@ eigendecomposition, so there is no refit.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from numbers import Integral
 from typing import Any, ClassVar, Self
@@ -23,9 +22,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.kernels.registry import (
-    PRECOMPUTED,
     bandwidth_names,
     document_kernels,
     gamma_from_length_scale,
@@ -52,7 +49,7 @@ from bigkernel.models._base import (
     single_target,
 )
 from bigkernel.models._dual import _DualPredictor
-from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
+from bigkernel.models._posterior import set_evidence
 from bigkernel.models._search import best_index, cv_results, search_params
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
@@ -61,10 +58,11 @@ from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
 from bigkernel.numerics.scaling import standardize_moments, standardize_rows
 from bigkernel.numerics.sums import check_finite
 from bigkernel.runtime import compute
-from bigkernel.solvers.base import ReplicatePlan
+from bigkernel.solvers.base import ReplicatePlan, Solution
 from bigkernel.solvers.budget import resolve_memory_budget
+from bigkernel.solvers.dual_state import CVFacts
 from bigkernel.solvers.exact import gram_input
-from bigkernel.solvers.exact_cv import ExactCVSolver, exact_cv_bytes, kernel_gamma
+from bigkernel.solvers.exact_cv import ExactCVFixed, ExactCVSolver, exact_cv_bytes, kernel_gamma
 from bigkernel.solvers.exact_plan import PRECOMPUTED_BOOTSTRAP
 from bigkernel.validation import Interval, Options
 
@@ -516,73 +514,33 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         return est
 
     # ----------------------------------------------------------------- persistence
-    _RESULT_ARRAYS = (
-        "param_gamma",
-        "param_alpha",
-        "mean_test_score",
-        "std_test_score",
-        "rank_test_score",
-        "mean_test_loo",
-        "mean_test_gcv",
-        "df",
-    )
-
     def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The fitted state: JSON attributes and arrays (the model store's format v1)."""
+        """The fitted state: JSON attributes and arrays (the model store's format v1, written by
+        :meth:`ExactCVSolver.state <bigkernel.solvers.exact_cv.ExactCVSolver.state>`)."""
         check_is_fitted(self, "dual_coef_")
-        attrs = {
-            "kernel_": {"name": PRECOMPUTED} if self.kernel_ is None else self.kernel_.to_dict(), "alpha_": self.alpha_, "gamma_": self.gamma_, "df_": self.df_,
-            "best_params_": self.best_params_, "best_score_": _finite_or_none(self.best_score_),
-            "best_index_": self.best_index_, "gamma_searched": "gamma" in self.best_params_,
-            "solver_info_": self.solver_info_, "n_features_in_": self.n_features_in_,
-            "n_samples_fit_": self.n_samples_fit_, "single_output": self.dual_coef_.ndim == 1,
-        }  # fmt: skip
-        arrays = {
-            **self._dual_arrays(), "alphas": self.alphas_, "df_path": self.df_path_,
-            "gcv": np.asarray(self.gcv_), "loo_mse": np.asarray(self.loo_mse_),
-            **{f"cv_{k}": np.asarray(self.cv_results_[k]) for k in self._RESULT_ARRAYS},
-        }  # fmt: skip
-        if "mean_test_evidence" in self.cv_results_:
-            arrays["cv_mean_test_evidence"] = np.asarray(self.cv_results_["mean_test_evidence"])
-        ev_attrs, ev_arrays = evidence_state(self)
-        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
+        parts = self._saved_parts()
+        fixed = ExactCVFixed(parts["X"], parts["keep"], parts["kernel"], parts["scaler"], parts["data_range"])
+        facts = CVFacts(
+            **self._dual_facts(), gamma=self.gamma_, loo_mse=self.loo_mse_, cv_results=self.cv_results_,
+            best_params=self.best_params_, best_score=self.best_score_, best_index=self.best_index_,
+            gamma_searched="gamma" in self.best_params_,
+        )  # fmt: skip
+        solution = Solution(**self._saved_solution(), details=facts)
+        return ExactCVSolver.from_params(self.get_params()).state(fixed, solution)
 
     def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`)."""
-        single = bool(attrs["single_output"])
-        self.n_features_in_ = int(attrs["n_features_in_"])
-        if is_precomputed(attrs["kernel_"].get("name")):
-            coef, intercept = arrays["dual_coef"], arrays["intercept"]
-            tiler = PrecomputedGram.columns_only(self.n_features_in_, arrays.get("precomputed_keep"))
-            if coef.shape != (tiler.n, intercept.shape[0]):
-                raise DataError(f"dual_coef {coef.shape} does not fit the {tiler.n} training rows of the saved model")
-        else:
-            X, coef, intercept = self._read_dual_arrays(arrays)
-            tiler = GramTiler(kernel_from_dict(attrs["kernel_"]), X)
-        self._set_model(tiler, coef, intercept, single)
-        self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
-        self.gamma_ = None if attrs["gamma_"] is None else float(attrs["gamma_"])
-        self.df_, self.df_path_ = float(attrs["df_"]), arrays["df_path"]
-        self.gcv_, self.loo_mse_ = arrays["gcv"], arrays["loo_mse"]
-        self.solver_info_ = attrs["solver_info_"]
-        self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
-        results = {k: arrays[f"cv_{k}"] for k in self._RESULT_ARRAYS}
-        if "cv_mean_test_evidence" in arrays:  # stores before the evidence have none
-            results["mean_test_evidence"] = arrays["cv_mean_test_evidence"]
-        searched = bool(attrs["gamma_searched"])
-        results["params"] = search_params(results["param_gamma"], results["param_alpha"], searched)
+        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`,
+        read by :meth:`ExactCVSolver.from_state <bigkernel.solvers.exact_cv.ExactCVSolver.from_state>`)."""
+        fixed, solution = ExactCVSolver.from_params(self.get_params()).from_state(attrs, arrays)
+        f: CVFacts = solution.details
+        self.n_features_in_ = f.n_features_in
+        self._set_model(f.tiler, solution.coef, solution.intercept, f.single)
+        self._set_saved(fixed, solution)
+        self.gamma_, self.loo_mse_ = f.gamma, f.loo_mse
+        results = dict(f.cv_results)
+        results["params"] = search_params(results["param_gamma"], results["param_alpha"], f.gamma_searched)
         self.cv_results_ = results
-        self.best_index_ = int(attrs["best_index_"])
-        self.best_params_ = dict(attrs["best_params_"])
-        self.best_score_ = -math.inf if attrs["best_score_"] is None else float(attrs["best_score_"])
-        if "scaler_mean" in arrays:
-            self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
-        self._read_range(arrays)
-        read_evidence_state(self, attrs, arrays, single)
-
-
-def _finite_or_none(v: float) -> float | None:
-    return float(v) if np.isfinite(v) else None
+        self.best_index_, self.best_params_, self.best_score_ = f.best_index, f.best_params, f.best_score
 
 
 def _gb(nbytes: int) -> str:

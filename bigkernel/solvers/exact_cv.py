@@ -5,13 +5,16 @@ path — LOO residuals, GCV, df, the evidence — then follows in closed form
 (:mod:`bigkernel.numerics.loo`), and the chosen point's dual solution comes from the same
 eigendecomposition (no refit). :class:`ExactCVSolver` runs that search on rows in memory for
 :class:`~bigkernel.ExactKernelRidgeCV`, which validates the grids, loads and scales the rows and
-sets its fitted attributes from the :class:`SearchResult`.
+sets its fitted attributes from the :class:`SearchResult`. :meth:`ExactCVSolver.state` /
+:meth:`ExactCVSolver.from_state` give the model store's layout (format v1,
+:mod:`bigkernel.solvers.dual_state`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,16 +29,37 @@ from bigkernel.numerics.evidence import evidence_path
 from bigkernel.numerics.gram_tiles import GramTiler
 from bigkernel.numerics.loo import closed_form_scores, spectral_path
 from bigkernel.numerics.precomputed import PrecomputedGram
+from bigkernel.solvers.base import Solution
+from bigkernel.solvers.dual_state import (
+    CVFacts,
+    dual_arrays,
+    evidence_layout,
+    kernel_attr,
+    read_dual_source,
+    read_evidence_layout,
+    saved_scaler_range,
+)
 from bigkernel.solvers.exact import build_kernel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_RELATIVE_ALPHAS", "ExactCVSolver", "ExactCVSpec", "SearchResult", "exact_cv_bytes"]
+__all__ = [
+    "CV_RESULT_ARRAYS",
+    "DEFAULT_RELATIVE_ALPHAS",
+    "ExactCVFixed",
+    "ExactCVSolver",
+    "ExactCVSpec",
+    "SearchResult",
+    "exact_cv_bytes",
+]
 
 #: default α grid when ``alphas=None``: multiples of the mean eigenvalue of the centred Gram matrix
 DEFAULT_RELATIVE_ALPHAS = np.logspace(-7, 2, 20)
 #: the columns of the search table, one row per (γ, α)
 TABLE_COLUMNS = ("gamma", "alpha", "loo", "gcv", "loo_std", "df", "evidence")
+#: the ``cv_results_`` entries saved (as ``cv_<name>``; ``mean_test_evidence`` when present)
+CV_RESULT_ARRAYS = ("param_gamma", "param_alpha", "mean_test_score", "std_test_score", "rank_test_score",
+                    "mean_test_loo", "mean_test_gcv", "df")  # fmt: skip
 
 
 def exact_cv_bytes(n: int, d: int) -> int:
@@ -68,6 +92,19 @@ class ExactCVSpec:
         """The spec of an estimator's ``get_params()`` (other parameters are ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in params.items() if k in names})
+
+
+@dataclass(frozen=True)
+class ExactCVFixed:
+    """What a fitted CV model holds fixed: the training points (scaled when standardized; None
+    for a precomputed K), the kept columns of a precomputed K (None: all), the chosen kernel
+    (None: precomputed), the scaling and the training range (``(None, None)``: unknown)."""
+
+    X: Any
+    keep: np.ndarray | None
+    kernel: Kernel | None
+    scaler: tuple[np.ndarray, np.ndarray] | None
+    data_range: tuple[Any, Any]
 
 
 @dataclass(frozen=True)
@@ -228,3 +265,59 @@ class ExactCVSolver:
             f"; ~{(time.perf_counter() - t0) / (gi + 1) * (n_gammas - gi - 1):.0f}s left"
             if gi + 1 < n_gammas else "",
         )  # fmt: skip
+
+    # ----------------------------------------------------------------- saved state
+    def state(self, fixed: ExactCVFixed, solution: Solution) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The saved attributes and arrays of a fitted CV model (format v1: the layout of the
+        stores the estimator wrote before the solver layer).
+
+        Parameters
+        ----------
+        fixed : ExactCVFixed
+        solution : Solution
+            ``coef`` (n, k), ``intercept`` (k,); ``details`` a
+            :class:`~bigkernel.solvers.dual_state.CVFacts`.
+
+        Returns
+        -------
+        attrs : dict
+        arrays : dict of ndarray
+        """
+        f: CVFacts = solution.details
+        attrs = {
+            "kernel_": kernel_attr(fixed.kernel), "alpha_": solution.alpha, "gamma_": f.gamma, "df_": f.df,
+            "best_params_": f.best_params, "best_score_": float(f.best_score) if np.isfinite(f.best_score) else None,
+            "best_index_": f.best_index, "gamma_searched": f.gamma_searched, "solver_info_": f.solver_info,
+            "n_features_in_": f.n_features_in, "n_samples_fit_": f.n_samples, "single_output": f.single,
+        }  # fmt: skip
+        arrays = {
+            **dual_arrays(fixed, solution.coef, solution.intercept), "alphas": solution.alphas, "df_path": f.df_path,
+            "gcv": np.asarray(f.gcv), "loo_mse": np.asarray(f.loo_mse),
+            **{f"cv_{k}": np.asarray(f.cv_results[k]) for k in CV_RESULT_ARRAYS},
+        }  # fmt: skip
+        if "mean_test_evidence" in f.cv_results:
+            arrays["cv_mean_test_evidence"] = np.asarray(f.cv_results["mean_test_evidence"])
+        ev_attrs, ev_arrays = evidence_layout(f.bayes)
+        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
+
+    def from_state(self, attrs: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> tuple[ExactCVFixed, Solution]:
+        """Inverse of :meth:`state` (``DataError`` when the arrays' shapes disagree); the
+        ``cv_results`` of the details lack ``params`` (the estimator rebuilds them)."""
+        kernel, tiler, coef, intercept = read_dual_source(attrs, arrays)
+        single = bool(attrs["single_output"])
+        scaler, data_range = saved_scaler_range(arrays)
+        fixed = ExactCVFixed(None if kernel is None else tiler.X, getattr(tiler, "keep", None) if kernel is None else None,
+                             kernel, scaler, data_range)  # fmt: skip
+        results = {k: arrays[f"cv_{k}"] for k in CV_RESULT_ARRAYS}
+        if "cv_mean_test_evidence" in arrays:  # stores before the evidence have none
+            results["mean_test_evidence"] = arrays["cv_mean_test_evidence"]
+        facts = CVFacts(
+            tiler=tiler, single=single, n_samples=int(attrs["n_samples_fit_"]),
+            n_features_in=int(attrs["n_features_in_"]), df=float(attrs["df_"]), df_path=arrays["df_path"],
+            gcv=arrays["gcv"], solver_info=attrs["solver_info_"], bayes=read_evidence_layout(attrs, arrays, single),
+            gamma=None if attrs["gamma_"] is None else float(attrs["gamma_"]), loo_mse=arrays["loo_mse"],
+            cv_results=results, best_params=dict(attrs["best_params_"]),
+            best_score=-math.inf if attrs["best_score_"] is None else float(attrs["best_score_"]),
+            best_index=int(attrs["best_index_"]), gamma_searched=bool(attrs["gamma_searched"]),
+        )  # fmt: skip
+        return fixed, Solution(coef, intercept, float(attrs["alpha_"]), arrays["alphas"], {}, facts)
