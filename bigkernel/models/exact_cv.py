@@ -13,11 +13,9 @@ import time
 from numbers import Integral
 from typing import Any, ClassVar, Self
 
-import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._sparse import as_block, column_min_max
 from bigkernel.data.sources import Dataset
 from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
@@ -54,15 +52,12 @@ from bigkernel.models._search import best_index, cv_results, search_params
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.namespace import eigh_on
-from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
-from bigkernel.numerics.scaling import standardize_moments, standardize_rows
-from bigkernel.numerics.sums import check_finite
-from bigkernel.runtime import compute
+from bigkernel.numerics.precomputed import PrecomputedGram
 from bigkernel.solvers.base import ReplicatePlan, Solution
 from bigkernel.solvers.budget import resolve_memory_budget
 from bigkernel.solvers.dual_state import CVFacts
 from bigkernel.solvers.exact import gram_input
-from bigkernel.solvers.exact_cv import ExactCVFixed, ExactCVSolver, exact_cv_bytes, kernel_gamma
+from bigkernel.solvers.exact_cv import ExactCVFixed, ExactCVSolver, count_kept, exact_cv_bytes, kernel_gamma
 from bigkernel.solvers.exact_plan import PRECOMPUTED_BOOTSTRAP
 from bigkernel.validation import Interval, Options
 
@@ -341,26 +336,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 f"arrays), more than memory_budget={_gb(budget)}; {_INSTEAD}, or give a larger memory_budget"
             )
 
-    # ----------------------------------------------------------------- data
-    def _training_arrays(self, ds: Dataset, weights) -> tuple[np.ndarray, np.ndarray]:
-        """X (n, d) and Y (n, k) in memory (one compute for dask input), training rows only."""
-        X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
-        if isinstance(X, da.Array) or isinstance(Y, da.Array):
-            X, Y = compute(X, Y, label="load training data")
-        X, Y = as_block(X), np.asarray(Y, dtype=np.float64)  # sparse X stays sparse (CSR)
-        check_finite(X, Y, 0)
-        pre = is_precomputed(self.kernel)
-        if pre:
-            gram_input(X, "fit")
-            check_symmetric(X)
-        self._precomputed_keep = None
-        if weights is not None:
-            keep = _kept(weights, 0, X.shape[0])
-            X, Y = X[keep], Y[keep]
-            if pre and not keep.all():  # K of the kept rows: their columns too
-                X, self._precomputed_keep = X[:, keep], np.flatnonzero(keep)
-        return X, Y
-
+    # ----------------------------------------------------------------- fit
     def fit(self, X: ArrayIn, y: ArrayIn) -> Self:
         """Search (γ, α) and fit at the best point, from numpy or dask arrays (loaded to memory).
 
@@ -395,28 +371,28 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         budget = resolve_memory_budget(self.memory_budget)
         rows, d = ds.X.shape
         if self.max_n is not None and rows > self.max_n:  # refuse before loading anything
-            n_kept = rows if weights is None else _count_kept(weights, rows)
+            n_kept = rows if weights is None else count_kept(weights, rows)
             self._check_size(n_kept, d, budget)
-        X, Y = self._training_arrays(ds, weights)
-        n = X.shape[0]
+        solver = ExactCVSolver.from_params(self.get_params())
+        fixed = solver.prepare(ds, weights)
+        n = fixed.X.shape[0]
         if n < 2:
             raise DataError(f"leave-one-out and GCV need at least 2 samples, found n_samples={n}")
         self._check_size(n, d, budget)
-        self.n_features_in_ = d
-        self._set_range(*((None, None) if is_precomputed(self.kernel) else column_min_max(X)))
-        if self.standardize:
-            self.scaler_mean_, self.scaler_scale_ = standardize_moments(X)
-            X = standardize_rows(X, self.scaler_mean_, self.scaler_scale_)
-        self._search(X, Y, single=ds.y.ndim == 1, t0=t0, budget=budget)
+        self.n_features_in_ = fixed.n_features
+        self._set_range(*fixed.data_range)
+        if fixed.scaler is not None:
+            self.scaler_mean_, self.scaler_scale_ = fixed.scaler
+        self._precomputed_keep = fixed.keep
+        self._search(solver, fixed, single=ds.y.ndim == 1, t0=t0, budget=budget)
         return self
 
-    def _search(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, budget: int) -> None:
+    def _search(self, solver: ExactCVSolver, fixed: ExactCVFixed, *, single: bool, t0: float, budget: int) -> None:
         """Score every (γ, α) with the :class:`~bigkernel.solvers.exact_cv.ExactCVSolver`, keep
         the best point's coefficients, set the fitted attributes."""
-        n, d = X.shape
+        n, d = fixed.X.shape
         gammas = self._bandwidths(d)
-        solver = ExactCVSolver.from_params(self.get_params())
-        result = solver.search(X, Y, gammas, precomputed=is_precomputed(self.kernel), eigh=self._device_eigh(), t0=t0)
+        result = solver.fit(fixed, gammas=gammas, eigh=self._device_eigh(), t0=t0).details
         table, timings, best = result.table, result.timings, result.best
         self._set_results(table, searched=gammas != [None])
         self.gamma_ = best["gamma"] if best["gamma"] is not None else kernel_gamma(best["kernel"])
@@ -519,7 +495,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         :meth:`ExactCVSolver.state <bigkernel.solvers.exact_cv.ExactCVSolver.state>`)."""
         check_is_fitted(self, "dual_coef_")
         parts = self._saved_parts()
-        fixed = ExactCVFixed(parts["X"], parts["keep"], parts["kernel"], parts["scaler"], parts["data_range"])
+        fixed = ExactCVFixed(parts["X"], None, parts["keep"], parts["scaler"], parts["data_range"], self.n_features_in_)
         facts = CVFacts(
             **self._dual_facts(), gamma=self.gamma_, loo_mse=self.loo_mse_, cv_results=self.cv_results_,
             best_params=self.best_params_, best_score=self.best_score_, best_index=self.best_index_,
@@ -545,21 +521,3 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
 
 def _gb(nbytes: int) -> str:
     return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
-
-
-def _kept(weights, start: int, stop: int) -> np.ndarray:
-    """Boolean mask of rows ``start:stop`` a weight specification keeps (one group or 0/1 weights)."""
-    if hasattr(weights, "groups"):
-        return np.isin(np.asarray(weights.groups(start, stop)), list(weights.keep))
-    W = np.asarray(weights(start, stop), dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != 1 or not np.all((W == 0) | (W == 1)):
-        raise ParameterError(
-            "ExactKernelRidgeCV takes a row partition or 0/1 row weights (one set) only; weighted or "
-            "replicated fits (bootstrap counts) are not supported"
-        )
-    return W[0] == 1
-
-
-def _count_kept(weights, n: int, block: int = 1 << 20) -> int:
-    """Rows a weight specification keeps, counted block by block (no data read)."""
-    return sum(int(_kept(weights, lo, min(n, lo + block)).sum()) for lo in range(0, n, block))

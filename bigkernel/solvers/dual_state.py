@@ -92,14 +92,20 @@ def kernel_attr(kernel: Any) -> dict:
     return {"name": PRECOMPUTED} if kernel is None else kernel.to_dict()
 
 
-def dual_arrays(fixed: Any, coef: np.ndarray, intercept: np.ndarray) -> dict[str, np.ndarray]:
+def dual_arrays(
+    tiler: Any, scaler: Any, data_range: tuple[Any, Any], coef: np.ndarray, intercept: np.ndarray
+) -> dict[str, np.ndarray]:
     """The arrays every dual model saves: dual coefficients, intercept, the training points (or a
     precomputed K's kept columns), the scaling and the training range.
 
     Parameters
     ----------
-    fixed : ExactFixed or ExactCVFixed
-        Its ``X`` (None for a precomputed K), ``keep``, ``scaler`` and ``data_range``.
+    tiler : GramTiler or PrecomputedGram
+        The fitted model's kernel source: its points ``X`` (a kernel by name), or the kept
+        columns ``keep`` of a precomputed K.
+    scaler : (mean, scale) or None
+    data_range : (min, max)
+        Per feature, or ``(None, None)`` when unknown.
     coef : ndarray of shape (n, k)
     intercept : ndarray of shape (k,)
 
@@ -108,13 +114,13 @@ def dual_arrays(fixed: Any, coef: np.ndarray, intercept: np.ndarray) -> dict[str
     dict of ndarray
     """
     arrays = {"dual_coef": coef, "intercept": intercept}
-    if fixed.X is not None:
-        arrays.update(model_arrays("X_fit", fixed.X))  # sparse points: their CSR parts
-    elif fixed.keep is not None:  # precomputed: the training columns fitted
-        arrays["precomputed_keep"] = fixed.keep
-    if fixed.scaler is not None:
-        arrays["scaler_mean"], arrays["scaler_scale"] = fixed.scaler
-    lo, hi = fixed.data_range
+    if tiler.kernel is not None:
+        arrays.update(model_arrays("X_fit", tiler.X))  # sparse points: their CSR parts
+    elif tiler.keep is not None:  # precomputed: the training columns fitted
+        arrays["precomputed_keep"] = tiler.keep
+    if scaler is not None:
+        arrays["scaler_mean"], arrays["scaler_scale"] = scaler
+    lo, hi = data_range
     if lo is not None:
         arrays["data_min"], arrays["data_max"] = lo, hi
     return arrays

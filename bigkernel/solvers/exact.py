@@ -356,10 +356,11 @@ class ExactSolver:
         Parameters
         ----------
         fixed : ExactFixed
-            Its ``X`` (the saved training points; None for a precomputed K), ``keep``, ``kernel``,
-            ``scaler``, ``data_range`` and ``sample_weight`` (the posterior's row weights).
+            Its ``scaler``, ``data_range`` and ``sample_weight`` (the posterior's row weights).
         solution : Solution
-            ``coef`` (n, k), ``intercept`` (k,); ``details`` an :class:`ExactFacts`.
+            ``coef`` (n, k), ``intercept`` (k,); ``details`` an
+            :class:`~bigkernel.solvers.dual_state.ExactFacts` (its ``tiler``: the model's kernel
+            and training points, or a precomputed K's kept columns).
 
         Returns
         -------
@@ -368,13 +369,14 @@ class ExactSolver:
         """
         f: ExactFacts = solution.details
         attrs = {
-            "kernel_": kernel_attr(fixed.kernel), "alpha_": solution.alpha, "df_": f.df,
+            "kernel_": kernel_attr(f.tiler.kernel), "alpha_": solution.alpha, "df_": f.df,
             "df_stderr_": f.df_stderr, "n_iter_": np.asarray(f.n_iter).tolist(),
             "residual_": np.asarray(f.residual).tolist(), "solver_info_": f.solver_info,
             "n_features_in_": f.n_features_in, "n_samples_fit_": f.n_samples, "single_output": f.single,
         }  # fmt: skip
         arrays = {
-            **dual_arrays(fixed, solution.coef, solution.intercept), "alphas": solution.alphas,
+            **dual_arrays(f.tiler, fixed.scaler, fixed.data_range, solution.coef, solution.intercept),
+            "alphas": solution.alphas,
             "df_path": f.df_path, "df_stderr_path": f.df_stderr_path, "gcv": np.asarray(f.gcv),
         }  # fmt: skip
         ev_attrs, ev_arrays = evidence_layout(f.bayes)
