@@ -8,16 +8,20 @@ import textwrap
 import dask.array as da
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 import bigkernel
-from bigkernel import ExactKernelRidge, KernelRidge, NystroemRidge, RandomFeatureRidge
+from bigkernel import ExactKernelRidge, ExactKernelRidgeCV, KernelRidge, NystroemRidge, RandomFeatureRidge
 from bigkernel.cli import main
 from bigkernel.data.synthetic import SyntheticSpec, make_data
 from bigkernel.errors import ParameterError
 from bigkernel.kernels import RBF, Polynomial
 from bigkernel.models.kernel_ridge import NYSTROEM_MAX_N
 from bigkernel.numerics.nystroem_features import NystroemMap, select_landmarks
+from bigkernel.solvers.base import Solver
 from bigkernel.solvers.budget import solver_rule as choose_solver
+from bigkernel.solvers.exact import ExactSolver, ExactSpec
+from bigkernel.solvers.exact_cv import ExactCVSolver, ExactCVSpec
 from tests.conftest import friedman
 
 GB = 10**9
@@ -256,3 +260,47 @@ def test_config_reads_the_exact_solver_keys_and_takes_bootstrap_with_them(tmp_pa
     p.write_text(MINIMAL_JOB.replace("model:\n", "model: {solver: exact}\n") + boot)
     cfg = load_config(p)  # every solver has a bootstrap plan (tests/test_bootstrap_solvers.py)
     assert cfg.model.solver == "exact" and cfg.bootstrap.n_bootstraps == 10
+
+
+# ---------------------------------------------------------------- the exact solvers' saved state
+def _same_state(a, b):
+    """Two saved states are the same: JSON attributes (key order included) and arrays (values,
+    dtypes, shapes, order)."""
+    assert json.dumps(a[0]) == json.dumps(b[0])
+    assert list(a[1]) == list(b[1])
+    for k in a[1]:
+        assert a[1][k].dtype == b[1][k].dtype and a[1][k].shape == b[1][k].shape, k
+        np.testing.assert_array_equal(a[1][k], b[1][k], err_msg=k)
+
+
+def test_exact_solvers_satisfy_the_solver_protocol():
+    assert isinstance(ExactSolver(ExactSpec()), Solver)
+    assert isinstance(ExactCVSolver(ExactCVSpec()), Solver)
+
+
+@pytest.mark.parametrize("case", ["weighted_evidence", "multi_standardized", "precomputed", "cv", "cv_precomputed"])
+def test_exact_solver_state_round_trips_to_identical_predictions(case, rng):
+    """``from_state`` then ``state`` gives back the estimator's saved state, and an estimator
+    set from it predicts bitwise as the fitted one."""
+    X = rng.normal(size=(80, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
+    K = RBF(gamma=0.3)(X)
+    est, fit_args, Z = {
+        "weighted_evidence": (ExactKernelRidge(gamma=0.3, alpha="evidence", random_state=0),
+                              (X, y, rng.uniform(0.5, 2.0, size=80)), X[:10]),
+        "multi_standardized": (ExactKernelRidge(gamma=0.3, alpha=[0.1, 1.0], standardize=True, random_state=0),
+                               (3 * X + 1, np.c_[y, X[:, 1]]), X[:10]),
+        "precomputed": (ExactKernelRidge("precomputed", random_state=0), (K, y), K[:10]),
+        "cv": (ExactKernelRidgeCV(gammas=[0.1, 0.3], standardize=True, criterion="evidence"), (X, y), X[:10]),
+        "cv_precomputed": (ExactKernelRidgeCV("precomputed", criterion="gcv"), (K, y), K[:10]),
+    }[case]  # fmt: skip
+    est.fit(*fit_args)
+    saved = est.get_model_state()
+    solver = (ExactCVSolver if isinstance(est, ExactKernelRidgeCV) else ExactSolver).from_params(est.get_params())
+    fixed, solution = solver.from_state(*saved)
+    again = solver.state(fixed, solution)
+    _same_state(saved, again)
+    loaded = clone(est)
+    loaded.set_model_state(*again)
+    np.testing.assert_array_equal(loaded.predict(Z), est.predict(Z))
+    _same_state(loaded.get_model_state(), saved)

@@ -10,7 +10,6 @@ import logging
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._sparse import array_or_sparse, model_arrays
 from bigkernel.devices import Device, DeviceNamespace
 from bigkernel.errors import DataError
 from bigkernel.kernels.registry import is_precomputed
@@ -23,6 +22,7 @@ from bigkernel.numerics.precond import rpcholesky_factor
 from bigkernel.numerics.scaling import standardize_rows
 from bigkernel.solvers import budget as limits
 from bigkernel.solvers.budget import default_exact_rank, resolve_memory_budget
+from bigkernel.solvers.dual_state import Bayes
 from bigkernel.solvers.exact import gram_input
 from bigkernel.validation import int_seed
 
@@ -132,31 +132,63 @@ class _DualPredictor:
                            max_iter=getattr(self, "max_iter", None), sample_weight=sample_weight)  # fmt: skip
 
     # ----------------------------------------------------------------- persistence
-    def _dual_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays every dual model saves: points, dual coefficients, intercept, scaling."""
-        arrays = {
-            "dual_coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
-            "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
+    def _saved_parts(self) -> dict:
+        """The fitted parts a dual solver's ``state`` reads from its fixed parts: the training
+        points (None for a precomputed K), the kept columns of a precomputed K, the kernel, the
+        scaling (when standardized) and the training range."""
+        scaled = getattr(self, "scaler_mean_", None) is not None and self.standardize
+        return {
+            "X": self.X_fit_, "kernel": self.kernel_,
+            "keep": getattr(self._expansion.tiler, "keep", None) if self.X_fit_ is None else None,
+            "scaler": (self.scaler_mean_, self.scaler_scale_) if scaled else None,
+            "data_range": (getattr(self, "data_min_", None), getattr(self, "data_max_", None)),
         }  # fmt: skip
-        if self.X_fit_ is not None:
-            arrays.update(model_arrays("X_fit", self.X_fit_))  # sparse points: their CSR parts
-        elif self._expansion.tiler.keep is not None:  # precomputed: the training columns fitted
-            arrays["precomputed_keep"] = self._expansion.tiler.keep
-        if getattr(self, "scaler_mean_", None) is not None and self.standardize:
-            arrays["scaler_mean"], arrays["scaler_scale"] = self.scaler_mean_, self.scaler_scale_
-        arrays.update(self._range_arrays())
-        return arrays
 
-    @staticmethod
-    def _read_dual_arrays(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(X_fit, dual_coef, intercept)`` of saved arrays, their shapes checked."""
-        X, coef, intercept = array_or_sparse("X_fit", arrays), arrays["dual_coef"], arrays["intercept"]
-        if X.ndim != 2 or coef.shape != (X.shape[0], intercept.shape[0]):
-            raise DataError(
-                f"X_fit {X.shape}, dual_coef {coef.shape} and intercept {intercept.shape} do not "
-                "agree: expected (n, d), (n, k) and (k,)"
-            )
-        return X, coef, intercept
+    def _saved_solution(self) -> dict:
+        """The :class:`~bigkernel.solvers.base.Solution` fields of the fitted model (its
+        ``details`` aside): dual coefficients (n, k), intercept (k,), α and the α path."""
+        return {
+            "coef": self.dual_coef_.reshape(self.n_samples_fit_, -1),
+            "intercept": np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)),
+            "alpha": self.alpha_, "alphas": self.alphas_,
+        }  # fmt: skip
+
+    def _dual_facts(self) -> dict:
+        """The :class:`~bigkernel.solvers.dual_state.DualFacts` fields of the fitted model."""
+        bayes = Bayes(
+            getattr(self, "sigma2_", None), getattr(self, "log_marginal_likelihood_", np.nan),
+            getattr(self, "log_marginal_likelihood_path_", None), getattr(self, "evidence_", None),
+        )  # fmt: skip
+        return {
+            "tiler": self._expansion.tiler, "single": self.dual_coef_.ndim == 1, "n_samples": self.n_samples_fit_,
+            "n_features_in": self.n_features_in_, "df": self.df_, "df_path": self.df_path_, "gcv": self.gcv_,
+            "solver_info": self.solver_info_, "bayes": bayes,
+        }  # fmt: skip
+
+    def _set_saved(self, fixed, solution) -> None:
+        """The fitted attributes every dual model reads back from its solver's ``from_state``
+        (the estimator sets the rest and the expansion)."""
+        f = solution.details
+        self.alpha_, self.alphas_ = solution.alpha, solution.alphas
+        self.df_, self.df_path_, self.gcv_ = f.df, f.df_path, f.gcv
+        self.solver_info_ = f.solver_info
+        self.n_features_in_, self.n_samples_fit_ = f.n_features_in, f.n_samples
+        if fixed.scaler is not None:
+            self.scaler_mean_, self.scaler_scale_ = fixed.scaler
+        self._set_range(*fixed.data_range)
+        self._set_bayes(f.bayes)
+
+    def _set_bayes(self, bayes: Bayes) -> None:
+        """``evidence_``, ``sigma2_`` and the evidence values of a saved model (NaN and no
+        posterior when the store has no σ²)."""
+        self.evidence_ = bayes.evidence
+        self._saved_without_posterior = bayes.sigma2 is None
+        if bayes.sigma2 is None:
+            self.sigma2_ = self.log_marginal_likelihood_ = np.nan
+            self.log_marginal_likelihood_path_ = None
+            return
+        self.sigma2_, self.log_marginal_likelihood_ = bayes.sigma2, bayes.lml
+        self.log_marginal_likelihood_path_ = bayes.lml_path
 
 
 class _Scaler:

@@ -22,10 +22,9 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
-from bigkernel.devices import Device
-from bigkernel.errors import DataError, DeviceError, ParameterError
+from bigkernel.devices import CPU, Device
+from bigkernel.errors import DeviceError, ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.kernels.registry import PRECOMPUTED, document_kernels, is_precomputed
 from bigkernel.models._base import (
     ALPHA,
@@ -43,12 +42,13 @@ from bigkernel.models._base import (
     single_target,
 )
 from bigkernel.models._dual import _DualPredictor
-from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
+from bigkernel.models._posterior import set_evidence
 from bigkernel.numerics.dual import describe_df
-from bigkernel.numerics.gram_tiles import DTYPES, GramTiler, KernelExpansion
+from bigkernel.numerics.gram_tiles import DTYPES, KernelExpansion
 from bigkernel.numerics.precomputed import PrecomputedGram
 from bigkernel.solvers.base import ReplicatePlan, Solution
 from bigkernel.solvers.budget import resolve_memory_budget
+from bigkernel.solvers.dual_state import ExactFacts
 from bigkernel.solvers.exact import PRECONDITIONERS, ExactFixed, ExactSolver, build_kernel, gram_input
 from bigkernel.solvers.exact_plan import PRECOMPUTED_BOOTSTRAP, ExactPlan
 from bigkernel.solvers.replicates import check_n_features, class_name, derived_seed, fingerprint_params
@@ -386,52 +386,31 @@ class ExactKernelRidge(_DualPredictor, _EstimatorBase):
 
     # ----------------------------------------------------------------- persistence
     def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The fitted state: JSON attributes and arrays (the model store's format v1)."""
+        """The fitted state: JSON attributes and arrays (the model store's format v1, written by
+        :meth:`ExactSolver.state <bigkernel.solvers.exact.ExactSolver.state>`)."""
         check_is_fitted(self, "dual_coef_")
-        attrs = {
-            "kernel_": {"name": PRECOMPUTED} if self.kernel_ is None else self.kernel_.to_dict(),
-            "alpha_": self.alpha_, "df_": self.df_,
-            "df_stderr_": self.df_stderr_, "n_iter_": np.asarray(self.n_iter_).tolist(),
-            "residual_": np.asarray(self.residual_).tolist(), "solver_info_": self.solver_info_,
-            "n_features_in_": self.n_features_in_, "n_samples_fit_": self.n_samples_fit_,
-            "single_output": self.dual_coef_.ndim == 1,
-        }  # fmt: skip
-        arrays = {
-            **self._dual_arrays(), "alphas": self.alphas_, "df_path": self.df_path_,
-            "df_stderr_path": self.df_stderr_path_, "gcv": np.asarray(self.gcv_),
-        }  # fmt: skip
-        ev_attrs, ev_arrays = evidence_state(self)
-        if getattr(self, "posterior_weights_", None) is not None:
-            ev_arrays["posterior_weights"] = self.posterior_weights_
-        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
+        fixed = ExactFixed(
+            **self._saved_parts(), Y=None, sample_weight=getattr(self, "posterior_weights_", None),
+            n_features=self.n_features_in_, device=CPU, budget=0,
+        )  # fmt: skip
+        facts = ExactFacts(
+            **self._dual_facts(), df_stderr=self.df_stderr_, df_stderr_path=self.df_stderr_path_,
+            n_iter=self.n_iter_, residual=self.residual_,
+        )  # fmt: skip
+        solution = Solution(**self._saved_solution(), details=facts)
+        return ExactSolver.from_params(self.get_params()).state(fixed, solution)
 
     def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`)."""
-        self.posterior_weights_ = arrays.get("posterior_weights")
-        if is_precomputed(attrs["kernel_"].get("name")):
-            coef, intercept = arrays["dual_coef"], arrays["intercept"]
-            self.kernel_, self.X_fit_ = None, None
-            tiler = PrecomputedGram.columns_only(int(attrs["n_features_in_"]), arrays.get("precomputed_keep"))
-            if coef.shape != (tiler.n, intercept.shape[0]):
-                raise DataError(f"dual_coef {coef.shape} does not fit the {tiler.n} training rows of the saved model")
-        else:
-            X, coef, intercept = self._read_dual_arrays(arrays)
-            self.kernel_ = kernel_from_dict(attrs["kernel_"])
-            tiler = GramTiler(self.kernel_, X)
-            self.X_fit_ = tiler.X
-        single = bool(attrs["single_output"])
-        self.dual_coef_ = single_target(coef, single)
-        self.intercept_ = float(intercept[0]) if single else intercept
-        self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
-        self.df_, self.df_stderr_ = float(attrs["df_"]), float(attrs["df_stderr_"])
-        self.df_path_, self.df_stderr_path_, self.gcv_ = arrays["df_path"], arrays["df_stderr_path"], arrays["gcv"]
-        self.n_iter_ = attrs["n_iter_"] if single else np.asarray(attrs["n_iter_"])
-        self.residual_ = attrs["residual_"] if single else np.asarray(attrs["residual_"])
-        self.solver_info_ = attrs["solver_info_"]
-        self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
-        if "scaler_mean" in arrays:
-            self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
-        self._read_range(arrays)
-        self._expansion = KernelExpansion(tiler, coef, intercept)
-        read_evidence_state(self, attrs, arrays, single)
+        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`,
+        read by :meth:`ExactSolver.from_state <bigkernel.solvers.exact.ExactSolver.from_state>`)."""
+        fixed, solution = ExactSolver.from_params(self.get_params()).from_state(attrs, arrays)
+        f: ExactFacts = solution.details
+        self.posterior_weights_ = fixed.sample_weight
+        self.kernel_, self.X_fit_ = fixed.kernel, fixed.X
+        self.dual_coef_ = single_target(solution.coef, f.single)
+        self.intercept_ = float(solution.intercept[0]) if f.single else solution.intercept
+        self._set_saved(fixed, solution)
+        self.df_stderr_, self.df_stderr_path_ = f.df_stderr, f.df_stderr_path
+        self.n_iter_, self.residual_ = f.n_iter, f.residual
+        self._expansion = KernelExpansion(f.tiler, solution.coef, solution.intercept)
         self.__dict__.pop("_posterior_cache", None)

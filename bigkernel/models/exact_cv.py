@@ -9,23 +9,18 @@ eigendecomposition, so there is no refit.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from numbers import Integral
 from typing import Any, ClassVar, Self
 
-import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bigkernel._sparse import as_block, column_min_max
 from bigkernel.data.sources import Dataset
 from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.io.model_store import register_model
-from bigkernel.kernels.factory import kernel_from_dict
 from bigkernel.kernels.registry import (
-    PRECOMPUTED,
     bandwidth_names,
     document_kernels,
     gamma_from_length_scale,
@@ -52,19 +47,17 @@ from bigkernel.models._base import (
     single_target,
 )
 from bigkernel.models._dual import _DualPredictor
-from bigkernel.models._posterior import evidence_state, read_evidence_state, set_evidence
+from bigkernel.models._posterior import set_evidence
 from bigkernel.models._search import best_index, cv_results, search_params
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.namespace import eigh_on
-from bigkernel.numerics.precomputed import PrecomputedGram, check_symmetric
-from bigkernel.numerics.scaling import standardize_moments, standardize_rows
-from bigkernel.numerics.sums import check_finite
-from bigkernel.runtime import compute
-from bigkernel.solvers.base import ReplicatePlan
+from bigkernel.numerics.precomputed import PrecomputedGram
+from bigkernel.solvers.base import ReplicatePlan, Solution
 from bigkernel.solvers.budget import resolve_memory_budget
+from bigkernel.solvers.dual_state import CVFacts
 from bigkernel.solvers.exact import gram_input
-from bigkernel.solvers.exact_cv import ExactCVSolver, exact_cv_bytes, kernel_gamma
+from bigkernel.solvers.exact_cv import ExactCVFixed, ExactCVSolver, count_kept, exact_cv_bytes, kernel_gamma
 from bigkernel.solvers.exact_plan import PRECOMPUTED_BOOTSTRAP
 from bigkernel.validation import Interval, Options
 
@@ -343,26 +336,7 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
                 f"arrays), more than memory_budget={_gb(budget)}; {_INSTEAD}, or give a larger memory_budget"
             )
 
-    # ----------------------------------------------------------------- data
-    def _training_arrays(self, ds: Dataset, weights) -> tuple[np.ndarray, np.ndarray]:
-        """X (n, d) and Y (n, k) in memory (one compute for dask input), training rows only."""
-        X, Y = ds.X, ds.y if ds.y.ndim == 2 else ds.y[:, None]
-        if isinstance(X, da.Array) or isinstance(Y, da.Array):
-            X, Y = compute(X, Y, label="load training data")
-        X, Y = as_block(X), np.asarray(Y, dtype=np.float64)  # sparse X stays sparse (CSR)
-        check_finite(X, Y, 0)
-        pre = is_precomputed(self.kernel)
-        if pre:
-            gram_input(X, "fit")
-            check_symmetric(X)
-        self._precomputed_keep = None
-        if weights is not None:
-            keep = _kept(weights, 0, X.shape[0])
-            X, Y = X[keep], Y[keep]
-            if pre and not keep.all():  # K of the kept rows: their columns too
-                X, self._precomputed_keep = X[:, keep], np.flatnonzero(keep)
-        return X, Y
-
+    # ----------------------------------------------------------------- fit
     def fit(self, X: ArrayIn, y: ArrayIn) -> Self:
         """Search (γ, α) and fit at the best point, from numpy or dask arrays (loaded to memory).
 
@@ -397,28 +371,28 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         budget = resolve_memory_budget(self.memory_budget)
         rows, d = ds.X.shape
         if self.max_n is not None and rows > self.max_n:  # refuse before loading anything
-            n_kept = rows if weights is None else _count_kept(weights, rows)
+            n_kept = rows if weights is None else count_kept(weights, rows)
             self._check_size(n_kept, d, budget)
-        X, Y = self._training_arrays(ds, weights)
-        n = X.shape[0]
+        solver = ExactCVSolver.from_params(self.get_params())
+        fixed = solver.prepare(ds, weights)
+        n = fixed.X.shape[0]
         if n < 2:
             raise DataError(f"leave-one-out and GCV need at least 2 samples, found n_samples={n}")
         self._check_size(n, d, budget)
-        self.n_features_in_ = d
-        self._set_range(*((None, None) if is_precomputed(self.kernel) else column_min_max(X)))
-        if self.standardize:
-            self.scaler_mean_, self.scaler_scale_ = standardize_moments(X)
-            X = standardize_rows(X, self.scaler_mean_, self.scaler_scale_)
-        self._search(X, Y, single=ds.y.ndim == 1, t0=t0, budget=budget)
+        self.n_features_in_ = fixed.n_features
+        self._set_range(*fixed.data_range)
+        if fixed.scaler is not None:
+            self.scaler_mean_, self.scaler_scale_ = fixed.scaler
+        self._precomputed_keep = fixed.keep
+        self._search(solver, fixed, single=ds.y.ndim == 1, t0=t0, budget=budget)
         return self
 
-    def _search(self, X: np.ndarray, Y: np.ndarray, *, single: bool, t0: float, budget: int) -> None:
+    def _search(self, solver: ExactCVSolver, fixed: ExactCVFixed, *, single: bool, t0: float, budget: int) -> None:
         """Score every (γ, α) with the :class:`~bigkernel.solvers.exact_cv.ExactCVSolver`, keep
         the best point's coefficients, set the fitted attributes."""
-        n, d = X.shape
+        n, d = fixed.X.shape
         gammas = self._bandwidths(d)
-        solver = ExactCVSolver.from_params(self.get_params())
-        result = solver.search(X, Y, gammas, precomputed=is_precomputed(self.kernel), eigh=self._device_eigh(), t0=t0)
+        result = solver.fit(fixed, gammas=gammas, eigh=self._device_eigh(), t0=t0).details
         table, timings, best = result.table, result.timings, result.best
         self._set_results(table, searched=gammas != [None])
         self.gamma_ = best["gamma"] if best["gamma"] is not None else kernel_gamma(best["kernel"])
@@ -516,92 +490,34 @@ class ExactKernelRidgeCV(_DualPredictor, _EstimatorBase):
         return est
 
     # ----------------------------------------------------------------- persistence
-    _RESULT_ARRAYS = (
-        "param_gamma",
-        "param_alpha",
-        "mean_test_score",
-        "std_test_score",
-        "rank_test_score",
-        "mean_test_loo",
-        "mean_test_gcv",
-        "df",
-    )
-
     def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """The fitted state: JSON attributes and arrays (the model store's format v1)."""
+        """The fitted state: JSON attributes and arrays (the model store's format v1, written by
+        :meth:`ExactCVSolver.state <bigkernel.solvers.exact_cv.ExactCVSolver.state>`)."""
         check_is_fitted(self, "dual_coef_")
-        attrs = {
-            "kernel_": {"name": PRECOMPUTED} if self.kernel_ is None else self.kernel_.to_dict(), "alpha_": self.alpha_, "gamma_": self.gamma_, "df_": self.df_,
-            "best_params_": self.best_params_, "best_score_": _finite_or_none(self.best_score_),
-            "best_index_": self.best_index_, "gamma_searched": "gamma" in self.best_params_,
-            "solver_info_": self.solver_info_, "n_features_in_": self.n_features_in_,
-            "n_samples_fit_": self.n_samples_fit_, "single_output": self.dual_coef_.ndim == 1,
-        }  # fmt: skip
-        arrays = {
-            **self._dual_arrays(), "alphas": self.alphas_, "df_path": self.df_path_,
-            "gcv": np.asarray(self.gcv_), "loo_mse": np.asarray(self.loo_mse_),
-            **{f"cv_{k}": np.asarray(self.cv_results_[k]) for k in self._RESULT_ARRAYS},
-        }  # fmt: skip
-        if "mean_test_evidence" in self.cv_results_:
-            arrays["cv_mean_test_evidence"] = np.asarray(self.cv_results_["mean_test_evidence"])
-        ev_attrs, ev_arrays = evidence_state(self)
-        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
+        parts = self._saved_parts()
+        fixed = ExactCVFixed(parts["X"], None, parts["keep"], parts["scaler"], parts["data_range"], self.n_features_in_)
+        facts = CVFacts(
+            **self._dual_facts(), gamma=self.gamma_, loo_mse=self.loo_mse_, cv_results=self.cv_results_,
+            best_params=self.best_params_, best_score=self.best_score_, best_index=self.best_index_,
+            gamma_searched="gamma" in self.best_params_,
+        )  # fmt: skip
+        solution = Solution(**self._saved_solution(), details=facts)
+        return ExactCVSolver.from_params(self.get_params()).state(fixed, solution)
 
     def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
-        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`)."""
-        single = bool(attrs["single_output"])
-        self.n_features_in_ = int(attrs["n_features_in_"])
-        if is_precomputed(attrs["kernel_"].get("name")):
-            coef, intercept = arrays["dual_coef"], arrays["intercept"]
-            tiler = PrecomputedGram.columns_only(self.n_features_in_, arrays.get("precomputed_keep"))
-            if coef.shape != (tiler.n, intercept.shape[0]):
-                raise DataError(f"dual_coef {coef.shape} does not fit the {tiler.n} training rows of the saved model")
-        else:
-            X, coef, intercept = self._read_dual_arrays(arrays)
-            tiler = GramTiler(kernel_from_dict(attrs["kernel_"]), X)
-        self._set_model(tiler, coef, intercept, single)
-        self.alpha_, self.alphas_ = float(attrs["alpha_"]), arrays["alphas"]
-        self.gamma_ = None if attrs["gamma_"] is None else float(attrs["gamma_"])
-        self.df_, self.df_path_ = float(attrs["df_"]), arrays["df_path"]
-        self.gcv_, self.loo_mse_ = arrays["gcv"], arrays["loo_mse"]
-        self.solver_info_ = attrs["solver_info_"]
-        self.n_features_in_, self.n_samples_fit_ = int(attrs["n_features_in_"]), int(attrs["n_samples_fit_"])
-        results = {k: arrays[f"cv_{k}"] for k in self._RESULT_ARRAYS}
-        if "cv_mean_test_evidence" in arrays:  # stores before the evidence have none
-            results["mean_test_evidence"] = arrays["cv_mean_test_evidence"]
-        searched = bool(attrs["gamma_searched"])
-        results["params"] = search_params(results["param_gamma"], results["param_alpha"], searched)
+        """Set the fitted state read back by the model store (inverse of :meth:`get_model_state`,
+        read by :meth:`ExactCVSolver.from_state <bigkernel.solvers.exact_cv.ExactCVSolver.from_state>`)."""
+        fixed, solution = ExactCVSolver.from_params(self.get_params()).from_state(attrs, arrays)
+        f: CVFacts = solution.details
+        self.n_features_in_ = f.n_features_in
+        self._set_model(f.tiler, solution.coef, solution.intercept, f.single)
+        self._set_saved(fixed, solution)
+        self.gamma_, self.loo_mse_ = f.gamma, f.loo_mse
+        results = dict(f.cv_results)
+        results["params"] = search_params(results["param_gamma"], results["param_alpha"], f.gamma_searched)
         self.cv_results_ = results
-        self.best_index_ = int(attrs["best_index_"])
-        self.best_params_ = dict(attrs["best_params_"])
-        self.best_score_ = -math.inf if attrs["best_score_"] is None else float(attrs["best_score_"])
-        if "scaler_mean" in arrays:
-            self.scaler_mean_, self.scaler_scale_ = arrays["scaler_mean"], arrays["scaler_scale"]
-        self._read_range(arrays)
-        read_evidence_state(self, attrs, arrays, single)
-
-
-def _finite_or_none(v: float) -> float | None:
-    return float(v) if np.isfinite(v) else None
+        self.best_index_, self.best_params_, self.best_score_ = f.best_index, f.best_params, f.best_score
 
 
 def _gb(nbytes: int) -> str:
     return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
-
-
-def _kept(weights, start: int, stop: int) -> np.ndarray:
-    """Boolean mask of rows ``start:stop`` a weight specification keeps (one group or 0/1 weights)."""
-    if hasattr(weights, "groups"):
-        return np.isin(np.asarray(weights.groups(start, stop)), list(weights.keep))
-    W = np.asarray(weights(start, stop), dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != 1 or not np.all((W == 0) | (W == 1)):
-        raise ParameterError(
-            "ExactKernelRidgeCV takes a row partition or 0/1 row weights (one set) only; weighted or "
-            "replicated fits (bootstrap counts) are not supported"
-        )
-    return W[0] == 1
-
-
-def _count_kept(weights, n: int, block: int = 1 << 20) -> int:
-    """Rows a weight specification keeps, counted block by block (no data read)."""
-    return sum(int(_kept(weights, lo, min(n, lo + block)).sum()) for lo in range(0, n, block))

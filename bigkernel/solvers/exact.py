@@ -14,7 +14,9 @@
 
 :meth:`ExactSolver.solve` is the dual solve itself on arrays in memory; the bootstrap's
 replicate tasks (:mod:`bigkernel.solvers.exact_plan`) call it with an in-task Gram operator.
-The model store's layout stays the estimator's (``get_model_state``).
+:meth:`ExactSolver.state` / :meth:`ExactSolver.from_state` give the model store's layout
+(format v1, :mod:`bigkernel.solvers.dual_state`); the estimator's ``get_model_state`` /
+``set_model_state`` build the :class:`Solution` from its fitted attributes and call them.
 """
 
 from __future__ import annotations
@@ -51,6 +53,15 @@ from bigkernel.runtime import compute
 from bigkernel.solvers import budget as limits
 from bigkernel.solvers.base import GramOperator, Solution
 from bigkernel.solvers.budget import default_exact_rank, fit_budget, gram_operator, reserve_bytes
+from bigkernel.solvers.dual_state import (
+    ExactFacts,
+    dual_arrays,
+    evidence_layout,
+    kernel_attr,
+    read_dual_source,
+    read_evidence_layout,
+    saved_scaler_range,
+)
 from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
@@ -149,10 +160,12 @@ class TrainingArrays:
 
 @dataclass(frozen=True)
 class ExactFixed:
-    """What :meth:`ExactSolver.prepare` holds fixed for a fit."""
+    """What :meth:`ExactSolver.prepare` holds fixed for a fit (for a saved model, of
+    :meth:`ExactSolver.state` / :meth:`ExactSolver.from_state`: X the saved training points,
+    None for a precomputed K; Y None; ``sample_weight`` the posterior's row weights)."""
 
     X: Any  # scaled when standardized
-    Y: np.ndarray
+    Y: np.ndarray | None
     sample_weight: np.ndarray | None
     kernel: Kernel | None  # None: precomputed
     scaler: tuple[np.ndarray, np.ndarray] | None
@@ -326,6 +339,71 @@ class ExactSolver:
                          "preconditioner_seconds": round(t_prec, 3), "memory_budget": fixed.budget},
             details=details,
         )  # fmt: skip
+
+    # ----------------------------------------------------------------- saved state
+    def state(self, fixed: ExactFixed, solution: Solution) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The saved attributes and arrays of a fitted model (format v1: the layout of the stores
+        the estimator wrote before the solver layer).
+
+        Parameters
+        ----------
+        fixed : ExactFixed
+            Its ``scaler``, ``data_range`` and ``sample_weight`` (the posterior's row weights).
+        solution : Solution
+            ``coef`` (n, k), ``intercept`` (k,); ``details`` an
+            :class:`~bigkernel.solvers.dual_state.ExactFacts` (its ``tiler``: the model's kernel
+            and training points, or a precomputed K's kept columns).
+
+        Returns
+        -------
+        attrs : dict
+        arrays : dict of ndarray
+        """
+        f: ExactFacts = solution.details
+        attrs = {
+            "kernel_": kernel_attr(f.tiler.kernel), "alpha_": solution.alpha, "df_": f.df,
+            "df_stderr_": f.df_stderr, "n_iter_": np.asarray(f.n_iter).tolist(),
+            "residual_": np.asarray(f.residual).tolist(), "solver_info_": f.solver_info,
+            "n_features_in_": f.n_features_in, "n_samples_fit_": f.n_samples, "single_output": f.single,
+        }  # fmt: skip
+        arrays = {
+            **dual_arrays(f.tiler, fixed.scaler, fixed.data_range, solution.coef, solution.intercept),
+            "alphas": solution.alphas,
+            "df_path": f.df_path, "df_stderr_path": f.df_stderr_path, "gcv": np.asarray(f.gcv),
+        }  # fmt: skip
+        ev_attrs, ev_arrays = evidence_layout(f.bayes)
+        if fixed.sample_weight is not None:
+            ev_arrays["posterior_weights"] = fixed.sample_weight
+        return {**attrs, **ev_attrs}, {**arrays, **ev_arrays}
+
+    def from_state(self, attrs: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> tuple[ExactFixed, Solution]:
+        """Inverse of :meth:`state` (``DataError`` when the arrays' shapes disagree).
+
+        Returns
+        -------
+        fixed : ExactFixed
+            Y None, the CPU, budget 0 (a saved model is not refitted from it).
+        solution : Solution
+            ``details`` an :class:`ExactFacts`; ``diagnostics`` empty (``solver_info`` is in it).
+        """
+        kernel, tiler, coef, intercept = read_dual_source(attrs, arrays)
+        single = bool(attrs["single_output"])
+        scaler, data_range = saved_scaler_range(arrays)
+        n_features = int(attrs["n_features_in_"])
+        fixed = ExactFixed(
+            X=None if kernel is None else tiler.X, Y=None, sample_weight=arrays.get("posterior_weights"),
+            kernel=kernel, scaler=scaler, data_range=data_range, n_features=n_features,
+            keep=getattr(tiler, "keep", None) if kernel is None else None, device=CPU, budget=0,
+        )  # fmt: skip
+        facts = ExactFacts(
+            tiler=tiler, single=single, n_samples=int(attrs["n_samples_fit_"]), n_features_in=n_features,
+            df=float(attrs["df_"]), df_path=arrays["df_path"], gcv=arrays["gcv"], solver_info=attrs["solver_info_"],
+            bayes=read_evidence_layout(attrs, arrays, single), df_stderr=float(attrs["df_stderr_"]),
+            df_stderr_path=arrays["df_stderr_path"],
+            n_iter=attrs["n_iter_"] if single else np.asarray(attrs["n_iter_"]),
+            residual=attrs["residual_"] if single else np.asarray(attrs["residual_"]),
+        )  # fmt: skip
+        return fixed, Solution(coef, intercept, float(attrs["alpha_"]), arrays["alphas"], {}, facts)
 
     # ----------------------------------------------------------------- the solve
     def log_det_source(self, n: int, budget: int) -> tuple[bool, bool, bool]:
