@@ -48,7 +48,7 @@ from bigkernel.models._base import (
 )
 from bigkernel.models._dual import _DualPredictor
 from bigkernel.models._posterior import set_evidence
-from bigkernel.models._search import best_index, cv_results, search_params
+from bigkernel.solvers.search import best_index, cv_results, search_params
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.namespace import eigh_on
