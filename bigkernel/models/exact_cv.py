@@ -48,7 +48,6 @@ from bigkernel.models._base import (
 )
 from bigkernel.models._dual import _DualPredictor
 from bigkernel.models._posterior import set_evidence
-from bigkernel.solvers.search import best_index, cv_results, search_params
 from bigkernel.models.exact import ExactKernelRidge
 from bigkernel.numerics.gram_tiles import GramTiler, KernelExpansion
 from bigkernel.numerics.namespace import eigh_on
@@ -59,6 +58,7 @@ from bigkernel.solvers.dual_state import CVFacts
 from bigkernel.solvers.exact import gram_input
 from bigkernel.solvers.exact_cv import ExactCVFixed, ExactCVSolver, count_kept, exact_cv_bytes, kernel_gamma
 from bigkernel.solvers.exact_plan import PRECOMPUTED_BOOTSTRAP
+from bigkernel.solvers.search import best_index, cv_results, search_params
 from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
