@@ -50,7 +50,8 @@ cat "$OUT/environment.txt"
 
 status=0
 # -p no:cacheprovider: the checkout may be read-only; -rs: say why anything was skipped
-"$PY" -m pytest -p no:cacheprovider -q -rs tests/test_gpu.py tests/test_namespace_exact.py tests/test_device.py \
+"$PY" -m pytest -p no:cacheprovider -q -rs tests/test_gpu.py tests/test_gpu_pass.py tests/test_namespace_exact.py \
+    tests/test_namespace_pass.py tests/test_device.py \
     --junitxml="$OUT/tests.xml" > "$OUT/tests.log" 2>&1 || status=1
 tail -n 30 "$OUT/tests.log"
 

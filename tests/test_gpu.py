@@ -60,6 +60,35 @@ def test_exact_gpu_equals_cpu(params):
     np.testing.assert_allclose(gpu.predict(Z), cpu.predict(Z), rtol=1e-8, atol=1e-9)
 
 
+class _PeakUsed:
+    """The most bytes of CuPy's pool in use at once (allocations minus frees) inside the block."""
+
+    def __enter__(self):
+        from cupy.cuda import MemoryHook
+
+        outer = self
+
+        class Hook(MemoryHook):
+            name = "bigkernel_peak_used"
+
+            def malloc_postprocess(self, **kw):
+                outer.sizes[kw["mem_ptr"]] = kw["mem_size"]
+                outer.used += kw["mem_size"]
+                outer.peak = max(outer.peak, outer.used)
+
+            def free_postprocess(self, **kw):
+                outer.used -= outer.sizes.pop(kw["mem_ptr"], 0)
+
+        self.used = self.peak = 0
+        self.sizes = {}
+        self._hook = Hook()
+        self._hook.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._hook.__exit__(*exc)
+
+
 def test_exact_gpu_recomputed_tiles_within_the_device_budget():
     import cupy as cp
 
@@ -67,12 +96,15 @@ def test_exact_gpu_recomputed_tiles_within_the_device_budget():
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
     budget = 256 * 2**20
-    gpu = ExactKernelRidge(gamma=0.3, alpha=1e-2, tol=1e-10, random_state=0, device="cuda", memory_budget=budget,
-                           dtype="float64").fit(X, y)  # fmt: skip
+    with _PeakUsed() as peak:
+        gpu = ExactKernelRidge(gamma=0.3, alpha=1e-2, tol=1e-10, random_state=0, device="cuda",
+                               memory_budget=budget, dtype="float64").fit(X, y)  # fmt: skip
     info = gpu.solver_info_["gram"]
     assert 0 < info["cached_fraction"] < 1  # both cached and recomputed tiles ran
-    # CuPy's pool keeps what it ever held: its size is the peak of the fit's device arrays
-    assert pool.total_bytes() <= 1.2 * budget, (pool.total_bytes(), budget)
+    # the budget bounds the fit's device arrays alive at once (240 MB of 256 MiB on an H200);
+    # CuPy's pool caches freed blocks of other sizes on top (its total reached 1.29-1.35× the
+    # budget there), which the budget does not promise to bound
+    assert 0.5 * budget < peak.peak <= budget, (peak.peak, budget)
     cpu = ExactKernelRidge(gamma=0.3, alpha=1e-2, tol=1e-10, random_state=0, memory_budget="2GB").fit(X, y)
     assert _rel(gpu.dual_coef_, cpu.dual_coef_) < 1e-7
 
@@ -92,7 +124,10 @@ def test_gpu_model_saves_and_predicts_on_the_cpu(tmp_path):
     path = gpu.save(str(tmp_path / "m.zarr"))
     loaded = bigkernel.load(path)
     loaded.set_params(device="cpu")
-    np.testing.assert_array_equal(loaded.predict(X[:100]), gpu.predict(X[:100]))
+    # the store is lossless; the GPU model predicts on its GPU, the loaded one on the host: the
+    # same coefficients, kernel sums rounded differently (1.8e-12 relative seen on an H200)
+    np.testing.assert_array_equal(loaded.dual_coef_, gpu.dual_coef_)
+    np.testing.assert_allclose(loaded.predict(X[:100]), gpu.predict(X[:100]), rtol=1e-10, atol=1e-12)
     loaded.fit(X, y)  # and refits on the CPU to the same model
     assert _rel(loaded.dual_coef_, gpu.dual_coef_) < 1e-5
 
@@ -103,11 +138,18 @@ def test_random_features_gpu_equals_cpu_float32():
     if "device" not in inspect.signature(stats_graph).parameters:
         pytest.skip("this build's streamed pass has no device argument (the `pass` branch adds it)")
     X, y = _data(50_000)
-    kw = dict(gamma=0.3, n_components=512, alpha=[1e-3, 1e-2, 1e-1], dtype="float32", random_state=0)
-    cpu = RandomFeatureRidge(**kw).fit(X, y)
-    gpu = RandomFeatureRidge(device="cuda", **kw).fit(X, y)
+    kw = dict(gamma=0.3, n_components=512, alpha=[1e-3, 1e-2, 1e-1], random_state=0)
+    exact = RandomFeatureRidge(dtype="float64", **kw).fit(X, y).predict(X[:1000])
+    cpu = RandomFeatureRidge(dtype="float32", **kw).fit(X, y)
+    gpu = RandomFeatureRidge(device="cuda", dtype="float32", **kw).fit(X, y)
     assert gpu.alpha_ == cpu.alpha_
-    np.testing.assert_allclose(gpu.predict(X[:1000]), cpu.predict(X[:1000]), rtol=1e-4, atol=1e-4)
+    # float32 features round on both devices; the GPU's rounding must be of the CPU's size
+    # (its products sum at most as many float32 rows as the CPU's, sums.FLOAT32_REDUCTION_ROWS)
+    err_cpu = np.abs(cpu.predict(X[:1000]) - exact).max()
+    err_gpu = np.abs(gpu.predict(X[:1000]) - exact).max()
+    assert err_gpu <= 3 * err_cpu + 1e-6, (err_gpu, err_cpu)
+    gpu64 = RandomFeatureRidge(device="cuda", dtype="float64", **kw).fit(X, y)
+    np.testing.assert_allclose(gpu64.predict(X[:1000]), exact, rtol=1e-8, atol=1e-8)
 
 
 def test_bootstrap_exact_on_the_gpu_matches_the_cpu(tmp_path):

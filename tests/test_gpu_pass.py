@@ -22,7 +22,7 @@ except DeviceError as exc:
     pytest.skip(f"no usable CUDA GPU here ({exc})", allow_module_level=True)
 
 cp = pytest.importorskip("cupy")
-pytestmark = pytest.mark.numerics
+pytestmark = [pytest.mark.numerics, pytest.mark.gpu]
 
 FIELDS = ("n", "sum_phi", "sum_y", "sum_yy", "gram", "phi_y", "x_min", "x_max")
 
@@ -71,7 +71,7 @@ def test_gpu_sums_come_back_once_per_task(monkeypatch):
     X, Y = _data(6000)
     fmap = make_feature_map("rbf", 4, 32, seed=0)
     copies = []
-    real = sums.host_array
+    real = sums.to_host
     monkeypatch.setattr(sums, "to_host", lambda a: copies.append(type(a).__module__) or real(a))
     monkeypatch.setattr(sums, "DEVICE_MAX_ROWS", 256)  # 24 sub-blocks of 256 rows
     sums.block_stats(fmap, X, Y, 0, block_rows=256, device=GPU)

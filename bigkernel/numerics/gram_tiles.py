@@ -633,14 +633,14 @@ def plan_gram(
     work_item = 8 if dtype == "float64" else 4  # auto may end float32: size the workspace for it
     extra = kernel_extra + (8 if work_item == 4 else 0)
     side = min(TILE_MAX if tile_size is None else int(tile_size), n)
-    if tile_size is None:
-        # a tile's workspace takes at most a quarter of the free memory per thread, but tiles
-        # stay >= MIN_TILE (smaller ones waste time; the check below reports a short budget)
-        try:
-            fit = gram_block_size(n, d, work_item, free // (4 * threads), extra, n_rhs=n_rhs)
-        except ParameterError:
-            fit = 1
-        side = min(side, max(fit, MIN_TILE))
+    # a tile's workspace takes at most a quarter of the free memory per thread, but tiles stay
+    # >= MIN_TILE (smaller ones waste time; the check below reports a short budget) unless the
+    # caller asked for smaller ones; ``tile_size`` is the largest side, not a fixed one
+    try:
+        fit = gram_block_size(n, d, work_item, free // (4 * threads), extra, n_rhs=n_rhs)
+    except ParameterError:
+        fit = 1
+    side = min(side, max(fit, min(MIN_TILE, side)))
     work = threads * gram_block_bytes(side, side, d, work_item, extra, n_rhs=n_rhs)
     cache_budget = free - work
     if cache_budget < 0:
