@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+from numbers import Real
 from typing import Any, ClassVar, Self
 
+import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
+from sklearn.utils.validation import check_is_fitted
 
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import CPU
-from bigkernel.errors import DeviceError
+from bigkernel.errors import DeviceError, ParameterError
 from bigkernel.io.model_store import register_model
 from bigkernel.kernels.base import Kernel
 from bigkernel.kernels.registry import check_kernel_name, document_kernels, is_precomputed
@@ -18,6 +21,7 @@ from bigkernel.models._base import (
     COUNT,
     DEVICE,
     KERNEL_CONSTRAINTS,
+    POSITIVE,
     DeviceLike,
     Floats,
     KernelLike,
@@ -27,12 +31,18 @@ from bigkernel.models._base import (
 from bigkernel.models._streamed import PartialFitMixin
 from bigkernel.models.random_features import FEATURE_DTYPE, _RandomFeatureBase
 from bigkernel.numerics.nystroem_features import LANDMARK_METHODS, NystroemMap
+from bigkernel.solvers.base import Solution
 from bigkernel.solvers.nystroem import NystroemSolver, kernel_of_spec
-from bigkernel.validation import Options
+from bigkernel.solvers.nystroem_cg import CGFit, NystroemCGSolver
+from bigkernel.solvers.primal import PrimalFixed
+from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["NystroemRidge"]
+
+#: the solvers of ``NystroemRidge(solver=...)``
+SOLVERS = ("direct", "cg")
 
 
 @document_kernels("nystroem")
@@ -118,6 +128,10 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         dtype: DTypeLike = "float64",
         chunk_rows: int | None = None,
         standardize: bool = False,
+        solver: str = "direct",
+        tol: float = 1e-6,
+        max_iter: int = 100,
+        validation_fraction: float = 0.1,
         device: DeviceLike = "cpu",
         verbose: int = 0,
     ) -> None:
@@ -136,6 +150,10 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         self.dtype = dtype
         self.chunk_rows = chunk_rows
         self.standardize = standardize
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.validation_fraction = validation_fraction
         self.device = device
         self.verbose = verbose
 
@@ -150,6 +168,10 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         "dtype": FEATURE_DTYPE,
         "chunk_rows": [COUNT, None],
         "standardize": ["boolean"],
+        "solver": [Options(str, SOLVERS)],
+        "tol": [POSITIVE],
+        "max_iter": [COUNT],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "device": DEVICE,
     }
 
@@ -176,8 +198,11 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
             check_kernel_name(self.kernel, "nystroem")
 
     def make_solver(self) -> NystroemSolver:
-        """The solver of this estimator's parameters, on its resolved device (set by ``fit``)."""
-        return NystroemSolver.from_params(self.get_params(deep=False), device=getattr(self, "_device", None))
+        """The solver of this estimator's parameters (``solver``: the one-pass
+        :class:`~bigkernel.solvers.nystroem.NystroemSolver` or Falkon's
+        :class:`~bigkernel.solvers.nystroem_cg.NystroemCGSolver`), on its resolved device."""
+        cls = NystroemCGSolver if self.solver == "cg" else NystroemSolver
+        return cls.from_params(self.get_params(deep=False), device=getattr(self, "_device", None))
 
     def _make_kernel(self, n_features: int) -> Kernel:
         # the same kernel construction as the exact solver, so solvers are comparable
@@ -193,7 +218,75 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         solver = self.make_solver()
         fixed = solver.prepare(ds, weights)
         self._set_scaler(fixed.scaler)
+        if self.solver == "cg":
+            return self._set_cg_solution(fixed, solver.fit(fixed, ds, weights))
         return self._set_solution(fixed, solver.fit(fixed, ds, weights))
+
+    # ----------------------------------------------------------------- solver="cg"
+    def _set_cg_solution(self, fixed: PrimalFixed, solution: Solution) -> Self:
+        """Fitted attributes of a CG fit (``details``: :class:`~bigkernel.solvers.nystroem_cg.CGFit`)."""
+        fit: CGFit = solution.details
+        self.feature_map_ = fixed.fmap
+        self.coef_ = solution.coef[:, 0].copy() if fit.single else solution.coef.T.copy()
+        self.intercept_ = float(solution.intercept[0]) if fit.single else solution.intercept.copy()
+        self.alpha_, self.alphas_ = solution.alpha, solution.alphas
+        self.n_iter_, self.residuals_ = fit.n_iter, fit.residuals
+        scores = fit.validation_scores
+        self.validation_scores_ = None if scores is None else (scores[:, 0].copy() if fit.single else scores)
+        self.n_samples_fit_, self.n_features_in_ = fit.n_samples, fit.n_features_in
+        self.solver_info_ = dict(solution.diagnostics)
+        self.posterior_ = None  # the M×M posterior of the CG model is not formed
+        if self._keeps_stats:
+            self.stats_ = None  # no one-pass sums: partial_fit refuses (see _check_partial_fit)
+        self._set_range(fit.x_min, fit.x_max)
+        return self
+
+    def _check_partial_fit(self) -> None:
+        if self.solver == "cg":
+            raise ParameterError(
+                "NystroemRidge(solver='cg').partial_fit: the CG solver keeps no sufficient statistics (its "
+                "system is never formed); fit on all rows, or use solver='direct' for partial_fit"
+            )
+        super()._check_partial_fit()
+
+    def get_model_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The fitted state (format v1; a CG model saves its centres, β, the α path, the
+        residual history and the held-out scores).
+
+        Returns
+        -------
+        attrs : dict
+        arrays : dict of ndarray
+        """
+        if self.solver != "cg":
+            return super().get_model_state()
+        check_is_fitted(self, "coef_")
+        coef, intercept = self._coef_2d()
+        scores = self.validation_scores_
+        fit = CGFit(
+            single=self.coef_.ndim == 1, n_iter=int(self.n_iter_), residuals=self.residuals_,
+            validation_scores=None if scores is None else np.asarray(scores).reshape(len(self.alphas_), -1),
+            n_samples=int(self.n_samples_fit_), n_features_in=int(self.n_features_in_),
+        )  # fmt: skip
+        solution = Solution(coef, intercept, self.alpha_, self.alphas_, dict(self.solver_info_), fit)
+        attrs, arrays = self.make_solver().state(PrimalFixed(self.feature_map_), solution)
+        arrays.update(self._range_arrays())
+        return attrs, arrays
+
+    def set_model_state(self, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Set the fitted state read back from a store.
+
+        Parameters
+        ----------
+        attrs : dict
+        arrays : dict of ndarray
+        """
+        if self.solver != "cg":
+            super().set_model_state(attrs, arrays)
+            return
+        fixed, solution = self.make_solver().from_state(attrs, arrays)
+        self._set_cg_solution(fixed, solution)
+        self._read_range(arrays)
 
     def _make_map(self, ds: Dataset, weights) -> NystroemMap:
         """The landmarks a fit on ``ds`` draws, scaled by the scaling :meth:`_fit_scaler`
