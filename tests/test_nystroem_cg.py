@@ -187,3 +187,50 @@ def test_non_convergence_warns_with_what_to_change():
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         est = NystroemRidge(alpha=1e-6, solver="cg", max_iter=2, tol=1e-12, **KW).fit(X, y)
     assert est.n_iter_ == 2 and not est.solver_info_["converged"]
+
+
+def test_bootstrap_of_the_cg_solver_equals_weighted_refits(tmp_path):
+    """Each replicate is the weighted CG fit with the fitted centres: replicate r's predictions
+    equal a fit with the replicate's bootstrap counts as sample weights."""
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.models._base import RowWeights
+    from bigkernel.numerics.resample import BootstrapWeights
+    from bigkernel.solvers.nystroem_cg import NystroemCGSolver
+    from bigkernel.solvers.primal import PrimalFixed
+
+    X, y = _data(1500)
+    est = NystroemRidge(alpha=0.5, solver="cg", tol=1e-10, max_iter=300, **KW).fit(X, y)
+    Z = X[:7]
+    res = bigkernel.bootstrap(est, X, y, Z, n_bootstraps=3, random_state=4, store=str(tmp_path / "b.zarr"))
+    assert res.predictions.shape[0] == 3
+    counts = BootstrapWeights(seed_entropy=4, replicates=(0, 1, 2), n=len(X))(0, len(X))  # random_state=4
+    solver = NystroemCGSolver.from_params(est.get_params())
+    for r in range(3):
+        sol = solver.fit(PrimalFixed(est.feature_map_), as_dataset(X, y), RowWeights(counts[r]))
+        ref = est.feature_map_.transform(Z) @ sol.coef[:, 0] + sol.intercept[0]
+        np.testing.assert_allclose(np.ravel(res.predictions[r]), ref, rtol=1e-8, atol=1e-10)
+    assert not np.allclose(counts[0], 1.0)  # the replicates really were resampled
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_block_products_on_another_namespace_equal_numpy(kernel):
+    """The device path of a pass block (array-api-strict standing in for CuPy): the rbf panels
+    computed in that namespace (augmented GEMM + exp), other kernels' host panels copied in."""
+    xps = pytest.importorskip("array_api_strict")
+    from bigkernel.kernels.factory import make_kernel
+    from bigkernel.numerics.nystroem_block import _Rows, block_products_in
+
+    X, Y = _data(900, k=2)
+    rng = np.random.default_rng(3)
+    fmap = NystroemMap.raw(make_kernel(kernel, gamma=0.3), X[rng.choice(900, 60, replace=False)])
+    held = rng.uniform(size=900) < 0.2
+    w = np.where(held, 0.0, rng.uniform(0.5, 2, size=900))
+    rows = _Rows(X, Y, w, held)
+    V = rng.normal(size=(60, 3))
+    for v in (None, V):
+        g_np, im_np = block_products_in(None, fmap, v, rows, "float64", 128)
+        g_st, im_st = block_products_in(xps, fmap, v, rows, "float64", 256)
+        assert isinstance(g_st, np.ndarray)
+        np.testing.assert_allclose(g_st, g_np, rtol=1e-11, atol=1e-11 * np.abs(g_np).max())
+        if v is not None:
+            np.testing.assert_allclose(np.concatenate(im_st), np.concatenate(im_np), rtol=1e-11, atol=1e-13)

@@ -30,6 +30,7 @@ def falkon_pass_graph(
     weights: Any = None,
     dtype: str = "float64",
     panel_rows: int = 1024,
+    device: Any = None,
 ) -> Delayed:
     """Delayed :class:`~bigkernel.numerics.nystroem_block.BlockProducts` of the whole data set.
 
@@ -42,21 +43,24 @@ def falkon_pass_graph(
         The raw map of the centres (a reference: it travels once).
     V : ndarray of shape (M, m) or None
         The pass's directions (None: the first pass, moments and right-hand sides).
-    split, weights, dtype, panel_rows
-        See :func:`~bigkernel.numerics.nystroem_block.kernel_block_products`.
+    split, weights, dtype, panel_rows, device
+        See :func:`~bigkernel.numerics.nystroem_block.kernel_block_products` (``device``: the
+        fit's resolved Device, which enters every task as that object).
 
     Returns
     -------
     Delayed
     """
     return block_sums_graph(
-        X, Y, _block, fmap, V, split, weights, dtype=dtype, panel_rows=panel_rows
+        X, Y, _block, fmap, V, split, weights, dtype=dtype, panel_rows=panel_rows, device=device
     )  # fmt: skip
 
 
-def _block(fmap, V, split, weights, X, Y, start, *, dtype, panel_rows):
+def _block(fmap, V, split, weights, X, Y, start, *, dtype, panel_rows, device):
     # a module-level function: the tasks' key prefix names the pass in logs and dashboards
-    return kernel_block_products(fmap, V, split, weights, X, Y, start, dtype=dtype, panel_rows=panel_rows)
+    return kernel_block_products(
+        fmap, V, split, weights, X, Y, start, dtype=dtype, panel_rows=panel_rows, device=device
+    )  # fmt: skip
 
 
 _block.__name__ = "falkon-block"

@@ -1,4 +1,5 @@
-"""NystroemRidge: kernel ridge on Nyström features, through the streamed one-pass primal path."""
+"""NystroemRidge: kernel ridge on Nyström features — the streamed one-pass primal path, or
+Falkon's preconditioned CG with one pass per iteration (``solver="cg"``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ from bigkernel.numerics.nystroem_features import LANDMARK_METHODS, NystroemMap
 from bigkernel.solvers.base import Solution
 from bigkernel.solvers.nystroem import NystroemSolver, kernel_of_spec
 from bigkernel.solvers.nystroem_cg import CGFit, NystroemCGSolver
+from bigkernel.solvers.nystroem_cg_plan import NystroemCGPlan
 from bigkernel.solvers.primal import PrimalFixed
+from bigkernel.solvers.replicates import check_n_features, class_name, fingerprint_params
 from bigkernel.validation import Interval, Options
 
 logger = logging.getLogger(__name__)
@@ -82,10 +85,29 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
         standard deviation 1 without centring, so it stays sparse).
 
+    solver : {"direct", "cg"}, default="direct"
+        ``"direct"``: the one pass of sums and a D×D eigendecomposition (above). ``"cg"``:
+        Falkon's preconditioned conjugate gradients, one pass over the data per iteration,
+        never forming the M×M system from the data (memory on the client about
+        ``(2 + n_alphas)·M²·8`` bytes for the preconditioner's factors): for M in the tens of
+        thousands. The model is ``f(x) = k(x, C) β + b``; a list of α rides the same passes
+        (one CG column per α and target), α chosen on a held-out split
+        (``validation_fraction``) whose predictions follow the iterates. See
+        ``docs/guide/nystroem.rst``.
+    tol : float, default=1e-6
+        ``solver="cg"``: stop a column when its preconditioned relative residual is below this.
+    max_iter : int, default=100
+        ``solver="cg"``: most iterations (passes over the data).
+    validation_fraction : float, default=0.1
+        ``solver="cg"`` with a list of α: the share of rows held out (a seeded per-row draw) to
+        choose α; the model is the one fitted on the other rows at the chosen α.
+
     device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
-        Nyström features are host code in this version: ``"cuda"`` raises DeviceError at fit
-        start (use ExactKernelRidge or RandomFeatureRidge on a GPU); ``"auto"`` stays on the
-        CPU, logged (``docs/guide/gpu.rst``).
+        ``solver="direct"``: Nyström features are host code: ``"cuda"`` raises DeviceError at
+        fit start (use ExactKernelRidge or RandomFeatureRidge on a GPU); ``"auto"`` stays on the
+        CPU, logged (``docs/guide/gpu.rst``). ``solver="cg"``: the passes' kernel panels and
+        products run on the GPU (rbf family there; other kernels' panels are computed on the
+        host and copied in); the preconditioner and CG vectors stay on the host.
 
     verbose : int, default=0
         Progress of this estimator's passes over the data (fit, predict and the searches'
@@ -102,6 +124,12 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         Landmarks and ``K_mm^(-1/2)`` (saved with the model).
     stats_ : SufficientStats or None
         As in :class:`~bigkernel.RandomFeatureRidge`: what :meth:`partial_fit` adds to.
+    n_iter_, residuals_, validation_scores_, solver_info_
+        ``solver="cg"`` only: CG iterations (passes), the relative residual history
+        ``(n_iter_ + 1, n_alphas × n_targets)``, the held-out mean squared error per α (and
+        target; None for one α), and the fit's facts (passes, seconds, convergence, whether the
+        data stayed in memory across passes). A CG fit has no ``df_``, GCV, evidence or
+        posterior: ``predict(return_std=True)`` and :meth:`partial_fit` refuse it.
 
     Notes
     -----
@@ -176,11 +204,12 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     }
 
     def _fit_device(self):
-        """The CPU: Nyström features (the kernel's cross block against the landmarks) are host
-        code, so a GPU is refused at fit start with a DeviceError naming the alternatives, and
+        """``solver="cg"``: the resolved device (its passes run there). ``"direct"``: the CPU:
+        Nyström features (the kernel's cross block against the landmarks) are host code, so a
+        GPU is refused at fit start with a DeviceError naming the alternatives, and
         ``device="auto"`` stays on the CPU (logged) — never a silent CPU fit of ``"cuda"``."""
         device = super()._fit_device()
-        if not device.is_gpu:
+        if not device.is_gpu or self.solver == "cg":  # the CG passes' kernel panels run on a GPU
             return device
         if self.device == "auto":
             logger.info("NystroemRidge: device='auto' found %s, but Nyström features run on the CPU", device)
@@ -240,6 +269,35 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
             self.stats_ = None  # no one-pass sums: partial_fit refuses (see _check_partial_fit)
         self._set_range(fit.x_min, fit.x_max)
         return self
+
+    def replicate_plan(self, ds: Dataset, X_eval: np.ndarray, *, seed_entropy: int, workers: int = 1) -> Any:
+        """The bootstrap's replicate plan: the one-pass plan (``solver="direct"``), or with
+        ``solver="cg"`` one weighted CG fit per replicate task with the fitted centres (or those
+        a fit would draw) held fixed (:class:`~bigkernel.solvers.nystroem_cg_plan.NystroemCGPlan`).
+
+        Parameters
+        ----------
+        ds : Dataset
+        X_eval : ndarray of shape (n_eval, n_features)
+        seed_entropy : int
+            The bootstrap seed.
+        workers : int, default=1
+
+        Returns
+        -------
+        ReplicatePlan
+        """
+        if self.solver != "cg":
+            return super().replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
+        fitted = hasattr(self, "coef_")
+        est = self if fitted else self._with_seed(seed_entropy)
+        if fitted:
+            check_n_features(self, ds.X.shape[1])
+            est._check_params()
+        solver = est.make_solver()
+        fixed = PrimalFixed(self.feature_map_) if fitted else solver.prepare(ds)
+        fingerprint = {"class": class_name(self), "params": fingerprint_params(est), "fitted": fitted}
+        return NystroemCGPlan(solver, fixed, ds, X_eval, fingerprint)
 
     def _check_partial_fit(self) -> None:
         if self.solver == "cg":

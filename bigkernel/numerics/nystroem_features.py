@@ -79,6 +79,16 @@ class NystroemMap:
         return self.landmarks.shape[0] if self.projection is None else self.projection.shape[1]
 
     @property
+    def tiler(self) -> GramTiler:
+        """The landmarks' :class:`GramTiler` (its rbf path gives the device panels their
+        augmented points)."""
+        return self._tiler
+
+    def kernel_inputs(self, X: np.ndarray) -> np.ndarray:
+        """``X`` as the kernel sees it (standardized when the map is; features checked)."""
+        return self._inputs(X)
+
+    @property
     def is_raw(self) -> bool:
         """Whether the features are the raw kernel columns ``k(x, Z)`` (no projection)."""
         return self.projection is None

@@ -173,7 +173,7 @@ class NystroemCGSolver(NystroemSolver):
                             dict(attrs.get("solver_info_", {})), fit)  # fmt: skip
         return PrimalFixed(fmap, None, self.device), solution
 
-    def fit(self, fixed: PrimalFixed, data: Dataset, weights: Any = None) -> Solution:
+    def fit(self, fixed: PrimalFixed, data: Dataset, weights: Any = None, *, in_task: bool = False) -> Solution:
         """The moments pass, the preconditioner, then one pass per CG iteration.
 
         Parameters
@@ -181,20 +181,25 @@ class NystroemCGSolver(NystroemSolver):
         fixed : PrimalFixed
         data : Dataset
         weights : row weights or None
+        in_task : bool, default=False
+            Running inside a dask task (a bootstrap replicate): the passes run on the local
+            synchronous scheduler, never on a cluster client.
 
         Returns
         -------
         Solution
             ``coef`` (M, k) = β at the chosen α; ``details`` a :class:`CGFit`.
         """
-        run = _CGRun(self, fixed, data, weights)
+        run = _CGRun(self, fixed, data, weights, in_task=in_task)
         return run.solve()
 
 
 class _CGRun:
     """One fit's state: the data references, the pass, the held-out predictions."""
 
-    def __init__(self, solver: NystroemCGSolver, fixed: PrimalFixed, data: Dataset, weights: Any) -> None:
+    def __init__(
+        self, solver: NystroemCGSolver, fixed: PrimalFixed, data: Dataset, weights: Any, *, in_task: bool
+    ) -> None:
         self.spec, self.fixed, self.t0 = solver.spec, fixed, time.perf_counter()
         self.alpha_values = solver.alphas()
         self.single = data.y.ndim == 1
@@ -206,7 +211,8 @@ class _CGRun:
         grid = self.alpha_values.size > 1
         seed = int_seed(self.spec.random_state)
         self.split = HoldoutSplit(seed ^ HOLDOUT_SEED_SALT, float(self.spec.validation_fraction)) if grid else None
-        self.client = active_client()
+        self.in_task = in_task
+        self.client = None if in_task else active_client()
         self._persist_inputs()
         self.fmap_ref = self._reference(self.fmap, "falkon-centres")
         self.weights_ref = None if weights is None else self._reference(weights, "falkon-weights")
@@ -218,6 +224,8 @@ class _CGRun:
         budget = resolve_memory_budget(self.spec.memory_budget)
         nbytes = self.X.nbytes + self.Y.nbytes
         self.persisted = nbytes <= PERSIST_FRACTION * budget
+        if self.in_task:
+            return  # a replicate's rows are in the task's memory already
         if self.persisted:
             self.X, self.Y = persist(self.X, self.Y, client=self.client, label="falkon-persist")
         logger.info(
@@ -226,19 +234,25 @@ class _CGRun:
         )  # fmt: skip
 
     def _reference(self, obj: Any, prefix: str) -> Any:
-        """``obj`` once per fit: scattered to every worker, or one named key locally."""
-        if self.client is not None:
-            return self.client.scatter(obj, broadcast=True, hash=False)
+        """``obj`` as one named key of each pass's graph (it travels once per pass, to the
+        workers that run its tasks, never inside every task). Not ``client.scatter``: data
+        scattered to a worker that is then killed cannot be recovered, and the pass fails
+        (seen with a SIGKILLed worker: "caused the cluster to lose scattered data")."""
         return dask.delayed(obj, name=f"{prefix}-{uuid.uuid4().hex}")
+
+    def _compute(self, graph: Any, label: str) -> Any:
+        if self.in_task:
+            return dask.compute(graph, scheduler="sync")[0]
+        return compute(graph, client=self.client, label=label)[0]
 
     def run_pass(self, V: np.ndarray | None, label: str) -> BlockProducts:
         """One pass over the data (the moments when ``V`` is None)."""
         t = time.perf_counter()
         graph = falkon_pass_graph(
             self.X, self.Y, self.fmap_ref, V, split=self.split, weights=self.weights_ref, dtype=self.dtype,
-            panel_rows=self.panel_rows,
+            panel_rows=self.panel_rows, device=self.fixed.device,
         )  # fmt: skip
-        (out,) = compute(graph, client=self.client, label=label)
+        out = self._compute(graph, label)
         self.passes += 1
         self.pass_seconds += time.perf_counter() - t
         return out
