@@ -200,3 +200,18 @@ def test_errors():
         FalkonPreconditioner.build(bad, [1.0], p["n_w"], jitter=0.0)
     with pytest.raises(NotPSDError, match="CG breakdown"):
         falkon_solve(lambda V: -1e6 * V, p["rhs"][:, :2], prec, [1.0, 2.0])
+
+
+def test_tiled_products_and_panels(monkeypatch):
+    # small tiles and Cholesky blocks, so the tile loops of T Tᵀ and the panels all run
+    import bigkernel.numerics.falkon as falkon
+
+    monkeypatch.setattr(falkon, "GRAM_TILE", 16)
+    p = problem(300, 70, d=3, gamma=0.3, seed=8)
+    w_c = p["w"][p["idx"]]
+    small = FalkonPreconditioner.build(p["Kmm"], [0.5, 5.0], p["n_w"], mean=p["mu"], centre_weights=w_c, block=24)
+    monkeypatch.setattr(falkon, "GRAM_TILE", 2048)
+    whole = FalkonPreconditioner.build(p["Kmm"], [0.5, 5.0], p["n_w"], mean=p["mu"], centre_weights=w_c)
+    np.testing.assert_allclose(small.T, whole.T, atol=1e-12)
+    for c in (0, 1):
+        np.testing.assert_allclose(small.factor(c), whole.factor(c), atol=1e-10)

@@ -280,12 +280,13 @@ def _nystroem_inner(T: np.ndarray, mean: np.ndarray | None, weights: np.ndarray 
     total = float(w.sum())
     if not total > 0:
         raise ParameterError(f"centre_weights must have a positive sum, found {total!r}")
-    P = _t_tt(T if weights is None else T * np.sqrt(w), 1.0 / total)
+    P = _t_tt(T, 1.0 / total, None if weights is None else np.sqrt(w))
     if mean is not None:
         v = _tri(T, mean[:, None], solve=True, transpose=True)[:, 0]
         s = T @ w
-        P -= (np.outer(s, v) + np.outer(v, s)) / total
-        P += np.outer(v, v)
+        for i0 in range(0, M, GRAM_TILE):  # row chunks: no M × M temporaries
+            i1 = min(M, i0 + GRAM_TILE)
+            P[i0:i1] += v[i0:i1, None] * (v - s / total) - s[i0:i1, None] * (v / total)
     return P
 
 
@@ -314,14 +315,17 @@ def _a_factors(P: np.ndarray, distinct: np.ndarray, n_w: float, block: int) -> l
     return factors
 
 
-def _t_tt(T: np.ndarray, scale: float) -> np.ndarray:
-    """``scale · T Tᵀ`` (upper triangle filled, C-ordered) for upper ``T``, tile by tile: tile
-    ``(I, J)``, ``I <= J``, is ``T[I, J0:] T[J, J0:]ᵀ`` (``T[J, :J0]`` is zero), ``M³/3`` flops."""
+def _t_tt(T: np.ndarray, scale: float, col_scale: np.ndarray | None = None) -> np.ndarray:
+    """``scale · (T D)(T D)ᵀ`` (upper triangle filled, C-ordered) for upper ``T`` and
+    ``D = diag(col_scale)`` (I by default), tile by tile: tile ``(I, J)``, ``I <= J``, is
+    ``T[I, J0:] D² T[J, J0:]ᵀ`` (``T[J, :J0]`` is zero), ``M³/3`` flops, temporaries of one tile
+    row."""
     M = T.shape[0]
     P = np.zeros((M, M))
+    d2 = None if col_scale is None else col_scale**2
     for j0 in range(0, M, GRAM_TILE):
         j1 = min(M, j0 + GRAM_TILE)
-        right = T[j0:j1, j0:]
+        right = T[j0:j1, j0:] if d2 is None else T[j0:j1, j0:] * d2[j0:]
         for i0 in range(0, j1, GRAM_TILE):
             i1 = min(M, i0 + GRAM_TILE)
             np.matmul(T[i0:i1, j0:], right.T, out=P[i0:i1, j0:j1])
@@ -419,6 +423,8 @@ def falkon_solve(
 ) -> FalkonResult:
     """Solve ``(G + α_j K_MM) β_j = rhs_j`` for every column ``j`` by Falkon's preconditioned CG.
 
+    ``K_MM`` carries the preconditioner's jitter unless ``exact_kmm`` (see there).
+
     Parameters
     ----------
     gram : callable
@@ -445,6 +451,15 @@ def falkon_solve(
     x0 : array-like of shape (M,) or (M, m), optional
         Initial coefficients ``β`` (zeros by default). Costs one more ``gram`` call (the
         initial residual), made before the loop and not followed by ``step_hook``.
+    exact_kmm : bool, default=False
+        False (Falkon's choice): the penalty is ``α βᵀ(K_MM + jitter·I)β``, applied in the
+        preconditioned variable as ``α A⁻ᵀA⁻¹ / n_w`` (no ``T``), so the operator is positive
+        definite whatever the numerical rank of ``K_MM``; the solution differs from the exact
+        one by ``O(jitter · α)`` (jitter ≈ 1.1e-13 · M · mean diag by default: far below
+        ``tol`` where ``K_MM`` is well conditioned). True: ``K_MM`` exactly
+        (:meth:`FalkonPreconditioner.kmm_matvec`); CG can then break down
+        (:class:`~bigkernel.errors.NotPSDError`) when ``K_MM`` is numerically singular
+        (smooth kernel, few dimensions, close centres: measured in 1-D rbf data).
 
     Returns
     -------
