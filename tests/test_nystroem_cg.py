@@ -243,3 +243,27 @@ def test_block_products_on_another_namespace_equal_numpy(kernel):
         np.testing.assert_allclose(g_st, g_np, rtol=1e-11, atol=1e-11 * np.abs(g_np).max())
         if v is not None:
             np.testing.assert_allclose(np.concatenate(im_st), np.concatenate(im_np), rtol=1e-11, atol=1e-13)
+
+
+def test_alpha_grid_in_groups_when_the_factors_exceed_the_budget(monkeypatch, caplog):
+    """Every α's factor held at once is (2 + n_alphas)·M²·8 bytes; past the memory budget the α
+    are solved in groups (each its own passes), with the same model; past it for one α: refused."""
+    from bigkernel.numerics.falkon import FalkonPreconditioner
+    from bigkernel.solvers import nystroem_cg
+
+    X, y = _data(2000)
+    kw = dict(alpha=[0.01, 0.1, 1.0, 10.0], solver="cg", tol=1e-10, max_iter=300, **KW)
+    together = NystroemRidge(**kw).fit(X, y)
+    assert together.solver_info_["alpha_groups"] == 1
+    budget = FalkonPreconditioner.memory_bytes(200, 2)
+    monkeypatch.setattr(nystroem_cg, "resolve_memory_budget", lambda value: budget)
+    with caplog.at_level("WARNING", logger="bigkernel.solvers.nystroem_cg"):
+        grouped = NystroemRidge(**kw).fit(X, y)
+    assert grouped.solver_info_["alpha_groups"] == 2 and "in groups of 2" in caplog.text
+    assert grouped.solver_info_["passes"] == grouped.n_iter_ + 1
+    assert grouped.alpha_ == together.alpha_
+    np.testing.assert_allclose(grouped.validation_scores_, together.validation_scores_, rtol=1e-8)
+    assert _rel(grouped.coef_, together.coef_) < 1e-8
+    monkeypatch.setattr(nystroem_cg, "resolve_memory_budget", lambda value: budget // 4)
+    with pytest.raises(ParameterError, match="n_components=200 needs about"):
+        NystroemRidge(**kw).fit(X, y)

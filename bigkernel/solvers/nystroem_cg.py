@@ -218,6 +218,7 @@ class _CGRun:
         self.weights_ref = None if weights is None else self._reference(weights, "falkon-weights")
         self.passes, self.pass_seconds, self.last_images = 0, 0.0, None
         self.held_pred: np.ndarray | None = None
+        self.prec_seconds, self.prec_bytes = 0.0, 0
 
     def _persist_inputs(self) -> None:
         """Keep X and Y in memory across the passes when they fit (else every pass reads them)."""
@@ -262,58 +263,79 @@ class _CGRun:
         n_w = float(first.sums[0])
         if not n_w > 0:
             raise DataError("no training rows of positive weight: nothing to fit")
-        mu, y_mean = first.g[:, 0] / n_w, first.sums[1:-1] / n_w
+        self.n_w, self.mu, y_mean = n_w, first.g[:, 0] / n_w, first.sums[1:-1] / n_w
         held = first.held_rows()  # [y_v | w_v]
-        rhs_k = first.g[:, 1:] - n_w * np.outer(mu, y_mean)
-        m_alpha = self.alpha_values.size
-        col_alpha = np.repeat(self.alpha_values, self.k)  # α-major: column j = (α j // k, target j % k)
-        rhs = np.tile(rhs_k, (1, m_alpha))
+        rhs_k = first.g[:, 1:] - n_w * np.outer(self.mu, y_mean)
+        m_alpha, k = self.alpha_values.size, self.k
+        if held is not None:
+            self.held_pred = np.zeros((held.shape[0], m_alpha * k))
+        beta, results = np.zeros((rhs_k.shape[0], m_alpha * k)), []
+        for group in self._alpha_groups(rhs_k.shape[0]):
+            cols = (group[:, None] * k + np.arange(k)).ravel()  # α-major: column j = (α j // k, target j % k)
+            res = self._solve_group(np.tile(rhs_k, (1, group.size)), np.repeat(self.alpha_values[group], k), cols)
+            beta[:, cols] = res.beta
+            results.append((cols, res))
+        intercept = y_mean[np.newaxis, :] - (self.mu @ beta).reshape(m_alpha, k)  # (n_alphas, k)
+        scores = None if held is None else self._held_out_scores(held, intercept)
+        best = 0 if scores is None else int(np.argmin(scores.mean(axis=1)))
+        n_iter = sum(res.n_iter for _, res in results)
+        fit = CGFit(
+            single=self.single, n_iter=int(n_iter), residuals=_history(results, m_alpha * k), validation_scores=scores,
+            n_samples=int(first.sums[-1]), n_features_in=int(self.X.shape[1]), x_min=first.x_min, x_max=first.x_max,
+        )  # fmt: skip
+        diagnostics = self._diagnostics(results, n_iter)
+        alpha = float(self.alpha_values[best])
+        logger.info("Nyström CG: α=%.3g after %d iterations (%d passes, %.1f s)", alpha, n_iter, self.passes,
+                    diagnostics["seconds"])  # fmt: skip
+        sel = slice(best * k, (best + 1) * k)
+        return Solution(beta[:, sel].copy(), intercept[best].copy(), alpha, self.alpha_values, diagnostics, fit)
+
+    def _alpha_groups(self, M: int) -> list[np.ndarray]:
+        """The α indices solved together: as many distinct α as the preconditioner's factors fit
+        the memory budget (all of them when they fit: every α in the same passes); a group per
+        budget-full otherwise, each its own CG passes. Refuses when not even one α fits."""
+        budget = resolve_memory_budget(self.spec.memory_budget)
+        order = np.argsort(self.alpha_values, kind="stable")
+        size = self.alpha_values.size
+        while size > 1 and FalkonPreconditioner.memory_bytes(M, size) > budget:
+            size -= 1
+        need = FalkonPreconditioner.memory_bytes(M, size)
+        if need > budget:
+            raise ParameterError(
+                f"NystroemRidge(solver='cg') with n_components={M:,} needs about {need / 1e9:.1f} GB for the "
+                f"preconditioner's M×M factors, over the memory budget of {budget / 1e9:.1f} GB: give fewer "
+                "n_components or more memory"
+            )
+        if size < self.alpha_values.size:
+            logger.warning(
+                "Nyström CG: the factors of all %d α values (%.1f GB) exceed the memory budget (%.1f GB): solving "
+                "them in groups of %d, each group its own passes over the data", self.alpha_values.size,
+                FalkonPreconditioner.memory_bytes(M, self.alpha_values.size) / 1e9, budget / 1e9, size,
+            )  # fmt: skip
+        return [order[i : i + size] for i in range(0, order.size, size)]
+
+    def _solve_group(self, rhs: np.ndarray, col_alpha: np.ndarray, cols: np.ndarray) -> Any:
+        """Falkon's CG for the columns ``cols`` (their α ``col_alpha``), one pass per iteration."""
+        n_w, mu = self.n_w, self.mu
         K_MM = self.fmap.kernel.block(self.fmap.landmarks, self.fmap.landmarks, np.dtype(np.float64))
-        self._check_memory(K_MM.shape[0], np.unique(col_alpha).size)
         t_prec = time.perf_counter()
         # centred: the preconditioner approximates the centred K̃ᵀWK̃ (fewer iterations at small α)
         prec = FalkonPreconditioner.build(K_MM, col_alpha, n_w, mean=mu, overwrite=True)
         del K_MM
-        self.prec_seconds = time.perf_counter() - t_prec
-        if held is not None:
-            self.held_pred = np.zeros((held.shape[0], col_alpha.size))
+        self.prec_seconds += time.perf_counter() - t_prec
+        self.prec_bytes = max(self.prec_bytes, prec.nbytes)
 
         def gram(V: np.ndarray) -> np.ndarray:
             out = self.run_pass(V, "falkon-cg")
             self.last_images = out.held_rows()
             return out.g - n_w * np.outer(mu, mu @ V)  # the centred K̃ᵀWK̃ V
 
-        def step(cols: np.ndarray, steps: np.ndarray) -> None:
+        def step(active: np.ndarray, steps: np.ndarray) -> None:
             if self.held_pred is not None and self.last_images is not None:
-                self.held_pred[:, cols] += self.last_images * steps
+                self.held_pred[:, cols[active]] += self.last_images * steps
 
-        res = falkon_solve(gram, rhs, prec, col_alpha, tol=self.spec.tol, max_iter=self.spec.max_iter, step_hook=step)
-        beta = res.beta
-        intercept = y_mean[np.newaxis, :] - (mu @ beta).reshape(m_alpha, self.k)  # (n_alphas, k)
-        scores = None if held is None else self._held_out_scores(held, intercept)
-        best = 0 if scores is None else int(np.argmin(scores.mean(axis=1)))
-        cols = slice(best * self.k, (best + 1) * self.k)
-        fit = CGFit(
-            single=self.single, n_iter=int(res.n_iter), residuals=np.asarray(res.history), validation_scores=scores,
-            n_samples=int(first.sums[-1]),
-            n_features_in=int(self.X.shape[1]), x_min=first.x_min, x_max=first.x_max,
-        )  # fmt: skip
-        diagnostics = self._diagnostics(res, prec)
-        alpha = float(self.alpha_values[best])
-        logger.info("Nyström CG: α=%.3g after %d iterations (%d passes, %.1f s)", alpha, res.n_iter, self.passes,
-                    diagnostics["seconds"])  # fmt: skip
-        return Solution(beta[:, cols].copy(), intercept[best].copy(), alpha, self.alpha_values, diagnostics, fit)
-
-    def _check_memory(self, M: int, n_alphas: int) -> None:
-        """Refuse a preconditioner beyond the memory budget before building it."""
-        need = FalkonPreconditioner.memory_bytes(M, n_alphas)
-        budget = resolve_memory_budget(self.spec.memory_budget)
-        if need > budget:
-            raise ParameterError(
-                f"NystroemRidge(solver='cg') with n_components={M:,} and {n_alphas} α values needs about "
-                f"{need / 1e9:.1f} GB for the preconditioner's M×M factors (one per α), over the memory budget "
-                f"of {budget / 1e9:.1f} GB: give fewer α values, fewer n_components, or more memory"
-            )
+        tol, max_iter = self.spec.tol, self.spec.max_iter
+        return falkon_solve(gram, rhs, prec, col_alpha, tol=tol, max_iter=max_iter, step_hook=step)
 
     def _held_out_scores(self, held: np.ndarray, intercept: np.ndarray) -> np.ndarray:
         """Held-out weighted MSE per (α, target) from the tracked predictions ``K_v β``."""
@@ -328,13 +350,26 @@ class _CGRun:
         err = (y_v[:, np.newaxis, :] - pred) ** 2
         return np.einsum("i,iak->ak", w_v, err) / w_v.sum()
 
-    def _diagnostics(self, res: Any, prec: Any) -> dict[str, Any]:
+    def _diagnostics(self, results: list, n_iter: int) -> dict[str, Any]:
+        converged = all(bool(np.all(res.converged)) for _, res in results)
         return {
-            "solver": "nystroem_cg", "n_centres": int(self.fmap.n_components), "n_iter": int(res.n_iter),
+            "solver": "nystroem_cg", "n_centres": int(self.fmap.n_components), "n_iter": int(n_iter),
             "passes": self.passes, "pass_seconds": round(self.pass_seconds, 3),
-            "seconds": round(time.perf_counter() - self.t0, 3), "converged": bool(np.all(res.converged)),
-            "preconditioner_seconds": round(self.prec_seconds, 3),
-            "residual_max": float(np.max(res.residual)), "preconditioner_bytes": int(prec.nbytes),
-            "panel_rows": self.panel_rows, "data_in_memory": self.persisted,
-            "held_out": None if self.split is None else self.split.fraction,
+            "seconds": round(time.perf_counter() - self.t0, 3), "converged": converged,
+            "preconditioner_seconds": round(self.prec_seconds, 3), "alpha_groups": len(results),
+            "residual_max": float(max(np.max(res.residual) for _, res in results)),
+            "preconditioner_bytes": int(self.prec_bytes), "panel_rows": self.panel_rows,
+            "data_in_memory": self.persisted, "held_out": None if self.split is None else self.split.fraction,
         }  # fmt: skip
+
+
+def _history(results: list, m: int) -> np.ndarray:
+    """The residual histories of the α groups side by side, ``(longest + 1, m)``: a group that
+    stopped earlier holds its last row."""
+    rows = max(res.history.shape[0] for _, res in results)
+    out = np.empty((rows, m))
+    for cols, res in results:
+        h = res.history.reshape(res.history.shape[0], -1)
+        out[: h.shape[0], cols] = h
+        out[h.shape[0] :, cols] = h[-1]
+    return out
