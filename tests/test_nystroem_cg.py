@@ -267,3 +267,25 @@ def test_alpha_grid_in_groups_when_the_factors_exceed_the_budget(monkeypatch, ca
     monkeypatch.setattr(nystroem_cg, "resolve_memory_budget", lambda value: budget // 4)
     with pytest.raises(ParameterError, match="n_components=200 needs about"):
         NystroemRidge(**kw).fit(X, y)
+
+
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+
+_NO_PARTIAL_FIT = "solver='cg' refuses partial_fit (no sufficient statistics): a ParameterError says so"
+_EXPECTED = {
+    "check_fit_score_takes_y": _NO_PARTIAL_FIT,
+    "check_n_features_in_after_fitting": _NO_PARTIAL_FIT,
+    "check_estimators_partial_fit_n_features": _NO_PARTIAL_FIT,
+    # the centres are a seeded draw of rows: repeating a row changes which rows are drawn
+    "check_sample_weight_equivalence_on_dense_data": "Nyström centres are drawn from the rows",
+    "check_sample_weight_equivalence_on_sparse_data": "Nyström centres are drawn from the rows",
+}
+
+
+@parametrize_with_checks(
+    [NystroemRidge(solver="cg", n_components=20, tol=1e-10, max_iter=500, random_state=0)],
+    expected_failed_checks=lambda est: _EXPECTED,
+)
+def test_cg_estimator_passes_scikit_learns_checks(estimator, check):
+    check(estimator)

@@ -299,6 +299,22 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         fingerprint = {"class": class_name(self), "params": fingerprint_params(est), "fitted": fitted}
         return NystroemCGPlan(solver, fixed, ds, X_eval, fingerprint)
 
+    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None) -> Self:
+        """As :meth:`RandomFeatureRidge.partial_fit` (``solver="direct"`` only: the CG solver
+        keeps no sufficient statistics, so it refuses, fitted or not).
+
+        Parameters
+        ----------
+        X, y, sample_weight
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        self
+        """
+        self._check_partial_fit()
+        return super().partial_fit(X, y, sample_weight)
+
     def _check_partial_fit(self) -> None:
         if self.solver == "cg":
             raise ParameterError(
