@@ -45,6 +45,7 @@ from bigkernel.solvers.base import Solution
 from bigkernel.solvers.budget import resolve_memory_budget
 from bigkernel.solvers.nystroem import NystroemSolver, NystroemSpec
 from bigkernel.solvers.primal import PrimalFixed, fit_scaler
+from bigkernel.solvers.primal_svm import svm_row_weights
 from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ class NystroemCGSolver(NystroemSolver):
         Solution
             ``coef`` (M, k) = β at the chosen α; ``details`` a :class:`CGFit`.
         """
-        run = _CGRun(self, fixed, data, weights)
+        run = _CGRun(self, fixed, data, svm_row_weights(weights))  # a row partition (job holdout): 0/1 weights
         return run.solve()
 
 
