@@ -74,6 +74,8 @@ def path_table(est) -> dict[str, np.ndarray] | None:
             "df": np.asarray(r["df"]),
             "kind": kind,
         }
+    if hasattr(est, "residuals_"):  # Nyström by CG: no GCV, no df
+        return _held_out_path(est)
     fmap = getattr(est, "feature_map_", None)  # the exact solver has no feature map
     gamma = fmap.params.get("length_scale") if fmap is not None else None
     alphas, gcv, df = np.asarray(est.alphas_), np.asarray(est.gcv_), np.asarray(est.df_path_)
@@ -95,10 +97,33 @@ def path_table(est) -> dict[str, np.ndarray] | None:
     return table
 
 
+def _held_out_path(est) -> dict[str, Any] | None:
+    """The α path of a Nyström CG fit: the held-out mean squared error of each α (averaged
+    over targets), no df; None for one α (nothing was scored)."""
+    scores = getattr(est, "validation_scores_", None)
+    if scores is None:
+        return None
+    scores = np.asarray(scores, dtype=np.float64)
+    alphas = np.asarray(est.alphas_, dtype=np.float64)
+    return {
+        "kind": "held-out MSE",
+        "gamma": np.full(alphas.size, np.nan),
+        "alpha": alphas,
+        "score": scores if scores.ndim == 1 else scores.mean(axis=1),
+        "df": np.full(alphas.size, np.nan),
+        "title": "Penalty path: held-out MSE per α (Falkon's CG: no df curve)",
+    }
+
+
 def no_path_reason(est, table: dict[str, Any] | None = None) -> str:
     """Why there is no penalty-path figure for ``est`` (its ``table``, if any) (for report.md)."""
     if table is not None:
         return f"No penalty-path figure: no α on the path has a finite {table['kind']} score."
+    if hasattr(est, "residuals_"):
+        return (
+            f"No penalty-path figure: α was fixed (α={est.alpha_:.3g}); Nyström by CG scores α on a held-out "
+            "split when it is given several. Give a list of α to see the path."
+        )
     why = (
         "the exact solver scores only the α it solves for"
         if getattr(est, "feature_map_", None) is None

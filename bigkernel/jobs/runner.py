@@ -467,13 +467,13 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
     while hasattr(inner, "estimator_"):  # a classifier wraps its regressor; KernelRidge its solver
         inner = inner.estimator_
     kernel = est.kernel if isinstance(est.kernel, str) else getattr(est.kernel, "name", str(est.kernel))
-    gcv = np.asarray(est.gcv_, dtype=np.float64)
+    gcv = np.asarray(getattr(est, "gcv_", None), dtype=np.float64)  # None (NaN): Nyström by CG has no GCV
     out = {
         "solver": getattr(est, "solver_", cfg.model.solver),
         "kernel": kernel,
         "n_components": getattr(inner, "n_components", None),
         "alpha": est.alpha_,
-        "df": _finite(est.df_),
+        "df": _finite(_or_nan(getattr(est, "df_", None))),
         "dtype": getattr(inner, "dtype", None),
         "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None,
         # the Gaussian-process reading: log evidence at alpha_ and σ² (None when not computed)
@@ -497,6 +497,10 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
         )
     elif hasattr(inner, "criterion"):  # exact search (ExactKernelRidgeCV): closed form, no CG
         out.update(n_samples_fit=inner.n_samples_fit_, dtype="float64", solver_info=inner.solver_info_)
+    elif hasattr(inner, "residuals_"):  # Nyström by CG: its passes and each α's held-out score
+        scores = inner.validation_scores_
+        out.update(n_samples_fit=inner.n_samples_fit_, n_iter=int(inner.n_iter_), solver_info=inner.solver_info_,
+                   validation_scores=None if scores is None else np.asarray(scores).tolist())  # fmt: skip
     return out
 
 

@@ -314,7 +314,9 @@ class _ClassifierBase(ClassifierMixin, BaseEstimator):
         coefficients, diagnostics), which becomes ``estimator_``."""
         self.estimator_ = est
         self.n_features_in_ = est.n_features_in_
-        for name in ("alpha_", "alphas_", "df_", "gcv_", "coef_", "intercept_", "dual_coef_", "n_samples_fit_"):
+        names = ("alpha_", "alphas_", "df_", "gcv_", "coef_", "intercept_", "dual_coef_", "n_samples_fit_",
+                 "residuals_", "validation_scores_")  # fmt: skip
+        for name in names:
             if hasattr(est, name):
                 setattr(self, name, getattr(est, name))
         self.n_iter_ = getattr(est, "n_iter_", 1)  # the one-pass solvers: one pass

@@ -99,7 +99,8 @@ class ExactKernelClassifier(_ClassifierBase):
 class KernelClassifier(_ClassifierBase):
     """Kernel classifier with the solver chosen from n and the memory budget, as
     :class:`~bigkernel.KernelRidge` chooses it (the same rule, logged, counting every class
-    column of the exact solver's matvecs).
+    column of the exact solver's matvecs; with ``"cg"`` every class's ±1 column rides
+    the same CG passes).
 
     Parameters
     ----------
@@ -185,17 +186,18 @@ class KernelClassifier(_ClassifierBase):
 
         Returns
         -------
-        solver : {"exact", "nystroem", "random_features"}
+        solver : {"exact", "nystroem", "cg", "random_features"}
         reason : str
         """
         self._check_params()
         reg = self.make_regressor()
         return reg.choose_solver(n, d, n_targets)
 
-    def make_solver_estimator(self, solver: str) -> Any:
+    def make_solver_estimator(self, solver: str, n_samples: int | None = None) -> Any:
         """The unfitted regressor of ``solver`` that fits the ±1 targets, with this classifier's
-        parameters (``ExactKernelRidge``, ``NystroemRidge`` or ``RandomFeatureRidge``)."""
-        return self.make_regressor().make_solver_estimator(solver)
+        parameters (``ExactKernelRidge``, ``NystroemRidge`` or ``RandomFeatureRidge``;
+        ``n_samples`` as in :meth:`KernelRidge.make_solver_estimator`)."""
+        return self.make_regressor().make_solver_estimator(solver, n_samples)
 
     def set_fitted_estimator(self, est: Any) -> None:
         super().set_fitted_estimator(est)

@@ -12,13 +12,21 @@ The rule (:meth:`KernelRidge.choose_solver`, which applies
    at the price of one extra read of the sampled landmark rows.
 3. **random_features** for larger n: one streamed pass, nothing else read.
 
+Nyström (chosen by the rule or asked for) with more centres ``n_components`` than the one-pass
+solver holds (:func:`bigkernel.solvers.budget.nystroem_direct_limit`: its M×M arrays within the
+memory budget, and :data:`~bigkernel.solvers.budget.NYSTROEM_DIRECT_MAX_COMPONENTS`) becomes
+**cg**: :class:`~bigkernel.NystroemRidge` with ``solver="cg"`` (Falkon's preconditioned
+CG, one pass per iteration, every α of a list in the same passes), logged with the reason.
+
 Two kernels settle the choice before that rule: ``kernel="precomputed"`` (X is the Gram
 matrix) goes to the exact solver, the only one that takes K; a polynomial kernel whose
 explicit monomial map (``C(d + degree, degree)`` features) fits ``n_components`` goes to
 random features, where that map is the kernel exactly, in one pass, at O(n·D²) instead of
 the exact solver's O(n²).
 
-``solver="exact" | "nystroem" | "random_features"`` forces a solver.
+``solver="exact" | "nystroem" | "cg" | "random_features"`` forces a solver (:data:`SOLVERS`,
+the one table of the names, which a job's ``model.solver`` takes too). ``"cg"`` is Nyström by
+Falkon's CG, as ``NystroemRidge(solver="cg")`` (the exact solver's own CG is ``"exact"``).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from bigkernel.models._base import (
     RowWeights,
     Weights,
     _EstimatorBase,
+    _init_defaults,
     check_sample_weight,
 )
 from bigkernel.models._posterior import Prediction
@@ -55,15 +64,27 @@ from bigkernel.models.nystroem import NystroemRidge
 from bigkernel.models.random_features import RandomFeatureRidge
 from bigkernel.numerics.polynomial_features import n_monomials
 from bigkernel.solvers.base import ReplicatePlan
-from bigkernel.solvers.budget import NYSTROEM_MAX_N, fit_budget, solver_rule
+from bigkernel.solvers.budget import (
+    NYSTROEM_MAX_N,
+    fit_budget,
+    nystroem_direct_limit,
+    resolve_memory_budget,
+    solver_rule,
+)
 from bigkernel.solvers.exact import gram_input
+from bigkernel.solvers.nystroem_cg import DEFAULT_RELATIVE_ALPHAS
 from bigkernel.validation import Options
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["NYSTROEM_MAX_N", "SOLVERS", "KernelRidge"]
 
-SOLVERS = ("auto", "exact", "nystroem", "random_features")
+#: the kernel registry's path of each solver name that is not a path's own name
+_PATHS = {"cg": "nystroem"}
+
+#: the solvers of ``KernelRidge(solver=...)`` (and ``solver_``; a job's ``model.solver`` is checked
+#: against it): "auto" chooses among the others; "cg" is Nyström by Falkon's CG
+SOLVERS = ("auto", "exact", "nystroem", "cg", "random_features")
 
 
 @document_kernels("exact")
@@ -79,13 +100,18 @@ class KernelRidge(_EstimatorBase):
         solver.
     alpha : float, list of float, "gcv" or "evidence", default=1.0
         Ridge penalty (scikit-learn's scaling); a list or ``"gcv"`` is scored by GCV, as by
-        the chosen solver.
+        the chosen solver. ``"cg"`` scores a list on a held-out 10% of the rows
+        instead, and takes ``"gcv"`` as the list ``n · 10^-7 … n · 10^-1`` (n rows, logged);
+        ``"evidence"`` is refused there.
     gamma, degree, coef0, length_scale, nu, kernel_params
         Kernel parameters (scikit-learn's names; unused ones are ignored).
     fit_intercept : bool, default=True
         Fit an unpenalized intercept.
-    solver : {"auto", "exact", "nystroem", "random_features"}, default="auto"
-        ``"auto"`` applies :meth:`choose_solver` and logs its reason.
+    solver : {"auto", "exact", "nystroem", "cg", "random_features"}, default="auto"
+        ``"auto"`` applies :meth:`choose_solver` and logs its reason. ``"cg"``:
+        :class:`~bigkernel.NystroemRidge` with ``solver="cg"`` (Falkon's CG), also chosen for
+        ``"auto"`` and ``"nystroem"`` when ``n_components`` is past what the one-pass
+        Nyström solver holds (:func:`~bigkernel.solvers.budget.nystroem_direct_limit`).
     memory_budget : int, str or None, default=None
         Bytes (or ``"8GB"``); default half the physical memory.
     n_components : int, default=1024
@@ -93,7 +119,8 @@ class KernelRidge(_EstimatorBase):
     landmarks : {"uniform", "rpcholesky"}, default="rpcholesky"
         Nyström landmark choice.
     tol, max_iter, preconditioner, rank, n_probes
-        Exact solver options (see :class:`~bigkernel.ExactKernelRidge`).
+        Exact solver options (see :class:`~bigkernel.ExactKernelRidge`); ``tol`` and
+        ``max_iter`` (None: 100) are also the ``"cg"`` solver's.
     dtype : {"auto", "float64", "float32"}, default="auto"
         Exact solver: Gram tile dtype. Approximate solvers: feature dtype (``"auto"`` is
         float64).
@@ -121,12 +148,14 @@ class KernelRidge(_EstimatorBase):
     solver_reason_ : str
         Why (for ``solver="auto"``).
     estimator_ : ExactKernelRidge, NystroemRidge or RandomFeatureRidge
-        The fitted estimator; ``alpha_``, ``df_``, ``intercept_`` and ``gcv_`` are its values.
+        The fitted estimator; ``alpha_``, ``df_``, ``intercept_`` and ``gcv_`` are its values
+        (``df_`` and ``gcv_`` None for ``"cg"``, which has no α path).
     sigma2_, log_marginal_likelihood_, log_marginal_likelihood_path_
         The fitted estimator's (see :class:`RandomFeatureRidge`); ``predict(X, return_std=True)``
         uses them.
     n_iter_ : int or ndarray
-        CG iterations of the exact solver; 1 (one pass) for the approximate ones.
+        CG iterations of the exact solver and of ``"cg"``; 1 (one pass) for the one-pass
+        ones.
     n_features_in_ : int
     data_min_, data_max_ : ndarray of shape (n_features,) or None
         The training range, as recorded by the fitted solver.
@@ -215,12 +244,17 @@ class KernelRidge(_EstimatorBase):
         "solver": [Options(str, SOLVERS)],
     }
 
-    def make_solver_estimator(self, solver: str) -> ExactKernelRidge | NystroemRidge | RandomFeatureRidge:
+    def make_solver_estimator(
+        self, solver: str, n_samples: int | None = None
+    ) -> ExactKernelRidge | NystroemRidge | RandomFeatureRidge:
         """The unfitted estimator of ``solver`` with this model's parameters.
 
         Parameters
         ----------
-        solver : {"exact", "nystroem", "random_features"}
+        solver : {"exact", "nystroem", "cg", "random_features"}
+        n_samples : int, optional
+            Rows of the fit: ``"cg"`` turns ``alpha="gcv"`` into the grid
+            ``n · 10^-7 … n · 10^-1`` (None: ``alpha`` unchanged, as for a loaded model).
 
         Returns
         -------
@@ -236,7 +270,10 @@ class KernelRidge(_EstimatorBase):
                 tol=self.tol, max_iter=self.max_iter, preconditioner=self.preconditioner, rank=self.rank,
                 memory_budget=self.memory_budget, dtype=self.dtype, n_probes=self.n_probes, **common,
             )  # fmt: skip
-        if solver == "nystroem":
+        if solver in ("nystroem", "cg"):
+            if solver == "cg":
+                max_iter = self.max_iter or _init_defaults(NystroemRidge)["max_iter"]
+                common.update(solver="cg", tol=self.tol, max_iter=max_iter, alpha=self._cg_alpha(n_samples))
             return NystroemRidge(
                 self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
                 n_components=self.n_components, landmarks=self.landmarks, dtype=feature_dtype, **common,
@@ -248,6 +285,38 @@ class KernelRidge(_EstimatorBase):
             self.kernel, degree=self.degree, coef0=self.coef0, n_components=self.n_components, dtype=feature_dtype,
             **common,
         )  # fmt: skip
+
+    def _cg_alpha(self, n_samples: int | None) -> float | Floats | str:
+        """``alpha`` for ``"cg"``, which scores a list on a held-out split: ``"gcv"``
+        becomes :data:`~bigkernel.solvers.nystroem_cg.DEFAULT_RELATIVE_ALPHAS` times the rows
+        (logged); ``"evidence"`` is refused."""
+        if not isinstance(self.alpha, str) or n_samples is None:
+            return self.alpha
+        if self.alpha == "evidence":
+            raise ParameterError(
+                f"KernelRidge: alpha='evidence' needs the one-pass Nyström solver, but n_components="
+                f"{self.n_components:,} is past what it holds, so Falkon's CG (solver 'cg') fits, and it "
+                "has no marginal likelihood; give alpha a number or a list (scored on a held-out split), or lower "
+                "n_components"
+            )
+        grid = [float(a) for a in n_samples * DEFAULT_RELATIVE_ALPHAS]
+        logger.info("KernelRidge: alpha=%r with solver cg: the %d α from %.3g to %.3g, chosen on a "
+                    "held-out split", self.alpha, len(grid), grid[0], grid[-1])  # fmt: skip
+        return grid
+
+    def _nystroem_by_size(self, solver: str, reason: str) -> tuple[str, str]:
+        """Nyström with more centres than the one-pass solver holds becomes ``"cg"``."""
+        if solver != "nystroem":
+            return solver, reason
+        budget = resolve_memory_budget(self.memory_budget)  # Nyström's M×M system is host memory
+        limit = nystroem_direct_limit(budget)
+        if self.n_components <= limit:
+            return solver, reason
+        return "cg", (
+            f"{reason}; n_components={self.n_components:,} is past the {limit:,} centres the one-pass Nyström "
+            f"solver takes (its n·M² time, and its M×M arrays within the {budget / 1e9:.3g} GB memory budget: "
+            "bigkernel.solvers.budget.nystroem_direct_limit): Falkon's preconditioned CG, one pass per iteration"
+        )
 
     def choose_solver(self, n: int, d: int, n_targets: int) -> tuple[str, str]:
         """``(solver, reason)`` for n points in d dimensions and ``n_targets`` targets (see the
@@ -265,8 +334,8 @@ class KernelRidge(_EstimatorBase):
         """
         if self.solver != "auto":
             if is_precomputed(self.kernel):
-                check_kernel_name(self.kernel, self.solver)  # the exact path or a clear error
-            return self.solver, f"solver={self.solver!r} was asked for"
+                check_kernel_name(self.kernel, _PATHS.get(self.solver, self.solver))  # the exact path or a clear error
+            return self._nystroem_by_size(self.solver, f"solver={self.solver!r} was asked for")
         if is_precomputed(self.kernel):
             return "exact", "kernel='precomputed': the exact solver is the one that takes a Gram matrix"
         monomials = self._explicit_polynomial_features(d)
@@ -282,7 +351,7 @@ class KernelRidge(_EstimatorBase):
         solver, reason = solver_rule(n, d, self.kernel, budget, n_rhs=n_alphas * n_targets)
         if device.is_gpu and solver == "nystroem" and kernel_serves(self.kernel, "random_features"):
             return "random_features", f"{reason}; on the GPU random features instead (Nyström features are host code)"
-        return solver, reason
+        return self._nystroem_by_size(solver, reason)
 
     def _explicit_polynomial_features(self, d: int) -> int | None:
         """The explicit map's feature count when the kernel is polynomial (by name, with no
@@ -326,7 +395,7 @@ class KernelRidge(_EstimatorBase):
         k = 1 if ds.y.ndim == 1 else ds.y.shape[1]
         solver, reason = self.choose_solver(n, d, k)
         logger.info("KernelRidge: solver %s — %s", solver, reason)
-        est = self.make_solver_estimator(solver)
+        est = self.make_solver_estimator(solver, n_samples=n)
         est.fit_dataset(ds, weights=weights)
         self.set_fitted_estimator(est, solver, reason)
         return self
@@ -345,8 +414,10 @@ class KernelRidge(_EstimatorBase):
         """
         self.estimator_, self.solver_, self.solver_reason_ = est, solver, reason
         self.n_features_in_ = est.n_features_in_
-        for name in ("alpha_", "df_", "intercept_", "gcv_", "data_min_", "data_max_"):
+        for name in ("alpha_", "intercept_", "data_min_", "data_max_"):
             setattr(self, name, getattr(est, name))
+        for name in ("df_", "gcv_"):  # no α path in the CG solver
+            setattr(self, name, getattr(est, name, None))
         for name in ("sigma2_", "log_marginal_likelihood_", "log_marginal_likelihood_path_"):
             setattr(self, name, getattr(est, name, None))
         self.n_iter_ = getattr(est, "n_iter_", 1)  # the approximate solvers: one pass
@@ -395,7 +466,8 @@ class KernelRidge(_EstimatorBase):
             inner = self.estimator_
         else:
             n, d = ds.X.shape
-            inner = self.make_solver_estimator(self.choose_solver(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))[0])
+            solver = self.choose_solver(n, d, 1 if ds.y.ndim == 1 else int(ds.y.shape[1]))[0]
+            inner = self.make_solver_estimator(solver, n_samples=n)
         return inner.replicate_plan(ds, X_eval, seed_entropy=seed_entropy, workers=workers)
 
     # ----------------------------------------------------------------- persistence

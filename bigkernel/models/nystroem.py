@@ -22,7 +22,6 @@ from bigkernel.models._base import (
     COUNT,
     DEVICE,
     KERNEL_CONSTRAINTS,
-    POSITIVE,
     DeviceLike,
     Floats,
     KernelLike,
@@ -197,7 +196,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         "chunk_rows": [COUNT, None],
         "standardize": ["boolean"],
         "solver": [Options(str, SOLVERS)],
-        "tol": [POSITIVE],
+        "tol": [Interval(Real, 0, 1, closed="neither")],  # a relative residual (as the exact solver's)
         "max_iter": [COUNT],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "device": DEVICE,

@@ -13,7 +13,9 @@ choice read the same rule:
 * :func:`gram_operator`: the host-vs-GPU (and distributed-vs-in-task) choice of the
   :class:`~bigkernel.solvers.base.GramOperator` a solve runs on;
 * :func:`solver_rule`: exact, Nyström or random features for ``n`` points within a budget
-  (:meth:`bigkernel.KernelRidge.choose_solver` applies it).
+  (:meth:`bigkernel.KernelRidge.choose_solver` applies it);
+* :func:`nystroem_direct_limit`: the most Nyström centres the one-pass solver takes, past which
+  :class:`~bigkernel.KernelRidge` fits Nyström by Falkon's CG (``solver="cg"``).
 """
 
 from __future__ import annotations
@@ -46,10 +48,13 @@ __all__ = [
     "DEVICE_MEMORY_FRACTION",
     "EXACT_DF_MAX_N",
     "EXACT_EVIDENCE_MAX_N",
+    "NYSTROEM_DIRECT_MAX_COMPONENTS",
+    "NYSTROEM_DIRECT_SQUARES",
     "NYSTROEM_MAX_N",
     "default_exact_rank",
     "device_budget",
     "gram_operator",
+    "nystroem_direct_limit",
     "reserve_bytes",
     "resolve_memory_budget",
     "solver_rule",
@@ -74,6 +79,18 @@ EXACT_EVIDENCE_MAX_N = 10_000
 DEFAULT_PROBES = 8
 #: above this n (and when the Gram matrix does not fit) the one-pass random features win
 NYSTROEM_MAX_N = 2_000_000
+#: the most centres M the one-pass Nyström solver takes (past it: Falkon's CG, ``n·M·d`` per
+#: iteration). Its pass costs ``n·M²`` flops and its solve an M×M eigendecomposition; measured
+#: on this project's 2-core machine (issue 21: a 256k-row table, the same D×D pass of
+#: RandomFeatureRidge), the fit took 38 s / 57 s / 180 s at D = 1024 / 2048 / 4096, growing as
+#: D² from there (extrapolated: ~12 min at 8192, ~50 min at 16,384), while the CG takes 10–20
+#: passes of ``n·M·d``. Past order ~16,000 the bundled OpenBLAS's multi-threaded Cholesky also
+#: crashes (SIGSEGV) on that machine's AMD EPYC (issue 21).
+NYSTROEM_DIRECT_MAX_COMPONENTS = 8192
+#: float64 M×M arrays the one-pass Nyström fit holds at its peak: ``K_mm``, its eigenvectors and
+#: ``K_mm^(-1/2)`` (the map); the summed ``ΦᵀΦ``, the eigendecomposition's copy and eigenvectors
+#: (the α path and the posterior) — besides one partial ``ΦᵀΦ`` per running task
+NYSTROEM_DIRECT_SQUARES = 6
 
 
 def resolve_memory_budget(value: Any) -> int:
@@ -322,3 +339,23 @@ def solver_rule(n: int, d: int, kernel: Any, memory_budget: int, *, n_rhs: int =
         f"n={n:,} > {NYSTROEM_MAX_N:,} and the Gram matrix does not fit the memory budget "
         f"({gb:.2f} GB): random features, one streamed pass"
     )
+
+
+def nystroem_direct_limit(memory_budget: int) -> int:
+    """The most Nyström centres the one-pass (direct) solver takes within ``memory_budget``:
+    :data:`NYSTROEM_DIRECT_MAX_COMPONENTS` (its time), or fewer when
+    :data:`NYSTROEM_DIRECT_SQUARES` float64 M×M arrays do not fit the budget.
+
+    Parameters
+    ----------
+    memory_budget : int
+        Host bytes (:func:`resolve_memory_budget`): the one-pass system is formed on the host.
+
+    Returns
+    -------
+    int
+        Past this ``n_components``, :meth:`bigkernel.KernelRidge.choose_solver` picks
+        ``"cg"``.
+    """
+    by_memory = math.isqrt(max(int(memory_budget), 0) // (NYSTROEM_DIRECT_SQUARES * 8))
+    return max(1, min(NYSTROEM_DIRECT_MAX_COMPONENTS, by_memory))

@@ -45,6 +45,7 @@ from bigkernel.solvers.base import Solution
 from bigkernel.solvers.budget import resolve_memory_budget
 from bigkernel.solvers.nystroem import NystroemSolver, NystroemSpec
 from bigkernel.solvers.primal import PrimalFixed, fit_scaler
+from bigkernel.solvers.primal_svm import svm_row_weights
 from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
@@ -190,7 +191,8 @@ class NystroemCGSolver(NystroemSolver):
         Solution
             ``coef`` (M, k) = β at the chosen α; ``details`` a :class:`CGFit`.
         """
-        run = _CGRun(self, fixed, data, weights, in_task=in_task)
+        # a row partition (a job's holdout split) becomes 0/1 weights
+        run = _CGRun(self, fixed, data, svm_row_weights(weights), in_task=in_task)
         return run.solve()
 
 

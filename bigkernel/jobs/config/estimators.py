@@ -21,10 +21,13 @@ its whole parameter dict, built by ``estimator_class(name)(**estimator_arguments
 
 The job's own keys
 ------------------
-solver : {"random_features", "exact", "nystroem", "auto"}, default="random_features"
+solver : {"random_features", "exact", "nystroem", "cg", "auto"}, default="random_features"
     ``exact``: CG on the blocked Gram matrix (moderate n); ``nystroem``: Nyström features in
-    the one-pass primal path; ``auto``: ``KernelRidge`` chooses from n and ``memory_budget``
-    (the job log says which and why).
+    the one-pass primal path; ``cg``: Nyström by Falkon's preconditioned CG
+    (``NystroemRidge(solver="cg")``: one pass per iteration, for more centres than the one-pass
+    path holds; ``tol``, ``max_iter``, ``validation_fraction``); ``auto``: ``KernelRidge``
+    chooses from n and ``memory_budget`` (the job log says which and why). The chosen class's
+    own ``solver`` parameter is set from :data:`CLASS_SOLVER`.
 kernel : str, default="rbf"
     A kernel of the README's kernel table (:data:`JOB_KERNELS`); its columns say which solvers
     serve it.
@@ -43,6 +46,10 @@ alpha : float, list of float, "gcv", "cv", "loo" or "evidence", default="gcv"
         exact            GCV (one gamma: CG;      closed-form LOO       closed-form LOO
                          gamma list/cv: eigh)     (cv: K is an error)
         nystroem, auto   GCV                      error                 error
+        cg               a number or a list, α    error                 error
+                         by a held-out split
+                         (validation_fraction;
+                         gcv is an error)
 
     "evidence" chooses α (and, with a gamma list, γ) by the largest marginal likelihood.
 cv : int, default=5
@@ -107,8 +114,13 @@ CHOICE: dict[tuple[str, bool], tuple[type, type | None]] = {
     ("nystroem", False): (NystroemRidge, NystroemClassifier),
     ("exact", False): (ExactKernelRidge, ExactKernelClassifier),
     ("exact", True): (ExactKernelRidgeCV, None),
+    ("cg", False): (NystroemRidge, NystroemClassifier),
     ("auto", False): (KernelRidge, KernelClassifier),
 }
+
+#: the job's ``solver`` -> the value of the chosen class's own ``solver`` parameter, where the
+#: class has one and the job's word is not it (the one Nyström class serves nystroem and cg)
+CLASS_SOLVER: dict[str, str] = {"nystroem": "direct", "cg": "cg"}
 
 
 def estimators() -> dict[str, type]:
@@ -124,20 +136,25 @@ def estimators() -> dict[str, type]:
     return {cls.__name__: cls for i in (0, 1) for pair in CHOICE.values() if (cls := pair[i]) is not None}
 
 
-def solver_of(name: str) -> str:
-    """Return the job's ``solver`` the class called ``name`` stands for.
+def solver_of(name: str, params: Mapping[str, Any] | None = None) -> str:
+    """Return the job's ``solver`` the class called ``name`` (with ``params``) stands for.
 
     Parameters
     ----------
     name : str
         A class of :func:`estimators`.
+    params : mapping, optional
+        Its parameters: a class that serves several of the job's solvers (NystroemRidge: nystroem
+        and cg) is told apart by its own ``solver`` (:data:`CLASS_SOLVER`).
 
     Returns
     -------
     str
-        random_features, nystroem, exact or auto.
+        random_features, nystroem, cg, exact or auto.
     """
-    return next(s for (s, _), pair in CHOICE.items() if name in (c.__name__ for c in pair if c is not None))
+    solvers = [s for (s, _), pair in CHOICE.items() if name in (c.__name__ for c in pair if c is not None)]
+    own = (params or {}).get("solver")
+    return next((s for s in solvers if CLASS_SOLVER.get(s, s) == own), solvers[0])
 
 
 #: estimator parameters a job never sets by their own name: set from another key (the search
@@ -352,8 +369,10 @@ def estimator_params(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
         and by the translations of the job's keys (searches, dtypes, preconditioner "none").
     """
     params = signature_defaults(cls)
-    translated = {"gamma", "length_scale", "alpha", "cv", "dtype", "gram_dtype", "preconditioner"}
+    translated = {"solver", "gamma", "length_scale", "alpha", "cv", "dtype", "gram_dtype", "preconditioner"}
     params.update({k: v for k, v in values.items() if k in params and k not in translated})
+    if "solver" in params:
+        params["solver"] = CLASS_SOLVER.get(values["solver"], values["solver"])
     if "preconditioner" in params:
         params["preconditioner"] = None if values["preconditioner"] == "none" else values["preconditioner"]
     if "dtype" in params:

@@ -241,6 +241,19 @@ def _check_solver(sec: _Section, values: Mapping[str, Any]) -> None:
         )
     if solver == "exact" and (searched or alpha == "loo"):
         _check_exact_search(sec, values, spec)
+    if solver == "cg" and alpha in ("gcv", "evidence"):
+        _check_cg_alpha(sec, alpha)
+
+
+def _check_cg_alpha(sec: _Section, alpha: str) -> None:
+    """Solver cg scores α on a held-out split: it has no GCV and no evidence."""
+    given = "" if sec.is_set("alpha") else " (the default)"
+    sec.report(
+        "alpha",
+        f"solver cg chooses alpha on a held-out split (validation_fraction of the rows) among the values "
+        f"given: give a number or a list of numbers > 0, e.g. [0.1, 1, 10, 100], found {alpha!r}{given}; "
+        "GCV and the evidence need solver nystroem",
+    )
 
 
 def _check_exact_search(sec: _Section, values: Mapping[str, Any], spec: Any) -> None:

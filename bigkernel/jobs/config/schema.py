@@ -14,7 +14,7 @@ from bigkernel.data.tables import is_table
 from bigkernel.errors import ConfigError
 from bigkernel.jobs.config.estimators import JOB_KERNELS, model_keys, solver_of  # noqa: F401 (JOB_KERNELS: re-exported)
 
-Solver = Literal["random_features", "exact", "nystroem", "auto"]
+Solver = Literal["random_features", "exact", "nystroem", "cg", "auto"]
 #: a kernel of the registry (bigkernel/kernels/registry.py) usable on its own: JOB_KERNELS
 Kernel = str
 #: the registry paths a solver needs to serve its kernel (auto picks exact or nystroem, and
@@ -23,6 +23,7 @@ SOLVER_PATHS = {
     "random_features": ("random_features",),
     "exact": ("exact",),
     "nystroem": ("nystroem",),
+    "cg": ("nystroem",),
     "auto": ("exact", "nystroem"),
 }
 Preconditioner = Literal["rpcholesky", "nystroem", "none"]
@@ -212,8 +213,8 @@ class ModelConfig:
 
     @property
     def solver(self) -> str:
-        """str : The job's solver: random_features, nystroem, exact or auto."""
-        return solver_of(self.estimator)
+        """str : The job's solver: random_features, nystroem, cg, exact or auto."""
+        return solver_of(self.estimator, self.params)
 
 
 @dataclass(frozen=True, kw_only=True)
