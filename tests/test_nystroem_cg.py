@@ -7,6 +7,7 @@ ExactKernelRidge when the centres are all training rows, dense numpy for the pas
 import numpy as np
 import pytest
 import zarr
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import bigkernel
 from bigkernel import ExactKernelRidge, NystroemRidge
@@ -267,9 +268,6 @@ def test_alpha_grid_in_groups_when_the_factors_exceed_the_budget(monkeypatch, ca
     monkeypatch.setattr(nystroem_cg, "resolve_memory_budget", lambda value: budget // 4)
     with pytest.raises(ParameterError, match="n_components=200 needs about"):
         NystroemRidge(**kw).fit(X, y)
-
-
-from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 
 _NO_PARTIAL_FIT = "solver='cg' refuses partial_fit (no sufficient statistics): a ParameterError says so"

@@ -44,8 +44,9 @@ def _wait_for_task(client, prefix: str, timeout: float = 120.0) -> str:
 
 def test_cluster_fit_equals_threaded_and_survives_a_worker_kill(store, threaded):
     with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                 host="127.0.0.1") as cluster,  # fmt: skip
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1"
+        ) as cluster,  # fmt: skip
         distributed.Client(cluster) as client,
     ):
         src = bigkernel.open_source(store)

@@ -111,7 +111,9 @@ class NystroemSolver(OnePassPrimal):
         pool = pool[rng.permutation(pool.shape[0])]  # sorted for the read; shuffle for "first m"
         Z = select_landmarks(kernel, pool, spec.n_components, spec.landmarks, random_state=rng)
         params = {"landmarks": spec.landmarks, "seed": seed, "pool": int(pool.shape[0])}
-        fmap = NystroemMap.raw(kernel, Z, params=params) if raw else NystroemMap.from_landmarks(kernel, Z, params=params)
+        fmap = (
+            NystroemMap.raw(kernel, Z, params=params) if raw else NystroemMap.from_landmarks(kernel, Z, params=params)
+        )
         logger.info(
             "Nyström map: %d %s landmarks from %d candidates, %d components",
             Z.shape[0],
