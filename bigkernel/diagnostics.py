@@ -69,6 +69,8 @@ def _criterion(est) -> str:
     crit = _first(est, "criterion")  # ExactKernelRidgeCV
     if crit is None and hasattr(est, "cv_results_"):
         crit = getattr(est, "cv", None)
+    if crit is None and getattr(est, "validation_scores_", None) is not None:  # NystroemRidge(solver="cg")
+        return f"the held-out {getattr(est, 'validation_fraction', 0.1):.0%} of the rows"
     if crit is None:
         crit = getattr(est, "alpha", "gcv")  # "evidence"; "gcv" or a list are scored by GCV
     if isinstance(crit, (int, np.integer)) and not isinstance(crit, bool):

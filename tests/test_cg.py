@@ -198,3 +198,67 @@ def test_bad_arguments(kwargs, err, match):
 def test_wrong_matvec_shape():
     with pytest.raises(DataError, match="matvec returned shape"):
         conjugate_gradient(lambda V: V[:-1], np.ones(4))
+
+
+def test_column_matvec_gives_each_column_its_operator():
+    # column c solves (A + c·I)... through matvec(V, cols), not through shift
+    A = random_spd(50, 1e3, 20)
+    B = np.random.default_rng(21).normal(size=(50, 4))
+    extra = np.array([0.0, 0.01, 1.0, 3.0])
+    seen = []
+
+    def matvec(V, cols):
+        seen.append(cols.copy())
+        return A @ V + V * extra[cols]
+
+    res = conjugate_gradient(matvec, B, column_matvec=True, tol=1e-11, max_iter=500)
+    assert res.converged.all()
+    for j in range(4):
+        ref = np.linalg.solve(A + extra[j] * np.eye(50), B[:, j])
+        np.testing.assert_allclose(res.x[:, j], ref, rtol=1e-7, atol=1e-9 * np.abs(ref).max())
+    assert [c.tolist() for c in seen[:1]] == [[0, 1, 2, 3]]
+    # the better-conditioned columns stop first; later calls get the remaining original indices
+    assert any(0 < len(c) < 4 for c in seen) and all(set(c) <= {0, 1, 2, 3} for c in seen)
+    assert res.n_iter[3] < res.n_iter[0]
+
+
+def test_step_callback_keeps_linear_functionals_current():
+    # q = L x updated from the by-product L P of each direction matvec, as held-out predictions
+    A = random_spd(40, 1e2, 22)
+    L = np.random.default_rng(23).normal(size=(7, 40))
+    B = np.random.default_rng(24).normal(size=(40, 3))
+    q = np.zeros((7, 3))
+    last = {}
+    calls = []
+
+    def matvec(V, cols):
+        last["LP"] = L @ V
+        return A @ V
+
+    def on_step(cols, step):
+        calls.append(cols.copy())
+        assert step.dtype == np.float64 and step.shape == cols.shape
+        q[:, cols] += last["LP"] * step
+
+    res = conjugate_gradient(
+        matvec, B, column_matvec=True, step_callback=on_step, tol=1e-10, max_iter=200, recompute_every=10**6
+    )
+    assert res.converged.all()
+    np.testing.assert_allclose(q, L @ res.x, rtol=1e-10, atol=1e-12)
+    assert len(calls) == res.n_iter.max() == res.n_matvec  # one callback per iteration's matvec
+    assert [int(np.sum([j in c for c in calls])) for j in range(3)] == res.n_iter.tolist()
+
+
+def test_step_callback_without_column_matvec():
+    A = random_spd(30, 10.0, 25)
+    b = np.ones(30)
+    steps = []
+    res = conjugate_gradient(mv(A), b, tol=1e-10, step_callback=lambda cols, s: steps.append((cols, s)))
+    assert len(steps) == res.n_iter and all(c.tolist() == [0] for c, _ in steps)
+    assert all(s[0] > 0 for _, s in steps)
+
+
+def test_warn_not_converged_off():
+    A = random_spd(60, 1e6, 26)
+    res = conjugate_gradient(mv(A), np.ones(60), max_iter=2, warn_not_converged=False)  # warnings are errors here
+    assert not res.converged

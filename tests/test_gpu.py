@@ -205,3 +205,23 @@ def test_exact_model_predicts_on_the_gpu_when_its_device_says_so():
     cpu.set_params(device="cuda")
     assert isinstance(cpu._model(), DeviceExpansion)
     np.testing.assert_allclose(cpu.predict(Z), want, rtol=1e-10, atol=1e-10)
+
+
+def test_nystroem_cg_on_the_gpu_equals_the_cpu():
+    """Falkon's passes with the kernel panels and products on the GPU: float64 coefficients as
+    the CPU's (the same α chosen on the same held-out split), float32 panels within the CPU's
+    own float32 error."""
+    from bigkernel import NystroemRidge
+
+    X, y = _data(20_000)
+    kw = dict(gamma=0.3, n_components=800, landmarks="uniform", alpha=[0.3, 3.0, 30.0], solver="cg", tol=1e-9,
+              max_iter=300, random_state=0)  # fmt: skip
+    cpu = NystroemRidge(**kw).fit(X, y)
+    gpu = NystroemRidge(device="cuda", **kw).fit(X, y)
+    assert gpu.alpha_ == cpu.alpha_
+    assert _rel(gpu.coef_, cpu.coef_) < 1e-6
+    np.testing.assert_allclose(gpu.predict(X[:500]), cpu.predict(X[:500]), rtol=1e-8, atol=1e-8)
+    kw32 = {**kw, "dtype": "float32", "tol": 1e-5}
+    err_cpu = np.abs(NystroemRidge(**kw32).fit(X, y).predict(X[:500]) - cpu.predict(X[:500])).max()
+    err_gpu = np.abs(NystroemRidge(device="cuda", **kw32).fit(X, y).predict(X[:500]) - cpu.predict(X[:500])).max()
+    assert err_gpu <= 3 * err_cpu + 1e-5, (err_gpu, err_cpu)

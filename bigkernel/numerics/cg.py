@@ -66,14 +66,17 @@ class CGResult:
 
 
 class _Operator:
-    """``V ↦ A V + shift[cols] V`` with shape checks and a call counter."""
+    """``V ↦ A V + shift[cols] V`` with shape checks and a call counter; ``matvec(V, cols)``
+    when ``column_matvec`` (each column its own operator)."""
 
-    def __init__(self, matvec: Matvec, shift: np.ndarray | None, n: int, xp: Any) -> None:
+    def __init__(self, matvec: Matvec, shift: np.ndarray | None, n: int, xp: Any, column_matvec: bool = False) -> None:
         self.matvec, self.shift, self.n, self.calls, self.xp = matvec, shift, n, 0, xp
+        self.column_matvec = column_matvec
 
     def __call__(self, V: Any, cols: np.ndarray) -> Any:
         self.calls += 1
-        AV = as_namespace_array(self.xp, self.matvec(V), like=V, dtype=self.xp.float64)
+        out = self.matvec(V, cols.copy()) if self.column_matvec else self.matvec(V)
+        AV = as_namespace_array(self.xp, out, like=V, dtype=self.xp.float64)
         if tuple(AV.shape) != tuple(V.shape):
             raise DataError(f"matvec returned shape {tuple(AV.shape)}, expected {tuple(V.shape)} (same as its input)")
         if self.shift is not None:
@@ -162,6 +165,9 @@ def conjugate_gradient(
     shift: ArrayLike | None = None,
     recompute_every: int = 50,
     callback: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
+    column_matvec: bool = False,
+    step_callback: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    warn_not_converged: bool = True,
 ) -> CGResult:
     """Solve ``(A + shift_j I) x_j = b_j`` for every column ``j`` by preconditioned CG.
 
@@ -170,6 +176,9 @@ def conjugate_gradient(
     matvec : callable
         ``matvec(V) -> A V`` for ``V`` of shape ``(n, k)``, any ``1 <= k <= m`` (only the
         columns still iterating are passed). ``A`` must be symmetric positive semi-definite.
+        With ``column_matvec=True``, ``matvec(V, cols) -> [A_c V_c]``: ``cols`` (int ndarray
+        of shape ``(k,)``, a copy) are the indices in ``B`` of the columns of ``V``, and each
+        column ``c`` may have its own symmetric PSD operator ``A_c``.
     B : array-like of shape (n,) or (n, m)
         Right-hand sides.
     preconditioner : callable or object, optional
@@ -197,6 +206,21 @@ def conjugate_gradient(
     callback : callable, optional
         ``callback(n_iter, X, residual)`` after each iteration with the current ``(n, m)``
         solutions and ``(m,)`` relative residuals (read-only views).
+    column_matvec : bool, default=False
+        Call ``matvec(V, cols)`` with the active columns' indices (see ``matvec``).
+    step_callback : callable, optional
+        ``step_callback(cols, step)`` once per iteration, right after the ``matvec`` of the
+        search directions ``P`` (the iteration's first matvec call): ``cols`` (int, ``(k,)``)
+        the active columns, ``step`` (host float64, ``(k,)``) their step sizes, so that
+        ``x_c += step_c p_c`` this iteration. A caller can update any quantity linear in the
+        solution from that matvec's by-products (``q += step · (L P)`` keeps ``q = L x``,
+        e.g. held-out predictions). The column shift and an ``x0`` do not enter these
+        by-products: with ``x0`` the caller starts from ``L x0``; a residual recompute
+        (``recompute_every``) calls ``matvec`` on ``X``, not on directions (set
+        ``recompute_every > max_iter`` to have only direction matvecs).
+    warn_not_converged : bool, default=True
+        Warn when a column has not converged; a caller with its own, more specific warning
+        turns this off.
 
     Returns
     -------
@@ -233,7 +257,7 @@ def conjugate_gradient(
     tols = _column_tols(tol, m)
     max_iter = _check_options(max_iter, recompute_every, n)
     shifts = _column_shifts(shift, m)
-    op = _Operator(matvec, shifts, n, xp)
+    op = _Operator(matvec, shifts, n, xp, column_matvec)
     prec = _preconditioner(preconditioner, shifts, xp)
 
     # a zero right-hand side has the zero solution: report it converged with residual 0
@@ -265,6 +289,8 @@ def conjugate_gradient(
         pAp = _col_dot(xp, Pa, APa)
         _breakdown("pᵀAp", pAp, active, it)
         step = rz / pAp
+        if step_callback is not None:
+            step_callback(active.copy(), np.array(to_host(step), dtype=np.float64))
         Xa = Xa + Pa * step
         if it % recompute_every == 0:
             Ra = Ba - op(Xa, active)
@@ -292,7 +318,7 @@ def conjugate_gradient(
     if active.size:
         X = _put_columns(xp, X, Xa, active)
 
-    _report(n_iter, residual, converged, tols, max_iter, op.calls)
+    _report(n_iter, residual, converged, tols, max_iter, op.calls, warn_not_converged)
     if squeeze:
         return CGResult(X[:, 0], int(n_iter[0]), float(residual[0]), bool(converged[0]), op.calls)
     return CGResult(X, n_iter, residual, converged, op.calls)
@@ -346,6 +372,7 @@ def _report(
     tol: np.ndarray,
     max_iter: int,
     calls: int,
+    warn: bool = True,
 ) -> None:
     if converged.all():
         logger.info(
@@ -357,6 +384,9 @@ def _report(
         )
         return
     bad = np.flatnonzero(~converged)
+    if not warn:
+        logger.info("CG stopped at max_iter=%d with %d of %d column(s) above tol", max_iter, bad.size, len(n_iter))
+        return
     shown = ", ".join(f"column {j}: {residual[j]:.3g}" for j in bad[:5]) + (", ..." if bad.size > 5 else "")
     tol_text = f"{tol[0]:g}" if np.all(tol == tol[0]) else f"{tol[bad].min():g}..{tol[bad].max():g}"
     warnings.warn(

@@ -49,8 +49,10 @@ class NystroemMap:
     landmarks : ndarray or scipy.sparse CSR matrix of shape (m, d)
         In the (standardized, if ``mean``/``std`` are set) input space; sparse when drawn
         from sparse X (saved as CSR parts).
-    projection : ndarray of shape (m, r)
-        ``U Λ^(-1/2)`` over the eigenpairs of ``K_mm`` above round-off.
+    projection : ndarray of shape (m, r) or None
+        ``U Λ^(-1/2)`` over the eigenpairs of ``K_mm`` above round-off; None for the raw
+        kernel features ``φ(x) = k(x, Z)`` (:meth:`raw`: the centres of the CG solver, whose
+        coefficients β carry the ``K_mm`` metric themselves).
     mean, std : ndarray of shape (d,) or None
         Input standardization applied before the kernel.
     params : dict
@@ -59,7 +61,7 @@ class NystroemMap:
 
     kernel: Kernel
     landmarks: np.ndarray
-    projection: np.ndarray
+    projection: np.ndarray | None
     mean: np.ndarray | None = None
     std: np.ndarray | None = None
     params: dict[str, Any] = field(default_factory=dict)
@@ -74,7 +76,28 @@ class NystroemMap:
 
     @property
     def n_components(self) -> int:
-        return self.projection.shape[1]
+        return self.landmarks.shape[0] if self.projection is None else self.projection.shape[1]
+
+    @property
+    def tiler(self) -> GramTiler:
+        """The landmarks' :class:`GramTiler` (its rbf path gives the device panels their
+        augmented points)."""
+        return self._tiler
+
+    def kernel_inputs(self, X: np.ndarray) -> np.ndarray:
+        """``X`` as the kernel sees it (standardized when the map is; features checked)."""
+        return self._inputs(X)
+
+    @property
+    def is_raw(self) -> bool:
+        """Whether the features are the raw kernel columns ``k(x, Z)`` (no projection)."""
+        return self.projection is None
+
+    @classmethod
+    def raw(cls, kernel: Kernel, landmarks: ArrayLike, *, params=None) -> NystroemMap:
+        """The map ``φ(x) = k(x, Z)`` of centres ``Z`` (no ``K_mm`` eigendecomposition: the
+        M³ step the CG solver never needs)."""
+        return cls(kernel, as_block(landmarks), None, None, None, dict(params or {}))
 
     @classmethod
     def from_landmarks(
@@ -121,6 +144,11 @@ class NystroemMap:
             )
         dtype = np.dtype(dtype)
         C = self._tiler.cross(self._inputs(X), dtype=dtype)
+        if self.projection is None:
+            if out is None:
+                return C
+            out[...] = C
+            return out
         return np.matmul(C, self._projection_as(dtype), out=out)
 
     transform = transform_unscaled
@@ -145,14 +173,19 @@ class NystroemMap:
     # ------------------------------------------------------------------ persistence
     def to_metadata(self) -> dict[str, Any]:
         """JSON-able description (arrays are saved separately)."""
-        return {
+        meta = {
             "kind": "nystroem", "kernel": self.kernel.to_dict(), "n_features_in": self.n_features_in,
             "n_components": self.n_components, "n_landmarks": int(self.landmarks.shape[0]),
             "standardized": self.mean is not None, "params": self.params,
         }  # fmt: skip
+        if self.projection is None:
+            meta["projection"] = "none"  # only raw maps carry the key: v1 metadata unchanged
+        return meta
 
     def arrays(self) -> dict[str, np.ndarray]:
-        out = {**model_arrays("nystroem_landmarks", self.landmarks), "nystroem_projection": self.projection}
+        out = model_arrays("nystroem_landmarks", self.landmarks)
+        if self.projection is not None:
+            out["nystroem_projection"] = self.projection
         if self.mean is not None:
             out["nystroem_mean"], out["nystroem_std"] = self.mean, self.std
         return out
@@ -161,8 +194,11 @@ class NystroemMap:
     def from_arrays(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> NystroemMap:
         """Rebuild a map from :meth:`to_metadata` and :meth:`arrays` output."""
         Z = as_block(array_or_sparse("nystroem_landmarks", arrays))
-        P = np.asarray(arrays["nystroem_projection"], float)
-        if Z.ndim != 2 or P.shape != (Z.shape[0], int(meta["n_components"])):
+        raw = meta.get("projection") == "none"
+        P = None if raw else np.asarray(arrays["nystroem_projection"], float)
+        if raw and (Z.ndim != 2 or Z.shape[0] != int(meta["n_components"])):
+            raise DataError(f"Nyström centres {Z.shape} do not agree with n_components={meta['n_components']}")
+        if not raw and (Z.ndim != 2 or P.shape != (Z.shape[0], int(meta["n_components"]))):
             raise DataError(
                 f"Nyström landmarks {Z.shape} and projection {P.shape} do not agree: expected (m, d) "
                 f"and (m, {meta['n_components']})"

@@ -90,8 +90,11 @@ class NystroemSolver(OnePassPrimal):
         fmap = self.landmark_map(data, weights, scaler, seed)
         return PrimalFixed(fmap, scaler, self.device)
 
-    def landmark_map(self, data: Dataset, weights: Any, scaler: Any = None, seed: int | None = None) -> NystroemMap:
-        """Sample the landmarks from ``data`` (the rows ``weights`` keeps) into the map."""
+    def landmark_map(
+        self, data: Dataset, weights: Any, scaler: Any = None, seed: int | None = None, *, raw: bool = False
+    ) -> NystroemMap:
+        """Sample the landmarks from ``data`` (the rows ``weights`` keeps) into the map (``raw``:
+        the map ``x ↦ k(x, Z)`` of :meth:`NystroemMap.raw`, without the ``K_mm`` eigenpairs)."""
         spec = self.spec
         n, d = data.X.shape
         kernel = kernel_of_spec(spec, d)
@@ -108,7 +111,7 @@ class NystroemSolver(OnePassPrimal):
         pool = pool[rng.permutation(pool.shape[0])]  # sorted for the read; shuffle for "first m"
         Z = select_landmarks(kernel, pool, spec.n_components, spec.landmarks, random_state=rng)
         params = {"landmarks": spec.landmarks, "seed": seed, "pool": int(pool.shape[0])}
-        fmap = NystroemMap.from_landmarks(kernel, Z, params=params)
+        fmap = NystroemMap.raw(kernel, Z, params=params) if raw else NystroemMap.from_landmarks(kernel, Z, params=params)
         logger.info(
             "Nyström map: %d %s landmarks from %d candidates, %d components",
             Z.shape[0],

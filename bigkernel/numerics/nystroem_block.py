@@ -1,0 +1,262 @@
+"""One row block of a Falkon pass (layer 1: numpy only): kernel panels against the centres,
+computed and dropped.
+
+A pass of the CG solver (:mod:`bigkernel.solvers.nystroem_cg`) visits every row block once
+and, per block, forms the kernel block ``K_b = k(X_b, C)`` in panels of ``panel_rows`` rows
+(never the whole ``b × M`` block, never stored), then
+
+- with directions ``V`` (M × m): ``g += K_bᵀ (w_b ⊙ K_b V)`` over the training rows, and the
+  held-out rows' images ``K_v V`` (their predictions move by these times the CG step);
+- without ``V`` (the first pass, the moments): ``g = K_bᵀ [w_b, w_b ⊙ Y_b]`` (the weighted
+  column sums of ``K_nM``, for the intercept's centring, and the right-hand sides), the sums
+  ``[Σw, Σwy]`` and the held-out rows' targets and weights.
+
+Every sum leaves the block in float64, whatever the kernel panels' dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bigkernel._sparse import column_min_max
+from bigkernel.devices import task_device, to_host
+from bigkernel.numerics.namespace import device_of
+from bigkernel.numerics.sums import FLOAT32_REDUCTION_ROWS
+
+__all__ = ["BlockProducts", "kernel_block_products", "panel_rows_for"]
+
+#: bytes of one kernel panel (rows × M) per task
+PANEL_BYTES = 16 * 2**20
+
+
+def panel_rows_for(n_centres: int, dtype: Any, budget: int = PANEL_BYTES) -> int:
+    """Rows of a kernel panel: as many as fit ``budget`` bytes (at least 16, at most 8192).
+
+    Parameters
+    ----------
+    n_centres : int
+    dtype : float32 or float64
+    budget : int, default=PANEL_BYTES
+
+    Returns
+    -------
+    int
+    """
+    rows = budget // max(1, n_centres * np.dtype(dtype).itemsize)
+    return int(np.clip(rows, 16, 8192))
+
+
+@dataclass
+class BlockProducts:
+    """What one block (or a sum of blocks) of a Falkon pass returns.
+
+    Attributes
+    ----------
+    g : ndarray of shape (M, m)
+        ``Σ_b K_bᵀ (w_b ⊙ R_b)`` over training rows (R: ``K_b V``, or ``[1, Y]`` in the first pass).
+    sums : ndarray of shape (k + 2,)
+        ``[Σw, Σwy, rows]`` over training rows of positive weight (first pass; zeros otherwise).
+    held : dict of int to ndarray
+        Per block start: ``K_v V`` of its held-out rows (n_v × m), or in the first pass
+        ``[y_v | w_v]`` (n_v × (k + 1)).
+    x_min, x_max : ndarray of shape (d,) or None
+        Range of the training rows (first pass only).
+    """
+
+    g: np.ndarray
+    sums: np.ndarray
+    held: dict[int, np.ndarray] = field(default_factory=dict)
+    x_min: np.ndarray | None = None
+    x_max: np.ndarray | None = None
+
+    def __add__(self, other: BlockProducts) -> BlockProducts:
+        lo = _fold(np.fmin, self.x_min, other.x_min)
+        hi = _fold(np.fmax, self.x_max, other.x_max)
+        return BlockProducts(self.g + other.g, self.sums + other.sums, {**self.held, **other.held}, lo, hi)
+
+    def held_rows(self) -> np.ndarray | None:
+        """The held-out rows' arrays stacked in row order (None when there are none)."""
+        if not self.held:
+            return None
+        return np.concatenate([self.held[k] for k in sorted(self.held)], axis=0)
+
+
+def _fold(op, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return b if a is None else a if b is None else op(a, b)
+
+
+def kernel_block_products(
+    fmap: Any,
+    V: np.ndarray | None,
+    split: Any,
+    weights: Any,
+    X: np.ndarray,
+    Y: np.ndarray,
+    start: int,
+    *,
+    dtype: str = "float64",
+    panel_rows: int = 1024,
+    device: Any = None,
+) -> BlockProducts:
+    """The products of one row block (see the module docstring).
+
+    Parameters
+    ----------
+    fmap : NystroemMap
+        Raw map ``x ↦ k(x, C)`` (scaling folded in).
+    V : ndarray of shape (M, m) or None
+        Directions; None for the first pass.
+    split : HoldoutSplit or None
+        Held-out rows (group 1) take no part in ``g``.
+    weights : callable or None
+        ``weights(start, stop) -> (1, rows)`` (sample weights, bootstrap counts).
+    X, Y : ndarray
+        The block's rows and targets (Y (rows, k)), host arrays.
+    start : int
+        Global index of the block's first row.
+    dtype : {"float64", "float32"}
+        The kernel panels' precision (products summed in float64 across panels).
+    panel_rows : int
+    device : Device, optional
+        The fit's device: a GPU computes the panels and products there
+        (:func:`~bigkernel.devices.task_device`: a dask worker's own GPU); None or the CPU: numpy.
+
+    Returns
+    -------
+    BlockProducts
+    """
+    stop = start + X.shape[0]
+    Y = np.asarray(Y, dtype=np.float64).reshape(X.shape[0], -1)
+    w = np.ones(X.shape[0]) if weights is None else np.asarray(weights(start, stop), dtype=np.float64)[0]
+    held = np.zeros(X.shape[0], bool) if split is None else np.asarray(split.groups(start, stop)) == 1
+    w_train = np.where(held, 0.0, w)
+    sums = np.zeros(Y.shape[1] + 2)
+    if V is None:
+        sums[0] = w_train.sum()
+        sums[1:-1] = w_train @ Y
+        sums[-1] = np.count_nonzero(w_train)
+    rows = _Rows(X, Y, w_train, held)
+    dev = None if device is None else task_device(device)
+    if dev is not None and dev.is_gpu:
+        with dev.activate():
+            g, images = block_products_in(dev.xp, fmap, V, rows, dtype, device_panel_rows(fmap, dtype))
+    else:
+        g, images = block_products_in(None, fmap, V, rows, dtype, panel_rows)
+    out = BlockProducts(g, sums)
+    if held.any():
+        out.held[start] = np.column_stack([Y[held], w[held]]) if V is None else np.concatenate(images, axis=0)
+    if V is None and np.any(w_train > 0):
+        lo, hi = column_min_max(X[w_train > 0])  # sparse: its unstored zeros count
+        out.x_min, out.x_max = np.asarray(lo, float), np.asarray(hi, float)
+    return out
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A block's host rows: inputs, targets, training weights (0: held out or weight 0), held-out mask."""
+
+    X: Any
+    Y: np.ndarray
+    w_train: np.ndarray
+    held: np.ndarray
+
+
+def device_panel_rows(fmap: Any, dtype: str) -> int:
+    """Rows of a kernel panel on a device: :data:`DEVICE_PANEL_BYTES` of panel, at most
+    :data:`~bigkernel.numerics.sums.FLOAT32_REDUCTION_ROWS` rows in float32 (a float32 product
+    sums no more rows than the CPU's)."""
+    rows = panel_rows_for(fmap.n_components, dtype, DEVICE_PANEL_BYTES)
+    return min(rows, FLOAT32_REDUCTION_ROWS) if np.dtype(dtype) == np.float32 else rows
+
+
+#: bytes of one kernel panel on a device
+DEVICE_PANEL_BYTES = 512 * 2**20
+
+
+def block_products_in(
+    xp: Any, fmap: Any, V: np.ndarray | None, rows: _Rows, dtype: str, panel_rows: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``g`` (host float64) and the held-out images of one block, computed in namespace ``xp``
+    (None: numpy on the host; the panels are the map's host features).
+
+    Notes
+    -----
+    One function on purpose: it is the inner loop of every CG iteration; the panel loop, the
+    weighting and the accumulation stay together so no panel is kept beyond its two products.
+    """
+    host = xp is None
+    ns = np if host else xp
+    panels = KernelPanels(fmap, xp, dtype)
+    item = np.dtype(dtype)
+    M = fmap.n_components
+    width = rows.Y.shape[1] + 1 if V is None else V.shape[1]
+    Vd = (
+        None
+        if V is None
+        else (V.astype(item) if host else ns.asarray(V, dtype=getattr(ns, dtype), device=panels.device))
+    )
+    g = np.zeros((M, width)) if host else ns.zeros((M, width), dtype=ns.float64, device=panels.device)
+    images = []
+    keep = np.flatnonzero((rows.w_train > 0) | rows.held)  # rows of weight 0 cost nothing
+    for lo in range(0, keep.size, panel_rows):
+        idx = keep[lo : lo + panel_rows]
+        Kp = panels(rows.X[idx])
+        wt = rows.w_train[idx, None]
+        if Vd is None:
+            R = wt * np.column_stack([np.ones(idx.size), rows.Y[idx]])
+        else:
+            U = Kp @ Vd
+            hold = np.flatnonzero(rows.held[idx])
+            images.append(np.asarray(to_host(U[hold] if host else ns.take(U, ns.asarray(hold), axis=0)), float))
+            R = U * (wt.astype(item) if host else ns.asarray(wt, dtype=U.dtype, device=panels.device))
+        if host:
+            g += (Kp.T @ R.astype(item)).astype(np.float64)
+        else:
+            R = (
+                R
+                if hasattr(R, "__array_namespace__") and not isinstance(R, np.ndarray)
+                else ns.asarray(R, device=panels.device)
+            )
+            prod = ns.matmul(ns.matrix_transpose(Kp), ns.astype(R, Kp.dtype))
+            g = g + ns.astype(prod, ns.float64)
+    return (g if host else np.asarray(to_host(g), dtype=np.float64)), images
+
+
+class KernelPanels:
+    """``x ↦ k(x, C)`` panels in a namespace: numpy → the map's host features; another
+    namespace (a GPU's) → for the rbf family the augmented GEMM and ``exp`` on the device
+    (centres copied once per block task), for other kernels host panels copied in.
+
+    Parameters
+    ----------
+    fmap : NystroemMap
+        A raw map.
+    xp : namespace or None
+    dtype : {"float64", "float32"}
+    """
+
+    def __init__(self, fmap: Any, xp: Any, dtype: str) -> None:
+        self.fmap, self.xp, self.dtype = fmap, xp, np.dtype(dtype)
+        tiler = fmap.tiler
+        self.on_device_rbf = xp is not None and tiler.fast and not tiler.sparse
+        self.device = None
+        if xp is not None:
+            probe = xp.asarray(np.zeros(1))
+            self.device = device_of(probe)
+        if self.on_device_rbf:
+            _, B, self.scale = tiler.augmented_points()
+            self.B = xp.asarray(np.ascontiguousarray(B, dtype=self.dtype), device=self.device)
+
+    def __call__(self, X: Any) -> Any:
+        fmap, xp = self.fmap, self.xp
+        if xp is None:
+            return fmap.transform_unscaled(X, self.dtype)
+        if not self.on_device_rbf:
+            return xp.asarray(fmap.transform_unscaled(X, self.dtype), device=self.device)
+        A = fmap.tiler.augment(fmap.kernel_inputs(X))
+        A = xp.asarray(np.ascontiguousarray(A, dtype=self.dtype), device=self.device)
+        K = xp.exp(xp.minimum(A @ xp.matrix_transpose(self.B), 0.0))
+        return K * self.scale if self.scale != 1.0 else K

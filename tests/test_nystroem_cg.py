@@ -1,0 +1,269 @@
+"""NystroemRidge(solver="cg"): Falkon's preconditioned CG, one Dask pass per iteration.
+
+References: the one-pass solver with the same centres (the same problem solved another way),
+ExactKernelRidge when the centres are all training rows, dense numpy for the pass itself.
+"""
+
+import numpy as np
+import pytest
+import zarr
+
+import bigkernel
+from bigkernel import ExactKernelRidge, NystroemRidge
+from bigkernel.errors import ParameterError
+from bigkernel.numerics.nystroem_block import kernel_block_products
+from bigkernel.numerics.nystroem_features import NystroemMap
+from bigkernel.numerics.splits import HoldoutSplit
+
+pytestmark = pytest.mark.numerics
+
+
+def _data(n=4000, d=5, k=None, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, d))
+    f = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2]
+    if k is None:
+        return X, f + 0.1 * rng.normal(size=n)
+    Y = np.column_stack([f * (j + 1) + j + 0.1 * rng.normal(size=n) for j in range(k)])
+    return X, Y
+
+
+def _rel(a, b):
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+KW = dict(gamma=0.3, n_components=200, landmarks="uniform", random_state=0)
+
+
+def test_block_products_equal_dense_formulas():
+    X, Y = _data(700, k=2)
+    rng = np.random.default_rng(1)
+    from bigkernel.kernels.factory import make_kernel
+
+    kernel = make_kernel("rbf", gamma=0.3)
+    C = X[rng.choice(700, 40, replace=False)]
+    fmap = NystroemMap.raw(kernel, C)
+    K = kernel(X, C)
+    w = rng.uniform(0, 2, size=700)
+    w[::7] = 0.0
+    split = HoldoutSplit(3, 0.2)
+    held = split.groups(100, 800) == 1
+    wt = np.where(held, 0.0, w)
+    V = rng.normal(size=(40, 3))
+    out = kernel_block_products(fmap, V, split, lambda a, b: w[None, a - 100 : b - 100], X, Y, 100, panel_rows=64)
+    np.testing.assert_allclose(out.g, K.T @ (wt[:, None] * (K @ V)), rtol=1e-12)
+    np.testing.assert_allclose(out.held_rows(), (K @ V)[held], rtol=1e-12)
+    first = kernel_block_products(fmap, None, split, lambda a, b: w[None, a - 100 : b - 100], X, Y, 100)
+    np.testing.assert_allclose(first.g, K.T @ (wt[:, None] * np.column_stack([np.ones(700), Y])), rtol=1e-12)
+    np.testing.assert_allclose(first.sums, [wt.sum(), *(wt @ Y), np.count_nonzero(wt)])
+    np.testing.assert_allclose(first.held_rows(), np.column_stack([Y[held], w[held]]))
+    np.testing.assert_array_equal(first.x_min, X[wt > 0].min(axis=0))
+
+
+@pytest.mark.parametrize("alpha", [1e-2, 1.0, 30.0])
+def test_cg_equals_the_direct_solution_with_the_same_centres(alpha):
+    """Weights, intercept, 3 targets: predictions within 1e-6 relative of the one-pass solver."""
+    X, Y = _data(5000, k=3)
+    w = np.random.default_rng(2).uniform(0.5, 2.0, size=len(X))
+    direct = NystroemRidge(alpha=alpha, **KW).fit(X, Y, sample_weight=w)
+    cg = NystroemRidge(alpha=alpha, solver="cg", tol=1e-10, max_iter=300, **KW).fit(X, Y, sample_weight=w)
+    np.testing.assert_array_equal(cg.feature_map_.landmarks, direct.feature_map_.landmarks)
+    assert direct.feature_map_.n_components == 200  # K_mm full rank: the same model space
+    Z, _ = _data(500, seed=9)
+    assert _rel(cg.predict(Z), direct.predict(Z)) < 1e-6
+    assert cg.coef_.shape == (3, 200) and cg.intercept_.shape == (3,)  # (n_targets, M), as coef_ elsewhere
+    assert cg.solver_info_["converged"] and cg.residuals_.shape == (cg.n_iter_ + 1, 3)
+
+
+def test_cg_equals_exact_kernel_ridge_when_the_centres_are_the_training_rows():
+    X, y = _data(300)
+    exact = ExactKernelRidge(gamma=0.3, alpha=0.5, tol=1e-12).fit(X, y)
+    cg = NystroemRidge(gamma=0.3, alpha=0.5, n_components=300, landmarks="uniform", solver="cg", tol=1e-12,
+                       max_iter=500, random_state=0).fit(X, y)  # fmt: skip
+    assert np.unique(cg.feature_map_.landmarks, axis=0).shape[0] == 300
+    Z, _ = _data(200, seed=5)
+    assert _rel(cg.predict(Z), exact.predict(Z)) < 1e-6
+
+
+def test_every_alpha_rides_the_same_passes():
+    """A grid of 4 α costs the passes of its slowest α, and its model at the chosen α equals a
+    fit at that α alone, with the same centres, on the training rows of the split (held-out
+    rows weighted 0); the held-out score of the chosen α is that model's own."""
+    import dataclasses
+
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.models._base import RowWeights
+    from bigkernel.solvers.nystroem_cg import NystroemCGSolver
+
+    X, Y = _data(4000, k=2)
+    alphas = [0.01, 0.3, 3.0, 30.0]
+    grid = NystroemRidge(alpha=alphas, solver="cg", tol=1e-10, max_iter=300, **KW).fit(X, Y)
+    assert grid.solver_info_["passes"] == grid.n_iter_ + 1  # the moments pass + one per iteration
+    assert grid.validation_scores_.shape == (4, 2)
+    best = int(np.argmin(grid.validation_scores_.mean(axis=1)))
+    assert grid.alpha_ == alphas[best]
+    held = HoldoutSplit(_split_seed(grid), 0.1).groups(0, len(X)) == 1
+    solver = NystroemCGSolver.from_params({**grid.get_params(), "alpha": grid.alpha_})
+    ds = as_dataset(X, Y)
+    fixed = dataclasses.replace(solver.prepare(ds), fmap=grid.feature_map_)  # the grid's centres
+    alone = solver.fit(fixed, ds, RowWeights((~held).astype(float)))
+    np.testing.assert_allclose(grid.coef_, alone.coef.T, rtol=1e-7, atol=1e-7 * np.abs(alone.coef).max())
+    np.testing.assert_allclose(grid.intercept_, alone.intercept, rtol=1e-7)
+    pred = grid.predict(X[held])
+    mse = ((Y[held] - pred) ** 2).mean(axis=0)
+    np.testing.assert_allclose(grid.validation_scores_[best], mse, rtol=1e-6)
+
+
+def _split_seed(est):
+    from bigkernel.solvers.nystroem_cg import HOLDOUT_SEED_SALT
+    from bigkernel.validation import int_seed
+
+    return int_seed(est.random_state) ^ HOLDOUT_SEED_SALT
+
+
+def _iterations(est, tol):
+    r = est.residuals_
+    return np.array([int(np.argmax(r[:, j] <= tol)) if (r[:, j] <= tol).any() else -1 for j in range(r.shape[1])])
+
+
+def test_iterations_to_1e_6_do_not_grow_with_n():
+    """Falkon's preconditioner (centred for the intercept): the iterations to 1e-6 of every α
+    of the grid α/n = 1e-7 … 1e-1 are about the same at n = 4000 and 16000 (M = 200), and at
+    most 25 for α/n >= 1e-3. Below that they grow (M = 200 is small for such α: measured
+    37–61 at α/n = 1e-4 … 1e-7; docs/guide/nystroem.rst)."""
+    from bigkernel.solvers.nystroem_cg import DEFAULT_RELATIVE_ALPHAS
+
+    counts = {}
+    for n in (4000, 16000):
+        X, y = _data(n)
+        est = NystroemRidge(alpha=list(n * DEFAULT_RELATIVE_ALPHAS), solver="cg", tol=1e-6, **KW).fit(X, y)
+        counts[n] = _iterations(est, 1e-6)
+        assert est.solver_info_["converged"] and est.n_iter_ == counts[n].max()
+    assert np.all(counts[16000] <= 1.2 * counts[4000] + 2), counts
+    assert np.all(counts[16000] >= 0.7 * counts[4000] - 2), counts
+    large = DEFAULT_RELATIVE_ALPHAS >= 1e-3
+    assert counts[4000][large].max() <= 25 and counts[16000][large].max() <= 25, counts
+
+
+def test_zarr_input_streamed_equals_in_memory(tmp_path, monkeypatch):
+    from bigkernel.solvers import nystroem_cg
+
+    X, y = _data(3000)
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    g.create_array("X", data=X, chunks=(700, 5))
+    g.create_array("y", data=y, chunks=(700,))
+    mem = NystroemRidge(alpha=[0.1, 1.0], solver="cg", tol=1e-9, **KW).fit(X, y)
+    monkeypatch.setattr(nystroem_cg, "PERSIST_FRACTION", 0.0)  # every pass reads the store
+    src = bigkernel.open_source(str(tmp_path / "d.zarr"))
+    streamed = NystroemRidge(alpha=[0.1, 1.0], solver="cg", tol=1e-9, **KW).fit(src.X, src.y)
+    assert streamed.solver_info_["data_in_memory"] is False and mem.solver_info_["data_in_memory"] is True
+    assert streamed.alpha_ == mem.alpha_
+    assert _rel(streamed.coef_, mem.coef_) < 1e-9
+
+
+def test_save_load_predicts_the_same_numpy_and_dask(tmp_path):
+    import dask.array as da
+
+    X, Y = _data(2000, k=2)
+    est = NystroemRidge(alpha=[0.1, 1.0], solver="cg", **KW).fit(X, Y)
+    path = est.save(str(tmp_path / "m.zarr"))
+    back = bigkernel.load(path)
+    assert back.solver == "cg" and back.n_iter_ == est.n_iter_
+    np.testing.assert_array_equal(back.predict(X[:50]), est.predict(X[:50]))
+    np.testing.assert_array_equal(back.residuals_, est.residuals_)
+    np.testing.assert_array_equal(back.validation_scores_, est.validation_scores_)
+    lazy = back.predict(da.from_array(X[:300], chunks=100))
+    np.testing.assert_allclose(lazy.compute(), est.predict(X[:300]), rtol=1e-12)
+
+
+def test_what_cg_refuses_says_what_to_do():
+    X, y = _data(500)
+    est = NystroemRidge(solver="cg", **KW).fit(X, y)
+    with pytest.raises(Exception, match="posterior|return_std"):
+        est.predict(X[:5], return_std=True)
+    with pytest.raises(ParameterError, match="partial_fit"):
+        NystroemRidge(solver="cg", **KW).partial_fit(X, y)
+    with pytest.raises(ParameterError, match="held-out split"):
+        NystroemRidge(solver="cg", alpha="gcv", **KW).fit(X, y)
+    with pytest.raises(ParameterError, match="solver"):
+        NystroemRidge(solver="falkon", **KW).fit(X, y)
+
+
+def test_non_convergence_warns_with_what_to_change():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _data(1500)
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        est = NystroemRidge(alpha=1e-6, solver="cg", max_iter=2, tol=1e-12, **KW).fit(X, y)
+    assert est.n_iter_ == 2 and not est.solver_info_["converged"]
+
+
+def test_bootstrap_of_the_cg_solver_equals_weighted_refits(tmp_path):
+    """Each replicate is the weighted CG fit with the fitted centres: replicate r's predictions
+    equal a fit with the replicate's bootstrap counts as sample weights."""
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.models._base import RowWeights
+    from bigkernel.numerics.resample import BootstrapWeights
+    from bigkernel.solvers.nystroem_cg import NystroemCGSolver
+    from bigkernel.solvers.primal import PrimalFixed
+
+    X, y = _data(1500)
+    est = NystroemRidge(alpha=0.5, solver="cg", tol=1e-10, max_iter=300, **KW).fit(X, y)
+    Z = X[:7]
+    res = bigkernel.bootstrap(est, X, y, Z, n_bootstraps=3, random_state=4, store=str(tmp_path / "b.zarr"))
+    assert res.predictions.shape[0] == 3
+    counts = BootstrapWeights(seed_entropy=4, replicates=(0, 1, 2), n=len(X))(0, len(X))  # random_state=4
+    solver = NystroemCGSolver.from_params(est.get_params())
+    for r in range(3):
+        sol = solver.fit(PrimalFixed(est.feature_map_), as_dataset(X, y), RowWeights(counts[r]))
+        ref = est.feature_map_.transform(Z) @ sol.coef[:, 0] + sol.intercept[0]
+        np.testing.assert_allclose(np.ravel(res.predictions[r]), ref, rtol=1e-8, atol=1e-10)
+    assert not np.allclose(counts[0], 1.0)  # the replicates really were resampled
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_block_products_on_another_namespace_equal_numpy(kernel):
+    """The device path of a pass block (array-api-strict standing in for CuPy): the rbf panels
+    computed in that namespace (augmented GEMM + exp), other kernels' host panels copied in."""
+    xps = pytest.importorskip("array_api_strict")
+    from bigkernel.kernels.factory import make_kernel
+    from bigkernel.numerics.nystroem_block import _Rows, block_products_in
+
+    X, Y = _data(900, k=2)
+    rng = np.random.default_rng(3)
+    fmap = NystroemMap.raw(make_kernel(kernel, gamma=0.3), X[rng.choice(900, 60, replace=False)])
+    held = rng.uniform(size=900) < 0.2
+    w = np.where(held, 0.0, rng.uniform(0.5, 2, size=900))
+    rows = _Rows(X, Y, w, held)
+    V = rng.normal(size=(60, 3))
+    for v in (None, V):
+        g_np, im_np = block_products_in(None, fmap, v, rows, "float64", 128)
+        g_st, im_st = block_products_in(xps, fmap, v, rows, "float64", 256)
+        assert isinstance(g_st, np.ndarray)
+        np.testing.assert_allclose(g_st, g_np, rtol=1e-11, atol=1e-11 * np.abs(g_np).max())
+        if v is not None:
+            np.testing.assert_allclose(np.concatenate(im_st), np.concatenate(im_np), rtol=1e-11, atol=1e-13)
+
+
+def test_alpha_grid_in_groups_when_the_factors_exceed_the_budget(monkeypatch, caplog):
+    """Every α's factor held at once is (2 + n_alphas)·M²·8 bytes; past the memory budget the α
+    are solved in groups (each its own passes), with the same model; past it for one α: refused."""
+    from bigkernel.numerics.falkon import FalkonPreconditioner
+    from bigkernel.solvers import nystroem_cg
+
+    X, y = _data(2000)
+    kw = dict(alpha=[0.01, 0.1, 1.0, 10.0], solver="cg", tol=1e-10, max_iter=300, **KW)
+    together = NystroemRidge(**kw).fit(X, y)
+    assert together.solver_info_["alpha_groups"] == 1
+    budget = FalkonPreconditioner.memory_bytes(200, 2)
+    monkeypatch.setattr(nystroem_cg, "resolve_memory_budget", lambda value: budget)
+    with caplog.at_level("WARNING", logger="bigkernel.solvers.nystroem_cg"):
+        grouped = NystroemRidge(**kw).fit(X, y)
+    assert grouped.solver_info_["alpha_groups"] == 2 and "in groups of 2" in caplog.text
+    assert grouped.solver_info_["passes"] == grouped.n_iter_ + 1
+    assert grouped.alpha_ == together.alpha_
+    np.testing.assert_allclose(grouped.validation_scores_, together.validation_scores_, rtol=1e-8)
+    assert _rel(grouped.coef_, together.coef_) < 1e-8
+    monkeypatch.setattr(nystroem_cg, "resolve_memory_budget", lambda value: budget // 4)
+    with pytest.raises(ParameterError, match="n_components=200 needs about"):
+        NystroemRidge(**kw).fit(X, y)
