@@ -23,7 +23,7 @@ Cases (``--case``):
   ``NystroemRidge(solver="cg")`` M = 1k … 30k with a 7-point α grid (1e-5 … 1e-1, log) chosen on
   a held-out 10 % of the training rows in the same passes. Both Nyström solvers take uniform
   landmarks (``--landmarks``), so at equal M they have the same centres. Where the client's
-  factors, (1 + #α)·M²·8 bytes, exceed ``--client-gb``, the cg fit takes the single α chosen at
+  preconditioner build, (2 + #α)·M²·8 bytes, exceeds ``--client-gb``, the cg fit takes the single α chosen at
   the largest M that fitted the grid (said in the row). Larger M are skipped once one cg fit has
   taken more than ``--max-fit-s``. Columns: fit s, test RMSE, ratio to the exact RMSE, peak RSS,
   CG iterations.
@@ -206,8 +206,8 @@ run = measurement_runner(__file__, env=_ENV, on_error="exit")
 
 # ----------------------------------------------------------------------------- cases
 def _client_bytes(M: int, n_alphas: int) -> float:
-    """The cg solver's M × M factors on the client: T and one A per α, float64."""
-    return (1 + n_alphas) * M * M * 8.0
+    """Peak bytes of the cg preconditioner's build on the client: K_MM, T and one A per α, float64."""
+    return (2 + n_alphas) * M * M * 8.0
 
 
 def _diamonds_cg(args, gamma: float, n_train: int | None, cg_ok: bool) -> list[dict]:
@@ -404,6 +404,7 @@ def _quick(args) -> None:
     args.client_gb = min(args.client_gb, 0.005)  # M=500 then takes the single-α path
     args.synthetic_n, args.synthetic_m, args.iter_n, args.iter_m = 20_000, 200, [1e4, 2e4], 200
     args.max_iter = min(args.max_iter, 25)
+    args.rff_direct_alpha = "gcv"
     if args.out == _parser().get_default("out"):
         args.out = "bench_results/bench_nystroem_cg_quick.json"
 
