@@ -197,6 +197,10 @@ def test_non_convergence_warns_with_what_to_change():
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         est = NystroemRidge(alpha=1e-6, solver="cg", max_iter=2, tol=1e-12, **KW).fit(X, y)
     assert est.n_iter_ == 2 and not est.solver_info_["converged"]
+    # a grid whose winner stopped early says that its score is an early-stopped model's
+    with pytest.warns(ConvergenceWarning) as record:
+        NystroemRidge(alpha=[1e-6, 1e-5], solver="cg", max_iter=2, tol=1e-12, **KW).fit(X, y)
+    assert any("chosen on the held-out split, did not reach tol" in str(w.message) for w in record)
 
 
 def test_bootstrap_of_the_cg_solver_equals_weighted_refits(tmp_path):

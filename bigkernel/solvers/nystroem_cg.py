@@ -27,12 +27,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Self
 
 import dask
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
@@ -287,10 +289,27 @@ class _CGRun:
         )  # fmt: skip
         diagnostics = self._diagnostics(results, n_iter)
         alpha = float(self.alpha_values[best])
+        self._warn_unconverged_choice(results, best, alpha)
         logger.info("Nyström CG: α=%.3g after %d iterations (%d passes, %.1f s)", alpha, n_iter, self.passes,
                     diagnostics["seconds"])  # fmt: skip
         sel = slice(best * k, (best + 1) * k)
         return Solution(beta[:, sel].copy(), intercept[best].copy(), alpha, self.alpha_values, diagnostics, fit)
+
+    def _warn_unconverged_choice(self, results: list, best: int, alpha: float) -> None:
+        """A held-out score of a column CG has not converged scores an early-stopped model: say
+        so when such a column wins (the general ConvergenceWarning names every column)."""
+        cols = set(range(best * self.k, (best + 1) * self.k))
+        stopped = [
+            c for group, res in results for c, ok in zip(group, np.atleast_1d(res.converged)) if c in cols and not ok
+        ]
+        if stopped and self.split is not None:
+            warnings.warn(
+                f"NystroemRidge(solver='cg'): α={alpha:.3g}, chosen on the held-out split, did not reach tol="
+                f"{self.spec.tol:g} in max_iter={self.spec.max_iter} passes: its score is that of an early-stopped "
+                "CG, not of the ridge solution at this α. Raise max_iter, or give a grid whose smallest α converges",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
 
     def _alpha_groups(self, M: int) -> list[np.ndarray]:
         """The α indices solved together: as many distinct α as the preconditioner's factors fit
