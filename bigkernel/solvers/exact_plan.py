@@ -37,7 +37,7 @@ from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.solvers import budget as limits
 from bigkernel.solvers.budget import device_budget, resolve_memory_budget
 from bigkernel.solvers.exact import ExactSolver, training_arrays
-from bigkernel.solvers.replicates import gated, jsonable, run_replicate, task_cache_budget
+from bigkernel.solvers.replicates import gated, jsonable, per_replicate_tasks, task_cache_budget, with_counts
 
 __all__ = ["EXACT_MAX_BATCH", "PRECOMPUTED_BOOTSTRAP", "ExactPlan"]
 
@@ -113,11 +113,6 @@ class _ExactReplicate:
 
 def _exact_reference(model: _ExactReplicate, data: tuple, seed: int, capacity: int) -> ResidualSample:
     return model.reference(data, seed, capacity)
-
-
-def _with_counts(data: tuple[np.ndarray, np.ndarray], weights: BootstrapWeights) -> tuple:
-    X, Y = data
-    return X, Y, weights(0, X.shape[0])
 
 
 def _check_evidence_memory(solver: ExactSolver, n: int, budget: int, workers: int) -> None:
@@ -215,11 +210,5 @@ class ExactPlan:
     ) -> list[Delayed]:
         """One task per replicate of ``weights.replicates`` (see
         :class:`~bigkernel.solvers.base.ReplicatePlan`)."""
-        data = dask.delayed(_with_counts, pure=True)(self._data, gated(weights, after))
-        token = dask.base.tokenize(store.path, data.key)
-        return [
-            dask.delayed(run_replicate, pure=True)(
-                self._model, data, i, r, store, dask_key_name=f"bootstrap-replicate-{r}-{token}"
-            )
-            for i, r in enumerate(weights.replicates)
-        ]
+        data = dask.delayed(with_counts, pure=True)(self._data, gated(weights, after))
+        return per_replicate_tasks(self._model, data, weights.replicates, store)

@@ -30,7 +30,7 @@ from bigkernel.numerics.resample import BootstrapWeights
 from bigkernel.solvers.exact import training_arrays
 from bigkernel.solvers.nystroem_cg import NystroemCGSolver
 from bigkernel.solvers.primal import PrimalFixed, feature_block_rows
-from bigkernel.solvers.replicates import feature_map_digest, gated, run_replicate
+from bigkernel.solvers.replicates import feature_map_digest, gated, per_replicate_tasks, with_counts
 
 __all__ = ["CG_MAX_BATCH", "NystroemCGPlan"]
 
@@ -71,11 +71,6 @@ class _CGReplicate:
         return replicate
 
 
-def _with_counts(data: tuple[np.ndarray, np.ndarray], weights: BootstrapWeights) -> tuple:
-    X, Y = data
-    return X, Y, weights(0, X.shape[0])
-
-
 class NystroemCGPlan:
     """Replicate plan of :class:`~bigkernel.solvers.nystroem_cg.NystroemCGSolver` (implements
     :class:`~bigkernel.solvers.base.ReplicatePlan`).
@@ -112,11 +107,5 @@ class NystroemCGPlan:
         self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore, after: Sequence[Delayed] = ()
     ) -> list[Delayed]:
         """One task per replicate of ``weights.replicates`` (see ReplicatePlan)."""
-        data = dask.delayed(_with_counts, pure=True)(self._data, gated(weights, after))
-        token = dask.base.tokenize(store.path, data.key)
-        return [
-            dask.delayed(run_replicate, pure=True)(
-                self._model, data, i, r, store, dask_key_name=f"bootstrap-replicate-{r}-{token}"
-            )
-            for i, r in enumerate(weights.replicates)
-        ]
+        data = dask.delayed(with_counts, pure=True)(self._data, gated(weights, after))
+        return per_replicate_tasks(self._model, data, weights.replicates, store)

@@ -31,8 +31,10 @@ __all__ = [
     "fingerprint_params",
     "gated",
     "jsonable",
+    "per_replicate_tasks",
     "run_replicate",
     "task_cache_budget",
+    "with_counts",
 ]
 
 
@@ -120,3 +122,21 @@ def run_replicate(model: Any, data: Any, index: int, replicate: int, store: Boot
 def task_cache_budget(budget: int, workers: int) -> int:
     """Bytes of Gram tiles one exact replicate task may cache: its share of the budget."""
     return budget // max(1, workers)
+
+
+def with_counts(data: tuple[np.ndarray, np.ndarray], weights: Any) -> tuple:
+    """``(X, Y, counts)``: the in-memory training rows and one batch's bootstrap counts (m, n)."""
+    X, Y = data
+    return X, Y, weights(0, X.shape[0])
+
+
+def per_replicate_tasks(model: Any, data: Any, replicates: Sequence[int], store: BootstrapStore) -> list[Delayed]:
+    """One :func:`run_replicate` task per replicate over one batch's ``data`` (the plans whose
+    replicate is a whole fit in one task: the exact solver's and the Nyström CG solver's)."""
+    token = dask.base.tokenize(store.path, data.key)
+    return [
+        dask.delayed(run_replicate, pure=True)(
+            model, data, i, r, store, dask_key_name=f"bootstrap-replicate-{r}-{token}"
+        )
+        for i, r in enumerate(replicates)
+    ]
