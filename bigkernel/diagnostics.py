@@ -69,8 +69,8 @@ def _criterion(est) -> str:
     crit = _first(est, "criterion")  # ExactKernelRidgeCV
     if crit is None and hasattr(est, "cv_results_"):
         crit = getattr(est, "cv", None)
-    if crit is None and getattr(est, "validation_scores_", None) is not None:  # NystroemRidge(solver="cg")
-        return f"the held-out {getattr(est, 'validation_fraction', 0.1):.0%} of the rows"
+    if crit is None and _first(est, "validation_scores_") is not None:  # NystroemRidge(solver="cg")
+        return f"the held-out {_first(est, 'validation_fraction') or 0.1:.0%} of the rows"
     if crit is None:
         crit = getattr(est, "alpha", "gcv")  # "evidence"; "gcv" or a list are scored by GCV
     if isinstance(crit, (int, np.integer)) and not isinstance(crit, bool):
@@ -211,9 +211,25 @@ def feature_scale_findings(est, *, job: bool = False) -> list[Finding]:
     )]  # fmt: skip
 
 
+def convergence_findings(est, *, job: bool = False) -> list[Finding]:
+    """A Nyström CG fit (``solver="cg"``) that stopped at ``max_iter`` above ``tol``: its
+    coefficients are an early-stopped iterate, not the ridge solution at the reported α."""
+    info = _first(est, "solver_info_")
+    if not isinstance(info, dict) or info.get("solver") != "nystroem_cg" or info.get("converged", True):
+        return []
+    passes, worst = info.get("n_iter"), info.get("residual_max", float("nan"))
+    return [Finding(
+        "cg_not_converged",
+        f"Nyström CG stopped after {passes} passes (max_iter) with a relative residual up to {worst:.2g}, above "
+        f"tol: the coefficients are an early-stopped solution, not the ridge solution at the chosen α. Raise "
+        f"{_set('max_iter', str(2 * int(passes or 50)), job)}, loosen tol, or give a grid whose smallest α is larger "
+        "(small α need more passes).",
+    )]  # fmt: skip
+
+
 def fit_findings(est, *, job: bool = False) -> list[Finding]:
-    """Every finding about a fitted model: grid edges, then feature scales."""
-    return grid_edge_findings(est, job=job) + feature_scale_findings(est, job=job)
+    """Every finding about a fitted model: grid edges, feature scales, CG convergence."""
+    return grid_edge_findings(est, job=job) + feature_scale_findings(est, job=job) + convergence_findings(est, job=job)
 
 
 def log_fit(est) -> None:

@@ -197,6 +197,11 @@ def test_non_convergence_warns_with_what_to_change():
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         est = NystroemRidge(alpha=1e-6, solver="cg", max_iter=2, tol=1e-12, **KW).fit(X, y)
     assert est.n_iter_ == 2 and not est.solver_info_["converged"]
+    from bigkernel.diagnostics import fit_findings
+
+    finding = [f for f in fit_findings(est, job=True) if f.code == "cg_not_converged"]
+    assert finding and "`max_iter: 4`" in finding[0].message  # a job's summary and metrics list it
+    assert not [f for f in fit_findings(NystroemRidge(solver="cg", **KW).fit(X, y)) if f.code == "cg_not_converged"]
     # a grid whose winner stopped early says that its score is an early-stopped model's
     with pytest.warns(ConvergenceWarning) as record:
         NystroemRidge(alpha=[1e-6, 1e-5], solver="cg", max_iter=2, tol=1e-12, **KW).fit(X, y)

@@ -557,13 +557,15 @@ def summary_text(m: dict[str, Any]) -> str:
         f"data:  {d['n_samples']:,} rows × {d['n_features']} features from {d['source']} ({d['n_chunks']} chunks)",
         f"model: {mo['solver']} {mo['kernel']}, "
         + (
-            f"exact on n={mo['n_samples_fit']:,}, "
+            f"Nyström M={mo.get('n_components', 0):,} centres on n={mo['n_samples_fit']:,}, CG passes {mo['n_iter']}, "
+            if mo["solver"] == "cg"
+            else f"exact on n={mo['n_samples_fit']:,}, "
             + (f"CG iterations {mo['n_iter']}, " if "n_iter" in mo else "closed form (eigh per gamma), ")
             if "n_samples_fit" in mo
             else f"D={mo['n_components']}, "
         )
         + f"alpha={mo['alpha']:.3g}, {describe_df(mo['df'], mo.get('df_stderr'))}, {mo['dtype']} "
-        + ("Gram" if "n_samples_fit" in mo else "features"),
+        + ("Gram" if "n_samples_fit" in mo and mo["solver"] != "cg" else "features"),
     ]
     lines += [f"WARNING: {w['message']}" for w in m.get("warnings", [])]
     if m.get("search"):
