@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from bigkernel.errors import NotPSDError, ParameterError
+from bigkernel.errors import DataError, NotPSDError, ParameterError
 from bigkernel.kernels.factory import make_kernel
 from bigkernel.numerics.falkon import FalkonPreconditioner, FalkonResult, falkon_solve
 from bigkernel.numerics.gram_tiles import GramTiler
@@ -215,3 +215,130 @@ def test_tiled_products_and_panels(monkeypatch):
     np.testing.assert_allclose(small.T, whole.T, atol=1e-12)
     for c in (0, 1):
         np.testing.assert_allclose(small.factor(c), whole.factor(c), atol=1e-10)
+
+
+# --- the eigendecomposition route: one M × M matrix for every α -------------------------------
+
+
+@pytest.mark.parametrize("centred", [False, True])
+def test_eigen_preconditioner_has_falkons_b_bt_for_every_alpha(centred):
+    """B_c B_cᵀ = ((n_w/M) K̃ᵀK̃ + α K)⁻¹ (K = K_MM + jitter I, K̃ = K − 1μᵀ when centred): the same
+    as the Cholesky route's, column by column; B⁻¹ B = I, the penalty is Bᵀ K B, kmm_matvec = K_MM V."""
+    from bigkernel.numerics.falkon_eigen import EigenFalkonPreconditioner
+
+    p = problem(1500, 120, d=10, gamma=0.5)
+    M, n_w = p["Kmm"].shape[0], p["n_w"]
+    alphas = np.array([3e-3, 1.0, 30.0, 1.0])
+    mean = p["mu"] if centred else None
+    eig = EigenFalkonPreconditioner.build(p["Kmm"], alphas, n_w, mean=mean, jitter=1e-8)
+    chol = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, mean=mean, jitter=1e-8)
+    K = p["Kmm"] + 1e-8 * np.eye(M)
+    Kt = K - (np.ones(M)[:, None] * (np.zeros(M) if mean is None else mean)[None, :])
+    eye = np.eye(M)
+    for c, a in enumerate(alphas):
+        B = eig.apply(eye, np.full(M, c))
+        want = np.linalg.inv((n_w / M) * Kt.T @ Kt + a * K)
+        np.testing.assert_allclose(B @ B.T, want, rtol=1e-7, atol=1e-9 * np.abs(want).max())
+        Bc = chol.apply(eye, np.full(M, c))
+        np.testing.assert_allclose(B @ B.T, Bc @ Bc.T, rtol=1e-7, atol=1e-9 * np.abs(want).max())
+        np.testing.assert_allclose(eig.apply_t(eye, np.full(M, c)), B.T, atol=1e-12 * np.abs(B).max())
+        np.testing.assert_allclose(eig.apply_inv(B, np.full(M, c)), eye, atol=1e-8)
+        pen = eig.penalty_matvec(eye, np.full(M, c))
+        np.testing.assert_allclose(pen, B.T @ K @ B, atol=1e-9 * np.abs(pen).max())
+    V = np.random.default_rng(1).standard_normal((M, 3))
+    np.testing.assert_allclose(eig.kmm_matvec(V), p["Kmm"] @ V, atol=1e-10 * np.abs(p["Kmm"] @ V).max())
+    assert eig.nbytes < 1.2 * M * M * 8 and eig.n_factors == 3
+
+
+def test_eigen_preconditioner_solves_the_grid_as_the_cholesky_one():
+    """falkon_solve with either preconditioner: the same iterations and solutions (= dense)."""
+    from bigkernel.numerics.falkon_eigen import EigenFalkonPreconditioner
+
+    p = problem(1500, 120, d=10, gamma=0.5)
+    alphas = np.array([0.05, 1.0, 20.0])
+    rhs = np.tile(p["rhs"][:, :1], (1, alphas.size))
+    G = p["Kt"].T @ (p["w"][:, None] * p["Kt"])
+    out = {}
+    for cls in (FalkonPreconditioner, EigenFalkonPreconditioner):
+        prec = cls.build(p["Kmm"], alphas, p["n_w"], mean=p["mu"])
+        out[cls] = falkon_solve(counting_gram(p, []), rhs, prec, alphas, tol=1e-10, max_iter=500)
+    a, b = out.values()
+    assert np.all(np.abs(a.n_iter_per_column - b.n_iter_per_column) <= 1)
+    for j, alpha in enumerate(alphas):
+        ref = np.linalg.solve(G + alpha * p["Kmm"], rhs[:, j])
+        assert np.abs(b.beta[:, j] - ref).max() <= 1e-6 * np.abs(ref).max()
+
+
+def test_eigen_preconditioner_memory_and_bad_input():
+    from bigkernel.numerics.falkon_eigen import EigenFalkonPreconditioner
+
+    p = problem(600, 60, d=10, gamma=0.5)
+    M = p["Kmm"].shape[0]
+    assert EigenFalkonPreconditioner.memory_bytes(M) >= 2 * M * M * 8
+    assert EigenFalkonPreconditioner.memory_bytes(20_000) < FalkonPreconditioner.memory_bytes(20_000, 7) / 4
+    K = p["Kmm"].copy()
+    EigenFalkonPreconditioner.build(K, [1.0], p["n_w"], overwrite=True)
+    assert not np.array_equal(K, p["Kmm"])  # overwritten: the peak is 2·M²·8
+    with pytest.raises(ParameterError, match="alphas must be finite floats > 0"):
+        EigenFalkonPreconditioner.build(p["Kmm"], [1.0, 0.0], p["n_w"])
+    bad = p["Kmm"].copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(DataError, match="NaN or infinite"):
+        EigenFalkonPreconditioner.build(bad, [1.0], p["n_w"])
+    with pytest.raises(DataError, match="square"):
+        EigenFalkonPreconditioner.build(p["Kmm"][:, :3], [1.0], p["n_w"])
+
+
+def test_sketch_preconditioner_is_exact_from_every_row_and_better_from_a_sample():
+    """sketch = S: B Bᵀ = (n_w S + α K)⁻¹. With S = G / n_w (every row) CG needs one iteration;
+    with a uniform sample of 8M rows far fewer than with Falkon's centres at a small α."""
+    p = problem(3000, 100, d=5, gamma=0.3, dist="uniform")
+    M, n_w, w, Kt = 100, p["n_w"], p["w"], p["Kt"]
+    G = Kt.T @ (w[:, None] * Kt)
+    alphas = np.array([1e-4 * n_w, 1.0])
+    rhs = np.tile(p["rhs"][:, :1], (1, 2))
+    exact = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=G / n_w, jitter=1e-8)
+    B = exact.apply(np.eye(M), np.zeros(M, int))
+    want = np.linalg.inv(G + alphas[0] * (p["Kmm"] + 1e-8 * np.eye(M)))
+    np.testing.assert_allclose(B @ B.T, want, rtol=1e-6, atol=1e-8 * np.abs(want).max())
+    assert falkon_solve(counting_gram(p, []), rhs, exact, alphas, tol=1e-8, max_iter=50).n_iter <= 2
+    R = np.random.default_rng(3).choice(3000, 8 * M, replace=False)
+    S = Kt[R].T @ (w[R, None] * Kt[R]) / w[R].sum()
+    sampled = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=S)
+    centres = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, mean=p["mu"])
+    its = [falkon_solve(counting_gram(p, []), rhs, q, alphas, tol=1e-6, max_iter=500).n_iter_per_column[0]
+           for q in (sampled, centres)]  # fmt: skip
+    assert its[0] < 0.6 * its[1], its
+    with pytest.raises(ParameterError, match="give sketch alone"):
+        FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=S, mean=p["mu"])
+    with pytest.raises(DataError, match="sketch must be a finite"):
+        FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=S[:5])
+
+
+def test_eigen_route_from_a_sketch_equals_the_cholesky_route():
+    """One generalized eigh(S, K) gives the sketch's B Bᵀ for every α, as the Cholesky route;
+    what needs K_MM (not kept) is refused with what to use instead."""
+    from bigkernel.numerics.falkon_eigen import EigenFalkonPreconditioner
+
+    p = problem(2000, 80, d=5, gamma=0.3, dist="uniform")
+    M, n_w, w, Kt = 80, p["n_w"], p["w"], p["Kt"]
+    R = np.random.default_rng(4).choice(2000, 8 * M, replace=False)
+    S = Kt[R].T @ (w[R, None] * Kt[R]) / w[R].sum()
+    alphas = np.array([1e-5 * n_w, 0.1, 1e-5 * n_w])
+    chol = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=S.copy(), jitter=1e-9)
+    eig = EigenFalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=S.copy(), jitter=1e-9)
+    K = p["Kmm"] + 1e-9 * np.eye(M)
+    for c in range(3):
+        Bc, Be = (q.apply(np.eye(M), np.full(M, c)) for q in (chol, eig))
+        ref = Bc @ Bc.T
+        np.testing.assert_allclose(Be @ Be.T, ref, rtol=1e-6, atol=1e-8 * np.abs(ref).max())
+        pen = eig.penalty_matvec(np.eye(M), np.full(M, c))
+        np.testing.assert_allclose(pen, Be.T @ K @ Be, atol=1e-9 * np.abs(pen).max())
+    rhs = np.tile(p["rhs"][:, :1], (1, 3))
+    a, b = (falkon_solve(counting_gram(p, []), rhs, q, alphas, tol=1e-9, max_iter=300) for q in (chol, eig))
+    assert np.all(np.abs(a.n_iter_per_column - b.n_iter_per_column) <= 1)
+    np.testing.assert_allclose(b.beta, a.beta, rtol=1e-6, atol=1e-7 * np.abs(a.beta).max())
+    with pytest.raises(ParameterError, match="needs K_MM"):
+        eig.kmm_matvec(np.ones(M))
+    with pytest.raises(ParameterError, match="needs K_MM"):
+        falkon_solve(counting_gram(p, []), rhs, eig, alphas, x0=np.zeros((M, 3)))

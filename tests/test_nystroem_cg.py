@@ -132,10 +132,9 @@ def _iterations(est, tol):
 
 
 def test_iterations_to_1e_6_do_not_grow_with_n():
-    """Falkon's preconditioner (centred for the intercept): the iterations to 1e-6 of every α
-    of the grid α/n = 1e-7 … 1e-1 are about the same at n = 4000 and 16000 (M = 200), and at
-    most 25 for α/n >= 1e-3. Below that they grow (M = 200 is small for such α: measured
-    37–61 at α/n = 1e-4 … 1e-7; docs/guide/nystroem.rst)."""
+    """The preconditioner from sampled training rows (8 per centre, centred): the iterations to
+    1e-6 of every α of the grid α/n = 1e-7 … 1e-1 are at most 25 and about the same at n = 4000
+    and 16000 (M = 200). Falkon's centres alone took 37–61 at α/n = 1e-4 … 1e-7 here."""
     from bigkernel.solvers.nystroem_cg import DEFAULT_RELATIVE_ALPHAS
 
     counts = {}
@@ -144,10 +143,28 @@ def test_iterations_to_1e_6_do_not_grow_with_n():
         est = NystroemRidge(alpha=list(n * DEFAULT_RELATIVE_ALPHAS), solver="cg", tol=1e-6, **KW).fit(X, y)
         counts[n] = _iterations(est, 1e-6)
         assert est.solver_info_["converged"] and est.n_iter_ == counts[n].max()
+        assert est.solver_info_["preconditioner_rows"] >= 2 * 200
     assert np.all(counts[16000] <= 1.2 * counts[4000] + 2), counts
     assert np.all(counts[16000] >= 0.7 * counts[4000] - 2), counts
-    large = DEFAULT_RELATIVE_ALPHAS >= 1e-3
-    assert counts[4000][large].max() <= 25 and counts[16000][large].max() <= 25, counts
+    assert counts[4000].max() <= 25 and counts[16000].max() <= 25, counts
+
+
+def test_the_preconditioner_rows_rule():
+    """8 sampled rows per centre, capped by the cost of 10 passes; Falkon's centres below 2 per
+    centre; every row when there are fewer (then the preconditioner is exact: one iteration)."""
+    from bigkernel.solvers.nystroem_cg import sketch_rows
+
+    assert sketch_rows(10**6, 2000, 10, 7) == 16_000
+    assert sketch_rows(2 * 10**6, 20_000, 10, 7) == 0  # 24,000 affordable < 2M: the centres
+    assert sketch_rows(1000, 200, 5, 1) == 1000
+    X, y = _data(1200)
+    est = NystroemRidge(alpha=1e-3, solver="cg", tol=1e-10, max_iter=50, **KW).fit(X, y)
+    assert est.solver_info_["preconditioner_rows"] == 1200 and est.n_iter_ <= 2
+    falkon = NystroemRidge(alpha=1e-3, solver="cg", tol=1e-10, max_iter=300, **{**KW, "n_components": 600})
+    falkon.fit(*_data(1400))  # 8M > n: all rows again; the model equals the direct one
+    direct = NystroemRidge(alpha=1e-3, **{**KW, "n_components": 600}).fit(*_data(1400))
+    Z, _ = _data(300, seed=4)
+    assert _rel(falkon.predict(Z), direct.predict(Z)) < 1e-5
 
 
 def test_zarr_input_streamed_equals_in_memory(tmp_path, monkeypatch):
@@ -197,7 +214,7 @@ def test_what_cg_refuses_says_what_to_do():
 def test_non_convergence_warns_with_what_to_change():
     from sklearn.exceptions import ConvergenceWarning
 
-    X, y = _data(1500)
+    X, y = _data(4000)  # more rows than 8 per centre: a sampled preconditioner, not the exact one
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         est = NystroemRidge(alpha=1e-6, solver="cg", max_iter=2, tol=1e-12, **KW).fit(X, y)
     assert est.n_iter_ == 2 and not est.solver_info_["converged"]
@@ -259,28 +276,50 @@ def test_block_products_on_another_namespace_equal_numpy(kernel):
             np.testing.assert_allclose(np.concatenate(im_st), np.concatenate(im_np), rtol=1e-11, atol=1e-13)
 
 
-def test_alpha_grid_in_groups_when_the_factors_exceed_the_budget(monkeypatch, caplog):
-    """Every α's factor held at once is (2 + n_alphas)·M²·8 bytes; past the memory budget the α
-    are solved in groups (each its own passes), with the same model; past it for one α: refused."""
+def test_alpha_grid_by_one_eigendecomposition_when_the_factors_exceed_the_budget(caplog):
+    """Every α's Cholesky factor held at once is (2 + n_alphas)·M²·8 bytes; past the memory budget
+    one eigendecomposition of K_MM serves every α (2·M²·8), in the same passes and with the same
+    model; past that: refused."""
     from bigkernel.numerics.falkon import FalkonPreconditioner
-    from bigkernel.solvers import nystroem_cg
+    from bigkernel.numerics.falkon_eigen import EigenFalkonPreconditioner
 
     X, y = _data(2000)
     kw = dict(alpha=[0.01, 0.1, 1.0, 10.0], solver="cg", tol=1e-10, max_iter=300, **KW)
-    together = NystroemRidge(**kw).fit(X, y)
-    assert together.solver_info_["alpha_groups"] == 1
+    cholesky = NystroemRidge(**kw).fit(X, y)
+    assert cholesky.solver_info_["preconditioner"] == "cholesky"
     budget = FalkonPreconditioner.memory_bytes(200, 2)
-    monkeypatch.setattr(nystroem_cg, "resolve_memory_budget", lambda value: budget)
-    with caplog.at_level("WARNING", logger="bigkernel.solvers.nystroem_cg"):
-        grouped = NystroemRidge(**kw).fit(X, y)
-    assert grouped.solver_info_["alpha_groups"] == 2 and "in groups of 2" in caplog.text
-    assert grouped.solver_info_["passes"] == grouped.n_iter_ + 1
-    assert grouped.alpha_ == together.alpha_
-    np.testing.assert_allclose(grouped.validation_scores_, together.validation_scores_, rtol=1e-8)
-    assert _rel(grouped.coef_, together.coef_) < 1e-8
-    monkeypatch.setattr(nystroem_cg, "resolve_memory_budget", lambda value: budget // 4)
+    assert EigenFalkonPreconditioner.memory_bytes(200) <= budget < FalkonPreconditioner.memory_bytes(200, 4)
+    with caplog.at_level("INFO", logger="bigkernel.solvers.nystroem_cg"):
+        eigen = NystroemRidge(**kw, memory_budget=budget).fit(X, y)
+    assert eigen.solver_info_["preconditioner"] == "eigen" and "one eigendecomposition" in caplog.text
+    assert eigen.solver_info_["passes"] == eigen.n_iter_ + 1  # every α in the same passes
+    assert eigen.solver_info_["preconditioner_bytes"] < cholesky.solver_info_["preconditioner_bytes"] / 4
+    assert eigen.alpha_ == cholesky.alpha_
+    # the same preconditioner B Bᵀ: the same iterations, the same model
+    assert abs(eigen.n_iter_ - cholesky.n_iter_) <= 1
+    np.testing.assert_allclose(eigen.validation_scores_, cholesky.validation_scores_, rtol=1e-8)
+    assert _rel(eigen.coef_, cholesky.coef_) < 1e-8
     with pytest.raises(ParameterError, match="n_components=200 needs about"):
-        NystroemRidge(**kw).fit(X, y)
+        NystroemRidge(**kw, memory_budget=budget // 4).fit(X, y)
+
+
+def test_a_long_alpha_grid_takes_the_eigendecomposition_route(monkeypatch):
+    """Past EIGEN_MIN_ALPHAS distinct α one eigh is cheaper than a Cholesky factor per α; the
+    model is the Cholesky route's."""
+    from bigkernel.solvers import nystroem_cg
+
+    X, y = _data(1000)
+    alphas = list(np.logspace(-2, 2, nystroem_cg.EIGEN_MIN_ALPHAS))
+    kw = dict(alpha=alphas, solver="cg", tol=1e-10, max_iter=300, **KW)
+    eigen = NystroemRidge(**kw).fit(X, y)
+    assert eigen.solver_info_["preconditioner"] == "eigen"
+    assert eigen.residuals_.shape[1] == len(alphas) and eigen.solver_info_["converged"]
+    monkeypatch.setattr(nystroem_cg, "EIGEN_MIN_ALPHAS", len(alphas) + 1)
+    cholesky = NystroemRidge(**kw).fit(X, y)
+    assert cholesky.solver_info_["preconditioner"] == "cholesky"
+    assert eigen.alpha_ == cholesky.alpha_
+    np.testing.assert_allclose(eigen.validation_scores_, cholesky.validation_scores_, rtol=1e-8)
+    assert _rel(eigen.coef_, cholesky.coef_) < 1e-8
 
 
 _NO_PARTIAL_FIT = "solver='cg' refuses partial_fit (no sufficient statistics): a ParameterError says so"

@@ -31,6 +31,7 @@ def falkon_pass_graph(
     dtype: str = "float64",
     panel_rows: int = 1024,
     device: Any = None,
+    sketch: Any = None,
 ) -> Delayed:
     """Delayed :class:`~bigkernel.numerics.nystroem_block.BlockProducts` of the whole data set.
 
@@ -43,7 +44,7 @@ def falkon_pass_graph(
         The raw map of the centres (a reference: it travels once).
     V : ndarray of shape (M, m) or None
         The pass's directions (None: the first pass, moments and right-hand sides).
-    split, weights, dtype, panel_rows, device
+    split, weights, dtype, panel_rows, device, sketch
         See :func:`~bigkernel.numerics.nystroem_block.kernel_block_products` (``device``: the
         fit's resolved Device, which enters every task as that object).
 
@@ -52,14 +53,14 @@ def falkon_pass_graph(
     Delayed
     """
     return block_sums_graph(
-        X, Y, _block, fmap, V, split, weights, dtype=dtype, panel_rows=panel_rows, device=device
+        X, Y, _block, fmap, V, split, weights, dtype=dtype, panel_rows=panel_rows, device=device, sketch=sketch
     )  # fmt: skip
 
 
-def _block(fmap, V, split, weights, X, Y, start, *, dtype, panel_rows, device):
+def _block(fmap, V, split, weights, X, Y, start, *, dtype, panel_rows, device, sketch):
     # a module-level function: the tasks' key prefix names the pass in logs and dashboards
     return kernel_block_products(
-        fmap, V, split, weights, X, Y, start, dtype=dtype, panel_rows=panel_rows, device=device
+        fmap, V, split, weights, X, Y, start, dtype=dtype, panel_rows=panel_rows, device=device, sketch=sketch
     )  # fmt: skip
 
 

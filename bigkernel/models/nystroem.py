@@ -22,6 +22,7 @@ from bigkernel.models._base import (
     COUNT,
     DEVICE,
     KERNEL_CONSTRAINTS,
+    MEMORY_BUDGET,
     DeviceLike,
     Floats,
     KernelLike,
@@ -87,8 +88,9 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     solver : {"direct", "cg"}, default="direct"
         ``"direct"``: the one pass of sums and a D×D eigendecomposition (above). ``"cg"``:
         Falkon's preconditioned conjugate gradients, one pass over the data per iteration,
-        never forming the M×M system from the data (memory on the client about
-        ``(2 + n_alphas)·M²·8`` bytes for the preconditioner's factors): for M in the tens of
+        never forming the M×M system from the data (memory on the client
+        ``(2 + n_alphas)·M²·8`` bytes for the preconditioner's factors, or ``2·M²·8`` past
+        ``memory_budget``): for M in the tens of
         thousands. The model is ``f(x) = k(x, C) β + b``; a list of α rides the same passes
         (one CG column per α and target), α chosen on a held-out split
         (``validation_fraction``) whose predictions follow the iterates. See
@@ -100,6 +102,12 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
     validation_fraction : float, default=0.1
         ``solver="cg"`` with a list of α: the share of rows held out (a seeded per-row draw) to
         choose α; the model is the one fitted on the other rows at the chosen α.
+    memory_budget : int, str or None, default=None
+        ``solver="cg"``: bytes (or a size like ``"8GB"``) the client may hold for the
+        preconditioner (None: half the physical memory, or of the cluster's smaller worker
+        total). Within it, a Cholesky factor per α (``(2 + n_alphas)·M²·8`` bytes at the
+        peak); past it, one eigendecomposition of ``K_MM`` for every α (``2·M²·8``, the same
+        preconditioner); past that, the fit is refused before any pass.
 
     device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
         ``solver="direct"``: Nyström features are host code: ``"cuda"`` raises DeviceError at
@@ -159,6 +167,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         tol: float = 1e-6,
         max_iter: int = 100,
         validation_fraction: float = 0.1,
+        memory_budget: float | str | None = None,
         device: DeviceLike = "cpu",
         verbose: int = 0,
     ) -> None:
@@ -181,6 +190,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         self.tol = tol
         self.max_iter = max_iter
         self.validation_fraction = validation_fraction
+        self.memory_budget = memory_budget
         self.device = device
         self.verbose = verbose
 
@@ -199,6 +209,7 @@ class NystroemRidge(PartialFitMixin, _RandomFeatureBase):
         "tol": [Interval(Real, 0, 1, closed="neither")],  # a relative residual (as the exact solver's)
         "max_iter": [COUNT],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "memory_budget": MEMORY_BUDGET,
         "device": DEVICE,
     }
 

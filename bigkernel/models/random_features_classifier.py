@@ -163,6 +163,9 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
         ``solver="cg"``: the most CG iterations (one pass each).
     validation_fraction : float, default=0.1
         ``solver="cg"`` with a list of α: the held-out share of the rows that chooses α.
+    memory_budget : int, str or None, default=None
+        ``solver="cg"``: the client's memory for the preconditioner (see
+        :class:`~bigkernel.NystroemRidge`).
 
     verbose : int, default=0
         Progress of this estimator's passes over the data (fit, predict and the searches'
@@ -204,6 +207,7 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
         tol: float = 1e-4,
         max_iter: int = 100,
         validation_fraction: float = 0.1,
+        memory_budget: float | str | None = None,
         verbose: int = 0,
     ) -> None:
         store_init_params(self, locals())

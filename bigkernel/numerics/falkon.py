@@ -26,6 +26,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -38,7 +39,7 @@ from bigkernel.numerics.cholesky import DEFAULT_BLOCK, panel_cholesky
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JITTER_EPS_MULTIPLE", "FalkonPreconditioner", "FalkonResult", "falkon_solve"]
+__all__ = ["JITTER_EPS_MULTIPLE", "FalkonPreconditioner", "FalkonResult", "Preconditioner", "falkon_solve"]
 
 #: default jitter: this many machine epsilons × the mean diagonal of K_MM × M (≈ 1.1e-13 · M ·
 #: mean diag, Falkon's ``pc_epsilon`` of 1e-13 for float64 with ``εM`` on the diagonal)
@@ -48,6 +49,26 @@ GRAM_TILE = 2048
 
 Gram = Callable[[np.ndarray], np.ndarray]
 StepHook = Callable[[np.ndarray, np.ndarray], None]
+
+
+class Preconditioner(Protocol):
+    """What :func:`falkon_solve` needs of a preconditioner ``B_c`` per CG column ``c``:
+    :class:`FalkonPreconditioner` (Cholesky factors) and
+    :class:`~bigkernel.numerics.falkon_eigen.EigenFalkonPreconditioner` (one eigendecomposition)."""
+
+    alphas: np.ndarray
+    n_w: float
+    n_centres: int
+
+    def apply(self, V: np.ndarray, cols: ArrayLike) -> np.ndarray: ...
+
+    def apply_t(self, V: np.ndarray, cols: ArrayLike) -> np.ndarray: ...
+
+    def apply_inv(self, V: np.ndarray, cols: ArrayLike) -> np.ndarray: ...
+
+    def penalty_matvec(self, V: np.ndarray, cols: ArrayLike) -> np.ndarray: ...
+
+    def kmm_matvec(self, V: np.ndarray) -> np.ndarray: ...
 
 
 class FalkonPreconditioner:
@@ -95,6 +116,7 @@ class FalkonPreconditioner:
         overwrite: bool = False,
         mean: ArrayLike | None = None,
         centre_weights: ArrayLike | None = None,
+        sketch: np.ndarray | None = None,
     ) -> FalkonPreconditioner:
         """Factor ``T`` and one ``A`` per distinct α.
 
@@ -125,6 +147,14 @@ class FalkonPreconditioner:
             The row weights of the centres (when they are training rows): ``G`` is then
             approximated by the weighted centres, ``(n_w / Σw_C) K_MM W_C K_MM``. With all rows
             as centres the preconditioner is then exact. Zero weights are allowed.
+        sketch : ndarray of shape (M, M), optional
+            An estimate ``S ≈ G / n_w`` from other rows than the centres (e.g.
+            :func:`~bigkernel.numerics.nystroem_block.sketch_gram` over a uniform sample of the
+            training rows, centred): then ``B Bᵀ = (n_w S + α K)⁻¹`` and ``A_α = chol(T⁻ᵀ S T⁻¹
+            + (α/n_w) I)`` (overwritten: ``S`` becomes ``T⁻ᵀ S T⁻¹``). Excludes ``mean`` and
+            ``centre_weights`` (the sketch carries its own centring and weights). Measured
+            (8,000 rows, 5-d, M = 300, α/n = 1e-7): 81 iterations with Falkon's centres, 24
+            with a sketch of 4M rows, 10 with 16M rows.
 
         Returns
         -------
@@ -147,8 +177,8 @@ class FalkonPreconditioner:
         if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] == 0:
             raise DataError(f"K_MM must be a square (M, M) array with M >= 1, found shape {K.shape}")
         M = K.shape[0]
-        alphas = _check_alphas(alphas)
-        n_w = _positive("n_w", n_w)
+        alphas = check_alphas(alphas)
+        n_w = check_positive("n_w", n_w)
         if jitter is None:
             jitter = JITTER_EPS_MULTIPLE * np.finfo(np.float64).eps * float(np.mean(np.diagonal(K))) * M
         elif not (math.isfinite(jitter) and jitter >= 0):
@@ -164,7 +194,14 @@ class FalkonPreconditioner:
             ) from None
         del W
         distinct = np.unique(alphas)
-        P = _nystroem_inner(T, _vector("mean", mean, M), _vector("centre_weights", centre_weights, M))
+        if sketch is not None:
+            if mean is not None or centre_weights is not None:
+                raise ParameterError(
+                    "give sketch alone: it carries its own centring and weights (mean, centre_weights)"
+                )
+            P = _sketch_inner(T, sketch)
+        else:
+            P = _nystroem_inner(T, check_vector("mean", mean, M), check_vector("centre_weights", centre_weights, M))
         factors = _a_factors(P, distinct, n_w, block)
         logger.debug("Falkon preconditioner: M = %d, %d distinct alpha, jitter %.3g", M, distinct.size, jitter)
         return cls(T, factors, alphas, n_w, jitter)
@@ -172,8 +209,9 @@ class FalkonPreconditioner:
     @staticmethod
     def memory_bytes(M: int, n_distinct_alphas: int, *, block: int = DEFAULT_BLOCK) -> int:
         """Peak bytes of :meth:`build` (without ``overwrite``, counting the caller's ``K_MM``):
-        ``K_MM``, ``T``, the ``T Tᵀ`` array and the other ``n_distinct_alphas − 1`` factors,
-        ``(2 + n_distinct_alphas) · M² · 8``, plus the Cholesky's panel temporaries. The built
+        ``K_MM``, ``T``, the ``T Tᵀ`` array (or the ``sketch``, transformed in place) and the other
+        ``n_distinct_alphas − 1`` factors, ``(2 + n_distinct_alphas) · M² · 8``, plus the
+        Cholesky's panel temporaries. The built
         preconditioner holds ``(1 + n_distinct_alphas) · M² · 8`` (:attr:`nbytes`)."""
         M, k = int(M), int(n_distinct_alphas)
         return (2 + k) * M * M * 8 + 2 * M * min(M, block) * 8
@@ -290,7 +328,21 @@ def _nystroem_inner(T: np.ndarray, mean: np.ndarray | None, weights: np.ndarray 
     return P
 
 
-def _vector(name: str, value: ArrayLike | None, M: int) -> np.ndarray | None:
+def _sketch_inner(T: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """``T⁻ᵀ S T⁻¹`` in ``S``'s memory (two in-place triangular solves on its F-ordered view;
+    ``S`` symmetric, C-ordered float64) — else on a copy."""
+    M = T.shape[0]
+    S = np.asarray(S)
+    if S.shape != (M, M) or not np.all(np.isfinite(S)):
+        raise DataError(f"sketch must be a finite ({M}, {M}) array, found shape {S.shape}")
+    B = S.T if S.dtype == np.float64 and S.flags.c_contiguous else np.array(S, dtype=np.float64, order="F")
+    L = T.T  # lower, F-ordered: L = Tᵀ
+    B = blas.dtrsm(1.0, L, B, side=0, lower=1, trans_a=0, overwrite_b=1)  # L⁻¹ S = T⁻ᵀ S
+    B = blas.dtrsm(1.0, L, B, side=1, lower=1, trans_a=1, overwrite_b=1)  # (T⁻ᵀ S) L⁻ᵀ = … T⁻¹
+    return B.T  # C-ordered; symmetric up to round-off (the factor reads one triangle)
+
+
+def check_vector(name: str, value: ArrayLike | None, M: int) -> np.ndarray | None:
     if value is None:
         return None
     v = np.asarray(value, dtype=np.float64)
@@ -333,7 +385,7 @@ def _t_tt(T: np.ndarray, scale: float, col_scale: np.ndarray | None = None) -> n
     return P
 
 
-def _positive(name: str, value: float) -> float:
+def check_positive(name: str, value: float) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -343,7 +395,7 @@ def _positive(name: str, value: float) -> float:
     return v
 
 
-def _check_alphas(alphas: ArrayLike) -> np.ndarray:
+def check_alphas(alphas: ArrayLike) -> np.ndarray:
     a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
     if a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a) & (a > 0)):
         raise ParameterError(
@@ -390,7 +442,7 @@ class _System:
     """``γ ↦ B_cᵀ (G + α_c K) B_c γ`` per column (``K = K_MM + jitter·I``, or ``K_MM`` exactly
     when ``exact_kmm``), counting the ``gram`` calls."""
 
-    def __init__(self, gram: Gram, prec: FalkonPreconditioner, alphas: np.ndarray, exact_kmm: bool) -> None:
+    def __init__(self, gram: Gram, prec: Preconditioner, alphas: np.ndarray, exact_kmm: bool) -> None:
         self.gram, self.prec, self.alphas, self.calls, self.exact_kmm = gram, prec, alphas, 0, exact_kmm
         self.first: np.ndarray | None = None  # H γ0 of the initial call (x0 only)
 
@@ -412,7 +464,7 @@ class _System:
 def falkon_solve(
     gram: Gram,
     rhs: ArrayLike,
-    prec: FalkonPreconditioner,
+    prec: Preconditioner,
     alphas: ArrayLike,
     *,
     tol: float = 1e-6,
@@ -434,8 +486,10 @@ def falkon_solve(
         space (``U = B P``), so one call is one pass over the data.
     rhs : array-like of shape (M,) or (M, m)
         Right-hand sides ``K_nMᵀ W y`` (centred).
-    prec : FalkonPreconditioner
-        Built for these ``alphas`` (``prec.alphas`` must equal them).
+    prec : Preconditioner
+        A :class:`FalkonPreconditioner` or an
+        :class:`~bigkernel.numerics.falkon_eigen.EigenFalkonPreconditioner`, built for these
+        ``alphas`` (``prec.alphas`` must equal them).
     alphas : array-like of shape (m,) or float
         Penalty of each column (a float: all columns).
     tol : float, default=1e-6
@@ -518,7 +572,7 @@ def falkon_solve(
     return result
 
 
-def _match_alphas(alphas: ArrayLike, prec: FalkonPreconditioner, m: int) -> np.ndarray:
+def _match_alphas(alphas: ArrayLike, prec: Preconditioner, m: int) -> np.ndarray:
     a = np.asarray(alphas, dtype=np.float64)
     a = np.full(m, float(a)) if a.ndim == 0 else a
     if a.shape != (m,) or a.shape != prec.alphas.shape or not np.array_equal(a, prec.alphas):
@@ -548,7 +602,7 @@ def _history(b: np.ndarray, rows: list[np.ndarray], system: _System, with_x0: bo
     return np.vstack([first[None, :], *[r[None, :] for r in rows]])
 
 
-def _report(result: FalkonResult, alphas: np.ndarray, tol: float, max_iter: int, prec: FalkonPreconditioner) -> None:
+def _report(result: FalkonResult, alphas: np.ndarray, tol: float, max_iter: int, prec: Preconditioner) -> None:
     if np.all(result.converged):
         logger.info(
             "Falkon CG converged: %d column(s), %d passes, max relative residual %.3g",

@@ -9,7 +9,9 @@ and, per block, forms the kernel block ``K_b = k(X_b, C)`` in panels of ``panel_
   held-out rows' images ``K_v V`` (their predictions move by these times the CG step);
 - without ``V`` (the first pass, the moments): ``g = K_bᵀ [w_b, w_b ⊙ Y_b]`` (the weighted
   column sums of ``K_nM``, for the intercept's centring, and the right-hand sides), the sums
-  ``[Σw, Σwy]`` and the held-out rows' targets and weights.
+  ``[Σw, Σwy]``, the held-out rows' targets and weights, and (``sketch``) a seeded uniform
+  sample of the training rows with their weights, from which the client estimates
+  ``K_nMᵀWK_nM / n_w`` for the preconditioner (:func:`sketch_gram`).
 
 Every sum leaves the block in float64, whatever the kernel panels' dtype.
 """
@@ -20,13 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from bigkernel._sparse import column_min_max
 from bigkernel.devices import task_device, to_host
 from bigkernel.numerics.namespace import device_of
 from bigkernel.numerics.sums import FLOAT32_REDUCTION_ROWS
 
-__all__ = ["BlockProducts", "kernel_block_products", "panel_rows_for"]
+__all__ = ["BlockProducts", "kernel_block_products", "panel_rows_for", "sketch_gram"]
 
 #: bytes of one kernel panel (rows × M) per task
 PANEL_BYTES = 16 * 2**20
@@ -64,6 +67,8 @@ class BlockProducts:
         ``[y_v | w_v]`` (n_v × (k + 1)).
     x_min, x_max : ndarray of shape (d,) or None
         Range of the training rows (first pass only).
+    sketch : dict of int to (rows, weights)
+        Per block start: its sampled training rows (first pass with ``sketch`` only).
     """
 
     g: np.ndarray
@@ -71,11 +76,22 @@ class BlockProducts:
     held: dict[int, np.ndarray] = field(default_factory=dict)
     x_min: np.ndarray | None = None
     x_max: np.ndarray | None = None
+    sketch: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)
 
     def __add__(self, other: BlockProducts) -> BlockProducts:
         lo = _fold(np.fmin, self.x_min, other.x_min)
         hi = _fold(np.fmax, self.x_max, other.x_max)
-        return BlockProducts(self.g + other.g, self.sums + other.sums, {**self.held, **other.held}, lo, hi)
+        held, sketch = {**self.held, **other.held}, {**self.sketch, **other.sketch}
+        return BlockProducts(self.g + other.g, self.sums + other.sums, held, lo, hi, sketch)
+
+    def sketch_rows(self) -> tuple[Any, np.ndarray] | None:
+        """The sampled rows and their weights in row order (None when none was sampled)."""
+        if not self.sketch:
+            return None
+        parts = [self.sketch[k] for k in sorted(self.sketch)]
+        rows = [r for r, _ in parts]
+        X = sp.vstack(rows, format="csr") if sp.issparse(rows[0]) else np.concatenate(rows, axis=0)
+        return X, np.concatenate([w for _, w in parts])
 
     def held_rows(self) -> np.ndarray | None:
         """The held-out rows' arrays stacked in row order (None when there are none)."""
@@ -100,6 +116,7 @@ def kernel_block_products(
     dtype: str = "float64",
     panel_rows: int = 1024,
     device: Any = None,
+    sketch: Any = None,
 ) -> BlockProducts:
     """The products of one row block (see the module docstring).
 
@@ -123,6 +140,9 @@ def kernel_block_products(
     device : Device, optional
         The fit's device: a GPU computes the panels and products there
         (:func:`~bigkernel.devices.task_device`: a dask worker's own GPU); None or the CPU: numpy.
+    sketch : HoldoutSplit or None
+        First pass: its group-1 rows of positive training weight are returned (rows and
+        weights) for the preconditioner's estimate of ``K_nMᵀWK_nM``.
 
     Returns
     -------
@@ -151,7 +171,41 @@ def kernel_block_products(
     if V is None and np.any(w_train > 0):
         lo, hi = column_min_max(X[w_train > 0])  # sparse: its unstored zeros count
         out.x_min, out.x_max = np.asarray(lo, float), np.asarray(hi, float)
+    if V is None and sketch is not None:
+        pick = np.flatnonzero((np.asarray(sketch.groups(start, stop)) == 1) & (w_train > 0))
+        if pick.size:
+            out.sketch[start] = (X[pick], w_train[pick])
     return out
+
+
+def sketch_gram(fmap: Any, X: Any, w: np.ndarray, mean: np.ndarray, *, panel_rows: int = 1024) -> np.ndarray:
+    """``Σ w_i k̃_i k̃_iᵀ / Σw`` over sampled rows, ``k̃_i = k(x_i, C) − μ`` (float64, M × M):
+    an unbiased estimate of the centred ``K_nMᵀWK_nM / n_w`` from a uniform sample of rows.
+
+    Parameters
+    ----------
+    fmap : NystroemMap
+        The raw map of the centres.
+    X : array of shape (m, d)
+        The sampled rows (dense or sparse).
+    w : ndarray of shape (m,)
+        Their weights (> 0).
+    mean : ndarray of shape (M,)
+        ``μ``, the weighted column means of ``K_nM`` over all training rows.
+    panel_rows : int, default=1024
+        Rows of a kernel panel (the temporaries are ``panel_rows × M``).
+
+    Returns
+    -------
+    ndarray of shape (M, M)
+    """
+    M = fmap.n_components
+    S = np.zeros((M, M))
+    for lo in range(0, X.shape[0], panel_rows):
+        K = np.asarray(fmap.transform_unscaled(X[lo : lo + panel_rows], np.float64), dtype=np.float64) - mean
+        S += K.T @ (w[lo : lo + panel_rows, None] * K)
+    S /= float(w.sum())
+    return S
 
 
 @dataclass(frozen=True)
