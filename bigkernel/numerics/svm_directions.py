@@ -66,34 +66,28 @@ class DualSystem:
     def __init__(
         self, phi_a: np.ndarray, gram_a: np.ndarray, w_a: np.ndarray, alpha: float, fit_intercept: bool
     ) -> None:
-        self.phi_a, self.gram_a, self.w_a = phi_a, gram_a, w_a
-        self.alpha, self.fit_intercept = float(alpha), fit_intercept
-        self.u = np.sqrt(w_a)
-        M = self.u[:, None] * gram_a * self.u[None, :]
+        self.phi_a, self.alpha, self.fit_intercept = phi_a, float(alpha), fit_intercept
+        u = self.u = np.sqrt(w_a)
+        M = gram_a * u[:, None]
+        M *= u[None, :]
         M.flat[:: M.shape[0] + 1] += 2.0 * self.alpha
         self.m_inv = spd_solver(M) if M.size else (lambda b: b)
-        D = phi_a.shape[1]
-        s = float(w_a.sum())
-        floor = intercept_floor(self.alpha, float(w_a @ np.diagonal(gram_a)), D)
-        self.schur = 2.0 * self.alpha * float(self.u @ self.m_inv(self.u)) + max(0.0, floor - s)
-
-    def _s(self, r: np.ndarray) -> np.ndarray:
-        return self.u * (self.phi_a @ r)
-
-    def _h_inv(self, r: np.ndarray, s_r: np.ndarray) -> np.ndarray:
-        """``H⁻¹r`` given ``S r``."""
-        return (r - self.phi_a.T @ (self.u * self.m_inv(s_r))) / (2.0 * self.alpha)
+        if fit_intercept:
+            # h = Sᵀu = Φ_aᵀw and M⁻¹ S h = M⁻¹ (u ⊙ G_a w), shared by every gradient
+            self.h = phi_a.T @ w_a
+            self.m_inv_sh = self.m_inv(u * (gram_a @ w_a))
+            floor = intercept_floor(self.alpha, float(w_a @ np.diagonal(gram_a)), phi_a.shape[1])
+            self.schur = 2.0 * self.alpha * float(u @ self.m_inv(u)) + max(0.0, floor - float(w_a.sum()))
 
     def direction(self, grad_w: np.ndarray, grad_b: float) -> tuple[np.ndarray, float]:
         """``(dw, db)`` solving the Newton system at the gradient ``(grad_w, grad_b)``."""
-        s_g = self._s(grad_w)
+        z = self.m_inv(self.u * (self.phi_a @ grad_w))  # M⁻¹ S g
         if not self.fit_intercept:
-            return -self._h_inv(grad_w, s_g), 0.0
-        db = (float(self.u @ self.m_inv(s_g)) - grad_b) / self.schur
-        # r = g_w + db·h with h = Sᵀu, so S r = S g_w + db · u ⊙ (G_a w)
-        r = grad_w + db * (self.phi_a.T @ self.w_a)
-        s_r = s_g + db * self.u * (self.gram_a @ self.w_a)
-        return -self._h_inv(r, s_r), db
+            return -(grad_w - self.phi_a.T @ (self.u * z)) / (2.0 * self.alpha), 0.0
+        db = (float(self.u @ z) - grad_b) / self.schur
+        # H⁻¹r for r = g_w + db·h: M⁻¹ S r = M⁻¹ S g + db · M⁻¹ S h
+        r, z = grad_w + db * self.h, z + db * self.m_inv_sh
+        return -(r - self.phi_a.T @ (self.u * z)) / (2.0 * self.alpha), db
 
 
 class DenseDirections:

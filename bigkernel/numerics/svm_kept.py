@@ -100,11 +100,15 @@ class KeptFeatures:
     def gram(self, rows: np.ndarray) -> np.ndarray:
         """``φ_a φ_aᵀ`` of the given rows: from the whole Gram matrix when n ≤ :data:`GRAM_ROWS`."""
         if self.phi.shape[0] > GRAM_ROWS:
-            p = self.phi64[rows]
+            p = self.rows(rows)
             return p @ p.T
         if self._gram is None:
             self._gram = self.phi64 @ self.phi64.T
-        return self._gram[np.ix_(rows, rows)]
+        return self._gram if rows.size == self._gram.shape[0] else self._gram[np.ix_(rows, rows)]
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """``phi64[rows]`` (no copy when ``rows`` are all rows, in order)."""
+        return self.phi64 if rows.size == self.phi.shape[0] else self.phi64[rows]
 
 
 class KeptDirections:
@@ -142,8 +146,8 @@ class KeptDirections:
         fx = self.features
         if rows.size <= fx.n_components:
             self.counts["dual"] += 1
-            return DualSystem(fx.phi64[rows], fx.gram(rows), w[rows], self.alpha, self.fit_intercept)
+            return DualSystem(fx.rows(rows), fx.gram(rows), w[rows], self.alpha, self.fit_intercept)
         self.counts["dense"] += 1
-        p = fx.phi64[rows]
+        p = fx.rows(rows)
         ps = p * np.sqrt(w[rows])[:, None]
         return DenseSystem(ps.T @ ps, w[rows] @ p, float(w[rows].sum()), self.alpha, self.fit_intercept)

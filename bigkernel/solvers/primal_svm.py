@@ -13,6 +13,7 @@ itself, for callers that hold a map and ±1 targets.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Mapping
@@ -31,6 +32,7 @@ from bigkernel.graph.svm import svm_kept_graph, svm_pass_graph
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, check_loss
 from bigkernel.numerics.svm_kept import GRAM_ROWS, KeptDirections, KeptFeatures
 from bigkernel.numerics.svm_newton import SVMSolution, solve_svm
+from bigkernel.numerics.threads import blas_thread_limit
 from bigkernel.runtime import compute
 from bigkernel.solvers.base import Solution
 
@@ -140,10 +142,13 @@ def fit_primal_svm(
         run_pass, directions = kept.pass_sums, KeptDirections(kept, alpha, fit_intercept)
     else:
         run_pass = _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, max_iter)
-    sol = solve_svm(
-        run_pass, D, Y_pm1.shape[1], loss=loss, alpha=alpha, fit_intercept=fit_intercept, tol=tol,
-        max_iter=max_iter, directions=directions,
-    )  # fmt: skip
+    # in memory, the passes and solves are BLAS calls of this thread: on the cores other
+    # processes leave idle (OpenBLAS's busy-waiting threads slow down many-fold on busy cores)
+    with contextlib.nullcontext() if directions is None else blas_thread_limit():
+        sol = solve_svm(
+            run_pass, D, Y_pm1.shape[1], loss=loss, alpha=alpha, fit_intercept=fit_intercept, tol=tol,
+            max_iter=max_iter, directions=directions,
+        )  # fmt: skip
     if directions is not None:
         logger.info("primal SVM: features kept in memory; Newton systems %s", directions.counts)
     logger.info(
