@@ -32,7 +32,7 @@ from bigkernel.graph.svm import svm_kept_graph, svm_pass_graph
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, check_loss
 from bigkernel.numerics.svm_kept import GRAM_ROWS, KeptDirections, KeptFeatures
 from bigkernel.numerics.svm_newton import SVMSolution, solve_svm
-from bigkernel.numerics.threads import blas_thread_limit
+from bigkernel.numerics.threads import LAPACK_SAMPLE_MIN_N, blas_thread_limit
 from bigkernel.runtime import compute
 from bigkernel.solvers.base import Solution
 
@@ -132,19 +132,14 @@ def fit_primal_svm(
     D = feature_map.n_components
     if keep_features is None:
         keep_features = keeps_features(X.shape[0], D, dtype)
-    directions = None
     if keep_features:
-        graph = svm_kept_graph(
-            X, Y_pm1, feature_map, weights=weights, dtype=dtype, block_rows=block_rows, fmap_key=fmap_key
+        run_pass, directions, limit = _kept_passes(
+            X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, alpha, fit_intercept
         )
-        (rows,) = compute(graph, label="svm features")
-        kept = KeptFeatures(rows.phi, feature_map.scale, rows.Y, rows.c, block_rows)
-        run_pass, directions = kept.pass_sums, KeptDirections(kept, alpha, fit_intercept)
     else:
         run_pass = _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, max_iter)
-    # in memory, the passes and solves are BLAS calls of this thread: on the cores other
-    # processes leave idle (OpenBLAS's busy-waiting threads slow down many-fold on busy cores)
-    with contextlib.nullcontext() if directions is None else blas_thread_limit():
+        directions, limit = None, contextlib.nullcontext()
+    with limit:
         sol = solve_svm(
             run_pass, D, Y_pm1.shape[1], loss=loss, alpha=alpha, fit_intercept=fit_intercept, tol=tol,
             max_iter=max_iter, directions=directions,
@@ -164,6 +159,21 @@ def fit_primal_svm(
             stacklevel=2,
         )
     return sol
+
+
+def _kept_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, alpha, fit_intercept):
+    """The features featurised once: ``(run_pass, directions, thread limit)`` of
+    :class:`~bigkernel.numerics.svm_kept.KeptFeatures`. In memory, the passes and solves are
+    BLAS calls of this thread, run on the cores other processes leave idle (OpenBLAS's
+    busy-waiting threads slow down many-fold on busy cores); small problems on one thread,
+    without the 0.1 s sample of the other processes' load."""
+    graph = svm_kept_graph(
+        X, Y_pm1, feature_map, weights=weights, dtype=dtype, block_rows=block_rows, fmap_key=fmap_key
+    )
+    (rows,) = compute(graph, label="svm features")
+    kept = KeptFeatures(rows.phi, feature_map.scale, rows.Y, rows.c, block_rows)
+    threads = 1 if max(kept.phi.shape) < LAPACK_SAMPLE_MIN_N else None
+    return kept.pass_sums, KeptDirections(kept, alpha, fit_intercept), blas_thread_limit(threads)
 
 
 def _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, max_iter):
