@@ -16,6 +16,10 @@ then keeps the grid point of least objective (a line search that costs no extra 
 gradient and dual point are exact, and takes the next Newton direction from that gradient and
 the Hessian of the same pass (exact when the full step was taken).
 
+Over features kept in memory (small data, :mod:`bigkernel.numerics.svm_kept`) a pass returns
+each row's curvature weight instead of the Hessian sums, and the Newton step is solved through
+the curved rows when they are at most D (:mod:`bigkernel.numerics.svm_directions`).
+
 The hinge is solved through its Huber smoothing ``L_μ`` (:func:`loss_terms`), which is C¹
 and piecewise quadratic, so Newton applies; ``0 ≤ L − L_μ ≤ μ/2``. Every pass also gives the
 dual point ``λᵢ = −cᵢ L'(mᵢ)`` and with it the duality gap of the *exact* problem

@@ -15,10 +15,10 @@ cheaper when ``n_a < D``:
   and ``hᵀH⁻¹h``; the dense solve's floor of the intercept's diagonal
   (:func:`~bigkernel.numerics.svm.intercept_floor`) is added to the complement where it acts.
 
-Both give the dense solve's direction up to rounding. Classes whose curvature weights are equal
-(every class at ``w = 0``) share one factorisation: :class:`DenseDirections` (the Hessian sums of
-a streamed pass) and :class:`~bigkernel.numerics.svm_kept.KeptDirections` (features in memory)
-keep the systems of the current pass by their weights.
+Both give the dense solve's direction up to rounding. Consecutive classes whose curvature
+weights are equal (every class at ``w = 0``) share one factorisation: :class:`DenseDirections`
+(the Hessian sums of a streamed pass) and :class:`~bigkernel.numerics.svm_kept.KeptDirections`
+(features in memory) hold the last system and its weights (one factor, whatever k).
 """
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ class DualSystem:
 
 
 class DenseDirections:
-    """Newton directions from the Hessian sums of a streamed pass, one factorisation per set of
-    equal sums (classes of equal curvature weights have equal sums).
+    """Newton directions from the Hessian sums of a streamed pass; consecutive classes of equal
+    sums (equal curvature weights, e.g. every class at ``w = 0``) share one factorisation.
 
     Parameters
     ----------
@@ -102,18 +102,15 @@ class DenseDirections:
 
     def __init__(self, alpha: float, fit_intercept: bool) -> None:
         self.alpha, self.fit_intercept = alpha, fit_intercept
-        self._sums: SVMPassSums | None = None
-        self._systems: list[tuple[int, DenseSystem]] = []
+        self._last: tuple[SVMPassSums, int, DenseSystem] | None = None  # one (D+1)² factor held
 
     def __call__(self, sums: SVMPassSums, h: int, grad_w: np.ndarray, grad_b: float) -> tuple[np.ndarray, float]:
         """Direction of the class of Hessian block ``h`` at the gradient ``(grad_w, grad_b)``."""
-        if sums is not self._sums:
-            self._sums, self._systems = sums, []
-        system = next((s for h0, s in self._systems if _equal_blocks(sums, h0, h)), None)
-        if system is None:
+        last = self._last
+        if last is None or last[0] is not sums or not _equal_blocks(sums, last[1], h):
             system = DenseSystem(sums.hess[h], sums.hess_phi[h], float(sums.hess_c[h]), self.alpha, self.fit_intercept)
-            self._systems.append((h, system))
-        return system.direction(grad_w, grad_b)
+            self._last = last = (sums, h, system)
+        return last[2].direction(grad_w, grad_b)
 
 
 def _equal_blocks(sums: SVMPassSums, h0: int, h: int) -> bool:

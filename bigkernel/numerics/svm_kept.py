@@ -7,8 +7,8 @@ Hessian sums (:attr:`~bigkernel.numerics.svm.SVMPassSums.curv`). :class:`KeptDir
 solves each class's Newton system through its curved rows when they are at most D
 (:class:`~bigkernel.numerics.svm_directions.DualSystem`, an ``n_a × n_a`` Cholesky on the kept
 Gram matrix ``ΦΦᵀ``), else in the feature space from a syrk of those rows
-(:class:`~bigkernel.numerics.svm_directions.DenseSystem`); classes of equal weights (every
-class at the first pass) share the factorisation. The line-search sums are those of a streamed
+(:class:`~bigkernel.numerics.svm_directions.DenseSystem`); consecutive classes of equal weights
+(every class at the first pass) share the factorisation. The line-search sums are those of a streamed
 pass (:func:`~bigkernel.numerics.svm.accumulate_grid`, in the same sub-blocks).
 """
 
@@ -123,23 +123,19 @@ class KeptDirections:
 
     def __init__(self, features: KeptFeatures, alpha: float, fit_intercept: bool) -> None:
         self.features, self.alpha, self.fit_intercept = features, alpha, fit_intercept
-        self._sums: SVMPassSums | None = None
-        self._systems: list[tuple[np.ndarray, DenseSystem | DualSystem]] = []
+        self._last: tuple[SVMPassSums, np.ndarray, DenseSystem | DualSystem] | None = None
         #: systems solved in the row space ("dual") and the feature space ("dense"), all passes
         self.counts = {"dual": 0, "dense": 0, "shared": 0}
 
     def __call__(self, sums: SVMPassSums, h: int, grad_w: np.ndarray, grad_b: float) -> tuple[np.ndarray, float]:
         """Direction of the class of Hessian block ``h`` at the gradient ``(grad_w, grad_b)``."""
-        if sums is not self._sums:
-            self._sums, self._systems = sums, []
         w = sums.curv[h]
-        system = next((s for w0, s in self._systems if np.array_equal(w0, w)), None)
-        if system is None:
-            system = self._system(w)
-            self._systems.append((w, system))
-        else:
+        last = self._last
+        if last is not None and last[0] is sums and np.array_equal(last[1], w):
             self.counts["shared"] += 1
-        return system.direction(grad_w, grad_b)
+        else:  # only the last system is held (its rows' features are a copy of n_a × D)
+            self._last = last = (sums, w, self._system(w))
+        return last[2].direction(grad_w, grad_b)
 
     def _system(self, w: np.ndarray) -> DenseSystem | DualSystem:
         rows = np.flatnonzero(w > 0)
