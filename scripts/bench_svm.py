@@ -13,11 +13,19 @@ so its peak RSS (ru_maxrss) is its own.
   dual=False)`` on the SAME explicit features (``feature_map_.transform``), at a size LinearSVC
   runs (issue: within 0.5 points). LinearSVC penalises its intercept; ``intercept_scaling=100``
   makes that penalty negligible.
+- ``c``: small data, large D (issue 22): digits (``sklearn.datasets.load_digits``, X / 16, a
+  fixed shuffle, 1,300 training rows, 497 held out, 10 classes), D = 2048, rbf γ = 0.1, both
+  losses: ``RandomFeatureClassifier(alpha=0.5, loss=...)`` (defaults otherwise: float64, tol
+  1e-4) against ``RBFSampler(γ, D) + LinearSVC(C=1, loss=..., dual=True)`` (C = 1/(2α);
+  scikit-learn's defaults otherwise), each fit timed with its featurisation; ratio = ours /
+  scikit-learn's in the same run. ``--streamed`` adds our fit with the features streamed every
+  pass and the (D+1)² Newton solve (``KEEP_FEATURES_BYTES = 0``, the path before issue 22).
 
 Usage::
 
     python scripts/bench_svm.py --out bench_results/svm.json
     python scripts/bench_svm.py --case a --n 200000 --D 1024     # smaller (a loaded machine)
+    python scripts/bench_svm.py --case c --out bench_results/svm_digits.json
 """
 
 from __future__ import annotations
@@ -98,7 +106,62 @@ def m_linearsvc(n: int, D: int, n_test: int) -> dict:
     }  # fmt: skip
 
 
-MEASUREMENTS = {"fit": m_fit, "linearsvc": m_linearsvc}
+DIGITS_GAMMA, DIGITS_ALPHA, DIGITS_TRAIN = 0.1, 0.5, 1300
+
+
+def _digits():
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    order = np.random.RandomState(0).permutation(len(y))
+    X, y = X[order] / 16.0, y[order]
+    return X[:DIGITS_TRAIN], y[:DIGITS_TRAIN], X[DIGITS_TRAIN:], y[DIGITS_TRAIN:]
+
+
+def m_digits(D: int, loss: str, streamed: bool = False) -> dict:
+    """bigkernel on digits (features kept in memory unless ``streamed``)."""
+    import numpy as np
+
+    import bigkernel.solvers.primal_svm as primal_svm
+    from bigkernel import RandomFeatureClassifier
+
+    if streamed:
+        primal_svm.KEEP_FEATURES_BYTES = 0
+    X, y, Xt, yt = _digits()
+    est = RandomFeatureClassifier(n_components=D, gamma=DIGITS_GAMMA, alpha=DIGITS_ALPHA, loss=loss, random_state=0)
+    t0 = time.perf_counter()
+    est.fit(X, y)
+    fit_s = time.perf_counter() - t0
+    return {
+        "time_s": fit_s, "accuracy": float(np.mean(est.predict(Xt) == yt)), "passes": int(est.n_iter_),
+        "converged": bool(est.converged_.all()), "gap": float(est.dual_gap_.max()), "peak_rss_mb": peak_rss_mb(),
+    }  # fmt: skip
+
+
+def m_digits_sklearn(D: int, loss: str) -> dict:
+    """RBFSampler + LinearSVC(C = 1/(2α), dual=True) on digits, featurisation timed."""
+    import warnings
+
+    import numpy as np
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.kernel_approximation import RBFSampler
+    from sklearn.svm import LinearSVC
+
+    X, y, Xt, yt = _digits()
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        sampler = RBFSampler(gamma=DIGITS_GAMMA, n_components=D, random_state=0)
+        svc = LinearSVC(C=1 / (2 * DIGITS_ALPHA), loss=loss, dual=True).fit(sampler.fit_transform(X), y)
+    fit_s = time.perf_counter() - t0
+    return {
+        "time_s": fit_s, "accuracy": float(np.mean(svc.predict(sampler.transform(Xt)) == yt)),
+        "converged": not any(issubclass(w.category, ConvergenceWarning) for w in caught), "peak_rss_mb": peak_rss_mb(),
+    }  # fmt: skip
+
+
+MEASUREMENTS = {"fit": m_fit, "linearsvc": m_linearsvc, "digits": m_digits, "digits_sklearn": m_digits_sklearn}
 
 
 run = measurement_runner(__file__)
@@ -130,8 +193,28 @@ def case_b(n: int, D: int) -> list[dict]:
     ]
 
 
+def case_c(D: int, streamed: bool) -> list[dict]:
+    rows = []
+    for loss in ("squared_hinge", "hinge"):
+        ref = {"case": "c", "what": f"digits {loss}: RBFSampler + LinearSVC", "n": DIGITS_TRAIN, "D": D}
+        ref.update(run("digits_sklearn", D=D, loss=loss))
+        ours = {"case": "c", "what": f"digits {loss}: ours", "n": DIGITS_TRAIN, "D": D, **run("digits", D=D, loss=loss)}
+        rows += [ref, ours]
+        if streamed:
+            rows.append({
+                "case": "c", "what": f"digits {loss}: ours, streamed", "n": DIGITS_TRAIN, "D": D,
+                **run("digits", D=D, loss=loss, streamed=True),
+            })  # fmt: skip
+        for r in rows[-2 if not streamed else -3 :]:
+            if r is not ref and "time_s" in r and "time_s" in ref:
+                r["ratio_vs_linearsvc"] = r["time_s"] / ref["time_s"]
+                r["linearsvc_accuracy"] = ref.get("accuracy", float("nan"))
+                r["accuracy_diff_points"] = 100 * (r["accuracy"] - r["linearsvc_accuracy"])
+    return rows
+
+
 def _table(rows: list[dict]) -> str:
-    head = "| case | what | n | D | passes | time (s) | ratio | accuracy | LinearSVC acc. | Δ points | peak RSS (MB) |"
+    head = "| case | what | n | D | passes | time (s) | ratio (a: vs least squares; c: vs LinearSVC) | accuracy | LinearSVC acc. | Δ points | peak RSS (MB) |"
     lines = [head, "|" + "---|" * 11]
     for r in rows:
 
@@ -140,7 +223,7 @@ def _table(rows: list[dict]) -> str:
 
         lines.append(
             f"| {r['case']} | {r['what']} | {r['n']:,} | {r['D']} | {f('passes', 'd')} | {f('time_s', '.1f')} | "
-            f"{f('ratio_vs_least_squares', '.2f')} | {f('accuracy', '.4f')} | {f('linearsvc_accuracy', '.4f')} | "
+            f"{f('ratio_vs_least_squares', '.2f') if 'ratio_vs_linearsvc' not in r else f('ratio_vs_linearsvc', '.2f')} | {f('accuracy', '.4f')} | {f('linearsvc_accuracy', '.4f')} | "
             f"{f('accuracy_diff_points', '+.2f')} | {f('peak_rss_mb', '.0f')} |"
             + (f" error: {r['error']}" if "error" in r else "")
         )
@@ -151,10 +234,12 @@ def main() -> None:
     if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=["a", "b", "all"], default="all")
+    p.add_argument("--case", choices=["a", "b", "c", "all"], default="all")
     p.add_argument("--n", type=int, default=1_000_000, help="rows of case a")
     p.add_argument("--D", type=int, default=1024)
     p.add_argument("--svc-n", type=int, default=20_000, help="rows of case b (LinearSVC holds n × D float64)")
+    p.add_argument("--digits-D", type=int, default=2048, help="D of case c")
+    p.add_argument("--streamed", action="store_true", help="case c: also our streamed (D+1)² path")
     p.add_argument("--out", default=None, help="JSON file of the rows")
     args = p.parse_args()
     load = os.getloadavg()
@@ -163,6 +248,8 @@ def main() -> None:
         rows += case_a(args.n, args.D)
     if args.case in ("b", "all"):
         rows += case_b(args.svc_n, args.D)
+    if args.case in ("c", "all"):
+        rows += case_c(args.digits_D, args.streamed)
     print(_table(rows))
     print(f"load average before: {load_text(load)}; after: {os.getloadavg()[0]:.2f}")
     write_rows(args.out, rows, load)

@@ -16,6 +16,10 @@ then keeps the grid point of least objective (a line search that costs no extra 
 gradient and dual point are exact, and takes the next Newton direction from that gradient and
 the Hessian of the same pass (exact when the full step was taken).
 
+Over features kept in memory (small data, :mod:`bigkernel.numerics.svm_kept`) a pass returns
+each row's curvature weight instead of the Hessian sums, and the Newton step is solved through
+the curved rows when they are at most D (:mod:`bigkernel.numerics.svm_directions`).
+
 The hinge is solved through its Huber smoothing ``L_μ`` (:func:`loss_terms`), which is C¹
 and piecewise quadratic, so Newton applies; ``0 ≤ L − L_μ ≤ μ/2``. Every pass also gives the
 dual point ``λᵢ = −cᵢ L'(mᵢ)`` and with it the duality gap of the *exact* problem
@@ -31,6 +35,7 @@ import numpy as np
 import scipy.linalg
 
 from bigkernel.errors import ParameterError
+from bigkernel.numerics.threads import LAPACK_SAMPLE_MIN_N, blas_thread_limit, lapack_limit
 
 LOSSES = ("squared_hinge", "hinge")
 
@@ -150,6 +155,10 @@ class SVMPassSums:
         Σ c L''(m).
     n_curved : ndarray of shape (h,)
         Rows with L'' > 0 at the Hessian step (the rows of the syrk).
+    curv : ndarray of shape (h, n), optional
+        The per-row weights ``c·L''`` themselves, in place of ``hess`` and ``hess_phi`` (then of
+        shape (h, 0, 0) and (h, 0)), from a pass over features held in memory
+        (:class:`~bigkernel.numerics.svm_kept.KeptFeatures`); not summed by ``+``.
     """
 
     weight: float
@@ -162,14 +171,16 @@ class SVMPassSums:
     hess_phi: np.ndarray
     hess_c: np.ndarray
     n_curved: np.ndarray
+    curv: np.ndarray | None = None
 
     @classmethod
-    def zeros(cls, n_components: int, n_classes: int, n_steps: int, n_hess: int) -> SVMPassSums:
-        """All-zero sums, the identity of ``+``."""
+    def zeros(cls, n_components: int, n_classes: int, n_steps: int, n_hess: int, hessian: bool = True) -> SVMPassSums:
+        """All-zero sums, the identity of ``+`` (``hessian=False``: ``hess`` and ``hess_phi`` empty)."""
         D, k, G, h = n_components, n_classes, n_steps, n_hess
+        Dh = D if hessian else 0
         return cls(
             0.0, np.zeros((k, G)), np.zeros((k, G)), np.zeros((k, G, 2)), np.zeros((k, G, 2)),
-            np.zeros((k, G, 2, D)), np.zeros((h, D, D)), np.zeros((h, D)), np.zeros(h), np.zeros(h),
+            np.zeros((k, G, 2, D)), np.zeros((h, Dh, Dh)), np.zeros((h, Dh)), np.zeros(h), np.zeros(h),
         )  # fmt: skip
 
     def __add__(self, other: SVMPassSums) -> SVMPassSums:
@@ -197,6 +208,46 @@ def accumulate_block(
     scale : float
         The feature map's scale (φ = scale · phi).
     """
+    f, delta = accumulate_grid(acc, phi, Y, c, state, scale)
+    curv = curvature_weights(f, delta, Y, c, state)
+    for group in equal_rows(curv):  # classes of equal weights (e.g. every class at w = 0) share a syrk
+        w = curv[group[0]]
+        keep = np.flatnonzero(w > 0)
+        if keep.size == 0:
+            continue
+        p = phi[keep]
+        ps = p * np.sqrt(w[keep]).astype(phi.dtype)[:, None]
+        hess = ps.T @ ps  # a syrk over the curved rows only
+        hess_phi = w[keep].astype(phi.dtype) @ p
+        for i in group:
+            acc.hess[i] += hess
+            acc.hess_phi[i] += hess_phi
+            acc.hess_c[i] += w[keep].sum()
+            acc.n_curved[i] += keep.size
+
+
+def equal_rows(a: np.ndarray) -> list[list[int]]:
+    """Indices of the rows of ``a`` grouped by equality, each group in order of first index."""
+    groups: list[list[int]] = []
+    for i in range(a.shape[0]):
+        g = next((g for g in groups if np.array_equal(a[g[0]], a[i])), None)
+        if g is None:
+            groups.append([i])
+        else:
+            g.append(i)
+    return groups
+
+
+def accumulate_grid(
+    acc: SVMPassSums, phi: np.ndarray, Y: np.ndarray, c: np.ndarray, state: SVMPassState, scale: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The line-search part of :func:`accumulate_block` (everything but the Hessian sums).
+
+    Returns
+    -------
+    f, delta : ndarray of shape (rows, k)
+        Float64 decision values at the current point and their change along the direction.
+    """
     k = Y.shape[1]
     # margins of the current point and along the direction, float64 like the predictions
     WD = np.concatenate([state.coef, state.direction], axis=1) * scale
@@ -216,19 +267,18 @@ def accumulate_block(
     acc.lam2 += np.einsum("rkgs,rkg->kgs", lam_pn, ratio)  # λ²/c = λ·ratio
     prod = phi.T @ lam_pn.reshape(phi.shape[0], -1).astype(phi.dtype, copy=False)
     acc.v += prod.T.reshape(acc.v.shape)
+    return f, delta
+
+
+def curvature_weights(
+    f: np.ndarray, delta: np.ndarray, Y: np.ndarray, c: np.ndarray, state: SVMPassState
+) -> np.ndarray:
+    """Per-row Newton weights ``c·L''`` at each Hessian class's ``hess_step``, shape (h, rows)."""
+    out = np.zeros((state.hess_classes.size, Y.shape[0]))
     for i, j in enumerate(state.hess_classes):
         mh = Y[:, j] * (f[:, j] + state.hess_step[j] * delta[:, j])
-        _, _, curv = loss_terms(mh, state.loss, state.mu[j])
-        w = c * curv
-        keep = np.flatnonzero(w > 0)
-        if keep.size == 0:
-            continue
-        p = phi[keep]
-        ps = p * np.sqrt(w[keep]).astype(phi.dtype)[:, None]
-        acc.hess[i] += ps.T @ ps  # a syrk over the curved rows only
-        acc.hess_phi[i] += w[keep].astype(phi.dtype) @ p
-        acc.hess_c[i] += w[keep].sum()
-        acc.n_curved[i] += keep.size
+        out[i] = c * loss_terms(mh, state.loss, state.mu[j])[2]
+    return out
 
 
 def fold_scale(acc: SVMPassSums, scale: float) -> SVMPassSums:
@@ -316,27 +366,58 @@ def newton_direction(
 
     The bordered (D+1) system is solved by Cholesky in float64. When no row has curvature the
     intercept's diagonal entry is 0 (the objective is locally linear in b): it is floored at a
-    small multiple of the feature block's mean diagonal, so the line search sees a long but
-    finite intercept step instead of a singular system.
+    small multiple of the feature block's mean diagonal (:func:`intercept_floor`), so the line
+    search sees a long but finite intercept step instead of a singular system.
     """
+    A = bordered_matrix(hess, hess_phi, hess_c, alpha, fit_intercept)
+    rhs = -np.append(grad_w, grad_b) if fit_intercept else -grad_w
+    return split_direction(spd_solver(A)(rhs), hess.shape[0])
+
+
+def bordered_matrix(
+    hess: np.ndarray, hess_phi: np.ndarray, hess_c: float, alpha: float, fit_intercept: bool
+) -> np.ndarray:
+    """The Newton matrix of :func:`newton_direction`: (D+1)² with an intercept, else D²."""
     D = hess.shape[0]
     if not fit_intercept:
-        A = hess + 2.0 * alpha * np.eye(D)
-        return _spd_solve(A, -grad_w), 0.0
+        return hess + 2.0 * alpha * np.eye(D)
     A = np.empty((D + 1, D + 1))
     A[:D, :D] = hess
     A[:D, :D].flat[:: D + 1] += 2.0 * alpha
     A[:D, D] = A[D, :D] = hess_phi
-    A[D, D] = max(hess_c, 1e-8 * np.trace(A[:D, :D]) / D)
-    sol = _spd_solve(A, -np.concatenate([grad_w, [grad_b]]))
-    return sol[:D], float(sol[D])
+    A[D, D] = max(hess_c, intercept_floor(alpha, float(np.trace(hess)), D))
+    return A
 
 
-def _spd_solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cholesky solve; a symmetric eigendecomposition (clipped at round-off) if that fails."""
+def intercept_floor(alpha: float, trace_hess: float, D: int) -> float:
+    """Least intercept diagonal of the Newton matrix: 1e-8 × the feature block's mean diagonal
+    ``(trace(Σ cL''φφᵀ) + 2αD) / D``."""
+    return 1e-8 * (trace_hess + 2.0 * alpha * D) / D
+
+
+def split_direction(sol: np.ndarray, D: int) -> tuple[np.ndarray, float]:
+    """``(dw, db)`` of a solved system: ``sol[:D], sol[D]`` (``db = 0`` when ``sol`` has D entries)."""
+    return (sol[:D], float(sol[D])) if sol.shape[0] > D else (sol, 0.0)
+
+
+def spd_solver(A: np.ndarray):
+    """``b ↦ A⁻¹b`` for a symmetric positive (semi)definite ``A``: Cholesky, or a symmetric
+    eigendecomposition (eigenvalues clipped at round-off) when Cholesky fails.
+
+    The factorisation runs on one BLAS thread below ``LAPACK_SAMPLE_MIN_N`` rows and else on
+    the threads other processes leave idle (:func:`~bigkernel.numerics.threads.lapack_limit`):
+    OpenBLAS's busy-waiting threads made a 300 × 300 Cholesky take 0.25 s on two threads
+    against 1 ms on one while other processes held the 2-core machine.
+    """
+    n = A.shape[0]
+    limit = blas_thread_limit(1) if n < LAPACK_SAMPLE_MIN_N else lapack_limit(n)
     try:
-        return scipy.linalg.cho_solve(scipy.linalg.cho_factor(A, check_finite=False), b, check_finite=False)
+        with limit:
+            cf = scipy.linalg.cho_factor(A, check_finite=False)
+        return lambda b: scipy.linalg.cho_solve(cf, b, check_finite=False)
     except np.linalg.LinAlgError:
-        w, U = np.linalg.eigh(0.5 * (A + A.T))
+        with lapack_limit(n):
+            w, U = np.linalg.eigh(0.5 * (A + A.T))
         floor = max(float(w[-1]), 1.0) * A.shape[0] * np.finfo(float).eps
-        return U @ ((U.T @ b) / np.maximum(w, floor))
+        inv = 1.0 / np.maximum(w, floor)
+        return lambda b: U @ (inv.reshape((-1,) + (1,) * (b.ndim - 1)) * (U.T @ b))

@@ -48,7 +48,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bigkernel.numerics.svm import SVMPassState, SVMPassSums, check_loss, evaluate, newton_direction
+from bigkernel.numerics.svm import SVMPassState, SVMPassSums, check_loss, evaluate
+from bigkernel.numerics.svm_directions import DenseDirections
+
+#: ``directions(sums, h, grad_w, grad_b) -> (dw, db)``: the Newton step of Hessian block ``h``
+Directions = Callable[[SVMPassSums, int, np.ndarray, float], tuple[np.ndarray, float]]
 
 #: trial steps of a pass, the full Newton step first; 0 (the current point) is appended
 STEP_GRID = 2.0 ** -np.arange(-3, 7)
@@ -112,6 +116,12 @@ class SVMNewton:
         Stop a class when its exact relative duality gap is ≤ ``tol``.
     max_iter : int
         Most passes (the first included).
+    directions : callable, optional
+        ``directions(sums, h, grad_w, grad_b) -> (dw, db)``, the Newton step of the class of
+        Hessian block ``h`` of a pass's sums. Default: the dense (D+1)² solve of the Hessian
+        sums (:class:`~bigkernel.numerics.svm_directions.DenseDirections`); passes over
+        features in memory solve through their curved rows
+        (:class:`~bigkernel.numerics.svm_kept.KeptDirections`).
     """
 
     def __init__(
@@ -123,10 +133,12 @@ class SVMNewton:
         fit_intercept: bool,
         tol: float,
         max_iter: int,
+        directions: Directions | None = None,
     ) -> None:
         D, k = n_components, n_classes
         self.loss = check_loss(loss)
         self.alpha, self.fit_intercept, self.tol, self.max_iter = float(alpha), bool(fit_intercept), tol, max_iter
+        self.directions = DenseDirections(self.alpha, self.fit_intercept) if directions is None else directions
         self.coef, self.intercept = np.zeros((D, k)), np.zeros(k)
         self.direction, self.direction_b = np.zeros((D, k)), np.zeros(k)
         self.step_scale = np.ones(k)
@@ -220,9 +232,7 @@ class SVMNewton:
         """Class ``j``'s next search direction: the Newton step from this pass's Hessian sums
         (block ``h``) at the gradient ``(gw, gb)``; for the hinge, after an accepted step,
         mixed with the last direction (preconditioned nonlinear CG)."""
-        dw, db = newton_direction(
-            sums.hess[h], sums.hess_phi[h], float(sums.hess_c[h]), gw, gb, self.alpha, self.fit_intercept
-        )
+        dw, db = self.directions(sums, h, gw, gb)
         z, g_now = np.append(dw, db), np.append(gw, gb)
         d = z
         if self.loss == "hinge" and accepted and self.prev[j] is not None:
@@ -265,6 +275,7 @@ def solve_svm(
     fit_intercept: bool = True,
     tol: float = 1e-4,
     max_iter: int = 50,
+    directions: Directions | None = None,
 ) -> SVMSolution:
     """Minimise ``Σ c L(y f) + α‖w‖²`` per class, one ``run_pass`` per iteration.
 
@@ -272,14 +283,14 @@ def solve_svm(
     ----------
     run_pass : callable
         ``run_pass(state) -> SVMPassSums``: the sums of one pass over the data at ``state``.
-    n_components, n_classes, loss, alpha, fit_intercept, tol, max_iter
+    n_components, n_classes, loss, alpha, fit_intercept, tol, max_iter, directions
         As in :class:`SVMNewton`.
 
     Returns
     -------
     SVMSolution
     """
-    it = SVMNewton(n_components, n_classes, loss, alpha, fit_intercept, tol, max_iter)
+    it = SVMNewton(n_components, n_classes, loss, alpha, fit_intercept, tol, max_iter, directions)
     state = it.state
     while state is not None:
         state = it.update(run_pass(state))

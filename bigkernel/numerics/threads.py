@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 logger = logging.getLogger(__name__)
 
@@ -97,9 +97,21 @@ def others_busy_cores(seconds: float = SAMPLE_SECONDS) -> float | None:
     return min(float(len(cpus)), max(0.0, (busy - own) / wall))  # ticks of 10 ms: ±0.2 cores at 0.1 s
 
 
+_controller: ThreadpoolController | None = None
+
+
+def _threadpools() -> ThreadpoolController:
+    """One cached controller: a fresh ``threadpool_info`` / ``threadpool_limits`` scans every
+    loaded library (~10 ms), too much around the many small solves of the SVM's Newton steps."""
+    global _controller
+    if _controller is None:
+        _controller = ThreadpoolController()
+    return _controller
+
+
 def _blas_threads() -> int:
     """The BLAS library's current thread count (its setting, or a caller's limit)."""
-    counts = [int(i.get("num_threads") or 1) for i in threadpool_info() if i.get("user_api") == "blas"]
+    counts = [int(i.get("num_threads") or 1) for i in _threadpools().info() if i.get("user_api") == "blas"]
     return max(counts) if counts else 1
 
 
@@ -129,7 +141,7 @@ def blas_thread_limit(threads: int | None = None) -> Iterator[int]:
     """Run the block with ``threads`` BLAS threads (default :func:`lapack_threads`); yields the
     count."""
     threads = lapack_threads() if threads is None else max(1, int(threads))
-    with threadpool_limits(limits=threads, user_api="blas"):
+    with _threadpools().limit(limits=threads, user_api="blas"):
         yield threads
 
 

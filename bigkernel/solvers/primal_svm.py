@@ -13,6 +13,7 @@ itself, for callers that hold a map and ±1 targets.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Mapping
@@ -27,9 +28,11 @@ from sklearn.exceptions import ConvergenceWarning
 from bigkernel.data.sources import Dataset
 from bigkernel.devices import Device
 from bigkernel.errors import DataError
-from bigkernel.graph.svm import svm_pass_graph
+from bigkernel.graph.svm import svm_kept_graph, svm_pass_graph
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, check_loss
+from bigkernel.numerics.svm_kept import GRAM_ROWS, KeptDirections, KeptFeatures
 from bigkernel.numerics.svm_newton import SVMSolution, solve_svm
+from bigkernel.numerics.threads import LAPACK_SAMPLE_MIN_N, blas_thread_limit
 from bigkernel.runtime import compute
 from bigkernel.solvers.base import Solution
 
@@ -39,6 +42,16 @@ __all__ = ["SVM_LOSSES", "PrimalSVMSolver", "PrimalSVMSpec", "SVMFixed", "fit_pr
 
 #: the losses the primal SVM minimises (a feature classifier's ``loss`` beside "squared_error")
 SVM_LOSSES = ("squared_hinge", "hinge")
+#: memory for features kept across passes (``keep_features=None``): the features, their float64
+#: copy and, for n ≤ GRAM_ROWS, the n × n Gram matrix
+KEEP_FEATURES_BYTES = 256 * 2**20
+
+
+def keeps_features(n: int, n_components: int, dtype: str, budget: int = KEEP_FEATURES_BYTES) -> bool:
+    """Whether ``n`` rows of ``n_components`` features of ``dtype`` fit the budget of
+    :func:`fit_primal_svm`'s in-memory passes (see ``keep_features``)."""
+    size = n * n_components * (np.dtype(dtype).itemsize + 8) + (8 * n * n if n <= GRAM_ROWS else 0)
+    return size <= budget
 
 
 def fit_primal_svm(
@@ -54,6 +67,7 @@ def fit_primal_svm(
     max_iter: int = 50,
     dtype: str = "float64",
     block_rows: int = 8192,
+    keep_features: bool | None = None,
 ) -> SVMSolution:
     """Minimise ``Σᵢ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` per target column, ``f = φ(x)ᵀβ + b``.
 
@@ -92,6 +106,14 @@ def fit_primal_svm(
         Precision of the features; sums and solves are float64.
     block_rows : int
         Rows featurised at a time.
+    keep_features : bool, optional
+        Featurise once and keep the features in memory for every pass; each class's Newton
+        step is then solved through its rows with curvature when they are at most D (an
+        ``n_a × n_a`` system instead of the (D+1)² one; see
+        :mod:`bigkernel.numerics.svm_kept`). None (default): when the features fit
+        :data:`KEEP_FEATURES_BYTES` (:func:`keeps_features`); False: a streamed pass over the
+        data per iteration, the Hessian summed in the pass (the n ≫ D path). Both give the same
+        iterates up to rounding.
 
     Returns
     -------
@@ -107,19 +129,23 @@ def fit_primal_svm(
             f"{Y_pm1.shape} with row chunks {Y_pm1.chunks[0]}"
         )
     fmap_key = dask.delayed(feature_map, pure=True)
-    counter = iter(range(1, max_iter + 1))
-
-    def run_pass(state: SVMPassState) -> SVMPassSums:
-        graph = svm_pass_graph(
-            X, Y_pm1, feature_map, state, weights=weights, dtype=dtype, block_rows=block_rows, fmap_key=fmap_key
+    D = feature_map.n_components
+    if keep_features is None:
+        keep_features = keeps_features(X.shape[0], D, dtype)
+    if keep_features:
+        run_pass, directions, limit = _kept_passes(
+            X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, alpha, fit_intercept
         )
-        (sums,) = compute(graph, label=f"svm pass {next(counter)}")
-        return sums
-
-    sol = solve_svm(
-        run_pass, feature_map.n_components, Y_pm1.shape[1], loss=loss, alpha=alpha,
-        fit_intercept=fit_intercept, tol=tol, max_iter=max_iter,
-    )  # fmt: skip
+    else:
+        run_pass = _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, max_iter)
+        directions, limit = None, contextlib.nullcontext()
+    with limit:
+        sol = solve_svm(
+            run_pass, D, Y_pm1.shape[1], loss=loss, alpha=alpha, fit_intercept=fit_intercept, tol=tol,
+            max_iter=max_iter, directions=directions,
+        )  # fmt: skip
+    if directions is not None:
+        logger.info("primal SVM: features kept in memory; Newton systems %s", directions.counts)
     logger.info(
         "primal SVM (%s): %d passes, converged=%s, relative gap %s",
         loss, sol.n_passes, bool(sol.converged.all()), np.array2string(sol.gap, precision=2),
@@ -133,6 +159,35 @@ def fit_primal_svm(
             stacklevel=2,
         )
     return sol
+
+
+def _kept_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, alpha, fit_intercept):
+    """The features featurised once: ``(run_pass, directions, thread limit)`` of
+    :class:`~bigkernel.numerics.svm_kept.KeptFeatures`. In memory, the passes and solves are
+    BLAS calls of this thread, run on the cores other processes leave idle (OpenBLAS's
+    busy-waiting threads slow down many-fold on busy cores); small problems on one thread,
+    without the 0.1 s sample of the other processes' load."""
+    graph = svm_kept_graph(
+        X, Y_pm1, feature_map, weights=weights, dtype=dtype, block_rows=block_rows, fmap_key=fmap_key
+    )
+    (rows,) = compute(graph, label="svm features")
+    kept = KeptFeatures(rows.phi, feature_map.scale, rows.Y, rows.c, block_rows)
+    threads = 1 if max(kept.phi.shape) < LAPACK_SAMPLE_MIN_N else None
+    return kept.pass_sums, KeptDirections(kept, alpha, fit_intercept), blas_thread_limit(threads)
+
+
+def _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, max_iter):
+    """``run_pass(state) -> sums``: one dask pass over the data per call."""
+    counter = iter(range(1, max_iter + 1))
+
+    def run_pass(state: SVMPassState) -> SVMPassSums:
+        graph = svm_pass_graph(
+            X, Y_pm1, feature_map, state, weights=weights, dtype=dtype, block_rows=block_rows, fmap_key=fmap_key
+        )
+        (sums,) = compute(graph, label=f"svm pass {next(counter)}")
+        return sums
+
+    return run_pass
 
 
 # --------------------------------------------------------------------------------------------
