@@ -6,7 +6,9 @@ so the assignment of a row never depends on the chunking, the worker or the task
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,3 +62,26 @@ class FoldSplit:
         """Fold id of rows ``[start, stop)``."""
         u = row_uniforms(self.seed ^ 0x5EED_F01D, start, stop)
         return np.minimum((u * self.n_groups).astype(np.int64), self.n_groups - 1)
+
+
+class PartitionRows:
+    """Row weights of a row partition: 1 for the kept groups' rows, 0 otherwise (the SVM and
+    Falkon passes take weights as ``weights(start, stop) -> (1, rows)`` only)."""
+
+    def __init__(self, partition: Any) -> None:
+        self.partition = partition
+
+    def __call__(self, start: int, stop: int) -> np.ndarray:
+        g = np.asarray(self.partition.groups(start, stop))
+        return np.isin(g, self.partition.keep)[np.newaxis].astype(np.float64)
+
+    def __dask_tokenize__(self):
+        from dask.base import tokenize
+
+        return ("bigkernel._RowsOf", tokenize(self.partition))
+
+
+def row_weights_of(weights: Any) -> Callable[[int, int], np.ndarray] | None:
+    """The row-weight callable of ``weights``: a row partition (``groups`` / ``keep``) becomes
+    :class:`PartitionRows`; a callable or None is returned as it is."""
+    return PartitionRows(weights) if hasattr(weights, "groups") else weights

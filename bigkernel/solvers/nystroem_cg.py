@@ -47,13 +47,12 @@ from bigkernel.graph.nystroem_pass import falkon_pass_graph
 from bigkernel.numerics.falkon import FalkonPreconditioner, falkon_solve
 from bigkernel.numerics.falkon_eigen import EigenFalkonPreconditioner
 from bigkernel.numerics.nystroem_block import BlockProducts, panel_rows_for, sketch_gram
-from bigkernel.numerics.splits import HoldoutSplit
+from bigkernel.numerics.splits import HoldoutSplit, row_weights_of
 from bigkernel.runtime import active_client, compute, persist
 from bigkernel.solvers.base import Solution
 from bigkernel.solvers.budget import resolve_memory_budget
 from bigkernel.solvers.nystroem import NystroemSolver, NystroemSpec
 from bigkernel.solvers.primal import PrimalFixed, fit_scaler
-from bigkernel.solvers.primal_svm import svm_row_weights
 from bigkernel.validation import int_seed
 
 logger = logging.getLogger(__name__)
@@ -215,7 +214,7 @@ class NystroemCGSolver(NystroemSolver):
             ``coef`` (M, k) = β at the chosen α; ``details`` a :class:`CGFit`.
         """
         # a row partition (a job's holdout split) becomes 0/1 weights
-        run = _CGRun(self, fixed, data, svm_row_weights(weights), in_task=in_task)
+        run = _CGRun(self, fixed, data, row_weights_of(weights), in_task=in_task)
         return run.solve()
 
 

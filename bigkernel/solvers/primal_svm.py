@@ -29,6 +29,7 @@ from bigkernel.data.sources import Dataset
 from bigkernel.devices import Device
 from bigkernel.errors import DataError
 from bigkernel.graph.svm import svm_kept_graph, svm_pass_graph
+from bigkernel.numerics.splits import row_weights_of
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, check_loss
 from bigkernel.numerics.svm_kept import GRAM_ROWS, KeptDirections, KeptFeatures
 from bigkernel.numerics.svm_newton import SVMSolution, solve_svm
@@ -38,7 +39,7 @@ from bigkernel.solvers.base import Solution
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SVM_LOSSES", "PrimalSVMSolver", "PrimalSVMSpec", "SVMFixed", "fit_primal_svm", "svm_row_weights"]
+__all__ = ["SVM_LOSSES", "PrimalSVMSolver", "PrimalSVMSpec", "SVMFixed", "fit_primal_svm"]
 
 #: the losses the primal SVM minimises (a feature classifier's ``loss`` beside "squared_error")
 SVM_LOSSES = ("squared_hinge", "hinge")
@@ -193,29 +194,6 @@ def _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key
 # --------------------------------------------------------------------------------------------
 # The solver interface
 # --------------------------------------------------------------------------------------------
-class PartitionRows:
-    """Row weights of a row partition: 1 for the kept groups' rows, 0 otherwise (the SVM pass
-    takes weights as ``weights(start, stop) -> (1, rows)`` only)."""
-
-    def __init__(self, partition: Any) -> None:
-        self.partition = partition
-
-    def __call__(self, start: int, stop: int) -> np.ndarray:
-        g = np.asarray(self.partition.groups(start, stop))
-        return np.isin(g, self.partition.keep)[np.newaxis].astype(np.float64)
-
-    def __dask_tokenize__(self):
-        from dask.base import tokenize
-
-        return ("bigkernel._RowsOf", tokenize(self.partition))
-
-
-def svm_row_weights(weights: Any) -> Callable[[int, int], np.ndarray] | None:
-    """The row-weight callable of ``weights``: a row partition (``groups`` / ``keep``) becomes
-    :class:`PartitionRows`; a callable or None is returned as it is."""
-    return PartitionRows(weights) if hasattr(weights, "groups") else weights
-
-
 @dataclass(frozen=True)
 class PrimalSVMSpec:
     """Everything the primal SVM's fit depends on besides the data and the feature map.
@@ -324,7 +302,7 @@ class PrimalSVMSolver:
         sp = self._spec()
         Y = data.y if data.y.ndim == 2 else data.y[:, np.newaxis]
         sol = fit_primal_svm(
-            data, fixed.feature_map, Y, weights=svm_row_weights(weights), alpha=sp.alpha, loss=sp.loss,
+            data, fixed.feature_map, Y, weights=row_weights_of(weights), alpha=sp.alpha, loss=sp.loss,
             fit_intercept=sp.fit_intercept, tol=sp.tol, max_iter=sp.max_iter, dtype=sp.dtype,
             block_rows=fixed.block_rows,
         )  # fmt: skip
