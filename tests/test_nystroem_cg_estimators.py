@@ -151,6 +151,8 @@ def test_kernel_ridge_auto_picks_cg_when_the_squares_do_not_fit_the_budget(tmp_p
     assert "past the 144 centres" in m.solver_reason_ and "0.001 GB memory budget" in m.solver_reason_
     np.testing.assert_allclose(m.estimator_.alphas_, 3000 * DEFAULT_RELATIVE_ALPHAS)
     assert m.alpha_ in m.estimator_.alphas_ and np.mean((m.predict(X) - y) ** 2) < 0.05
+    # the budget reaches the CG solver: 7 Cholesky factors (2.9 MB) do not fit, one eigh (0.7 MB) does
+    assert m.estimator_.memory_budget == 10**6 and m.estimator_.solver_info_["preconditioner"] == "eigen"
     small = KernelRidge(memory_budget=10**6, n_components=100, gamma=0.5, random_state=0)
     assert small.choose_solver(3000, 4, 1)[0] == "nystroem"  # under the limit: the one-pass solver
     m.save(str(tmp_path / "kr.zarr"))

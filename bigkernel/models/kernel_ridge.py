@@ -273,7 +273,8 @@ class KernelRidge(_EstimatorBase):
         if solver in ("nystroem", "cg"):
             if solver == "cg":
                 max_iter = self.max_iter or _init_defaults(NystroemRidge)["max_iter"]
-                common.update(solver="cg", tol=self.tol, max_iter=max_iter, alpha=self._cg_alpha(n_samples))
+                common.update(solver="cg", tol=self.tol, max_iter=max_iter, alpha=self._cg_alpha(n_samples),
+                              memory_budget=self.memory_budget)  # fmt: skip
             return NystroemRidge(
                 self.kernel, degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
                 n_components=self.n_components, landmarks=self.landmarks, dtype=feature_dtype, **common,
