@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -116,7 +116,7 @@ class FalkonPreconditioner:
         overwrite: bool = False,
         mean: ArrayLike | None = None,
         centre_weights: ArrayLike | None = None,
-        sketch: np.ndarray | None = None,
+        sketch: np.ndarray | Callable[[], Iterable[np.ndarray]] | None = None,
     ) -> FalkonPreconditioner:
         """Factor ``T`` and one ``A`` per distinct α.
 
@@ -147,12 +147,16 @@ class FalkonPreconditioner:
             The row weights of the centres (when they are training rows): ``G`` is then
             approximated by the weighted centres, ``(n_w / Σw_C) K_MM W_C K_MM``. With all rows
             as centres the preconditioner is then exact. Zero weights are allowed.
-        sketch : ndarray of shape (M, M), optional
-            An estimate ``S ≈ G / n_w`` from other rows than the centres (e.g.
-            :func:`~bigkernel.numerics.nystroem_block.sketch_gram` over a uniform sample of the
-            training rows, centred): then ``B Bᵀ = (n_w S + α K)⁻¹`` and ``A_α = chol(T⁻ᵀ S T⁻¹
-            + (α/n_w) I)`` (overwritten: ``S`` becomes ``T⁻ᵀ S T⁻¹``). Excludes ``mean`` and
-            ``centre_weights`` (the sketch carries its own centring and weights). Measured
+        sketch : ndarray of shape (M, M) or callable, optional
+            An estimate ``S ≈ G / n_w`` from other rows than the centres (a uniform sample of
+            the training rows, centred): then ``B Bᵀ = (n_w S + α K)⁻¹`` and ``A_α = chol(T⁻ᵀ S
+            T⁻¹ + (α/n_w) I)``. Best as a callable yielding panels ``Z_p`` with ``S = Σ Z_pᵀZ_p``
+            (:func:`~bigkernel.numerics.nystroem_block.sketch_panels`): ``T⁻ᵀ S T⁻¹`` is then
+            formed as ``Σ (T⁻ᵀZ_pᵀ)(T⁻ᵀZ_pᵀ)ᵀ``, positive semi-definite however ill-conditioned
+            ``T`` is (``2·m·M²`` flops). An array ``S`` is transformed in place by two triangular
+            solves (``2·M³``), whose round-off grows as ``cond(T)²``: an ill-conditioned ``K_MM``
+            and a tiny α can then fail (NotPSDError). Excludes ``mean`` and ``centre_weights``
+            (the sketch carries its own centring and weights). Measured
             (8,000 rows, 5-d, M = 300, α/n = 1e-7): 81 iterations with Falkon's centres, 24
             with a sketch of 4M rows, 10 with 16M rows.
 
@@ -170,8 +174,8 @@ class FalkonPreconditioner:
         Notes
         -----
         Peak memory: :meth:`memory_bytes`. ``T Tᵀ`` is formed once in one ``M × M`` array (by
-        tiles, using ``T``'s triangle: ``M³/3`` flops); each distinct α but the last factors a
-        copy of it, the last factors it in place.
+        tiles, using ``T``'s triangle: ``M³/3`` flops); each distinct α factors a
+        copy of it (retried with a small shift when round-off leaves a negative pivot).
         """
         K = np.asarray(K_MM)
         if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] == 0:
@@ -199,7 +203,7 @@ class FalkonPreconditioner:
                 raise ParameterError(
                     "give sketch alone: it carries its own centring and weights (mean, centre_weights)"
                 )
-            P = _sketch_inner(T, sketch)
+            P = _sketch_inner(T, sketch) if isinstance(sketch, np.ndarray) else _sketch_panels_inner(T, sketch)
         else:
             P = _nystroem_inner(T, check_vector("mean", mean, M), check_vector("centre_weights", centre_weights, M))
         factors = _a_factors(P, distinct, n_w, block)
@@ -208,10 +212,10 @@ class FalkonPreconditioner:
 
     @staticmethod
     def memory_bytes(M: int, n_distinct_alphas: int, *, block: int = DEFAULT_BLOCK) -> int:
-        """Peak bytes of :meth:`build` (without ``overwrite``, counting the caller's ``K_MM``):
-        ``K_MM``, ``T``, the ``T Tᵀ`` array (or the ``sketch``, transformed in place) and the other
-        ``n_distinct_alphas − 1`` factors, ``(2 + n_distinct_alphas) · M² · 8``, plus the
-        Cholesky's panel temporaries. The built
+        """Peak bytes of :meth:`build` with ``overwrite`` (``T`` over ``K_MM``): ``T``, the
+        ``T Tᵀ`` array (or the ``sketch``, transformed in place) and one factor per distinct α
+        (each factored on a copy of it), ``(2 + n_distinct_alphas) · M² · 8``, plus the
+        Cholesky's panel temporaries; without ``overwrite`` one ``M² · 8`` more. The built
         preconditioner holds ``(1 + n_distinct_alphas) · M² · 8`` (:attr:`nbytes`)."""
         M, k = int(M), int(n_distinct_alphas)
         return (2 + k) * M * M * 8 + 2 * M * min(M, block) * 8
@@ -342,6 +346,22 @@ def _sketch_inner(T: np.ndarray, S: np.ndarray) -> np.ndarray:
     return B.T  # C-ordered; symmetric up to round-off (the factor reads one triangle)
 
 
+def _sketch_panels_inner(T: np.ndarray, panels: Callable[[], Iterable[np.ndarray]]) -> np.ndarray:
+    """``Σ_p Y_p Y_pᵀ``, ``Y_p = T⁻ᵀ Z_pᵀ`` (upper triangle filled by syrk, then mirrored)."""
+    M = T.shape[0]
+    P = np.zeros((M, M), order="F")
+    L = T.T  # lower, F-ordered: L⁻¹ = T⁻ᵀ
+    for Z in panels():
+        Z = np.asarray(Z, dtype=np.float64)
+        if Z.ndim != 2 or Z.shape[1] != M or not np.all(np.isfinite(Z)):
+            raise DataError(f"sketch panels must be finite (rows, {M}) arrays, found shape {Z.shape}")
+        Y = blas.dtrsm(1.0, L, np.array(Z.T, order="F"), side=0, lower=1, trans_a=0, overwrite_b=1)
+        P = blas.dsyrk(1.0, Y, beta=1.0, c=P, trans=0, lower=0, overwrite_c=1)
+    iu = np.triu_indices(M, 1)
+    P[iu[1], iu[0]] = P[iu]
+    return np.ascontiguousarray(P)
+
+
 def check_vector(name: str, value: ArrayLike | None, M: int) -> np.ndarray | None:
     if value is None:
         return None
@@ -355,15 +375,37 @@ def check_vector(name: str, value: ArrayLike | None, M: int) -> np.ndarray | Non
     return v
 
 
+#: shifts tried when ``P + (α/n_w) I`` has round-off negative pivots (× P's mean diagonal)
+SHIFT_STEPS = (0.0, 1e-12, 1e-10, 1e-8, 1e-6)
+
+
 def _a_factors(P: np.ndarray, distinct: np.ndarray, n_w: float, block: int) -> list[np.ndarray]:
-    """``chol(P + (α / n_w) I)`` (upper) per α of ``distinct``; the last over ``P``."""
+    """``chol(P + (α / n_w + δ) I)`` (upper) per α of ``distinct`` (ascending), each on a copy of
+    ``P`` (so a failed pivot can be retried with a shift).
+
+    ``P`` is positive semi-definite in exact arithmetic, but ``T⁻ᵀ S T⁻¹`` (a sketch) or the
+    centred ``T Tᵀ`` carry round-off of ``‖S‖ · cond(T)²`` that a tiny ``α / n_w`` does not cover
+    (measured: a pivot of −2.3e-8 at α/n = 2.3e-10, M = 2,000, diamonds). ``δ`` is then the
+    smallest of :data:`SHIFT_STEPS` (× ``P``'s mean diagonal) that factors: it changes only the
+    preconditioner, not the system CG solves (``Bᵀ K B = A⁻ᵀA⁻¹ / n_w`` whatever ``A``), so the
+    solution is the same; only the iteration count can grow.
+    """
     M = P.shape[0]
-    factors = []
-    for i, alpha in enumerate(distinct):
-        last = i == distinct.size - 1
-        S = P if last else P.copy()
-        S[np.diag_indices(M)] += alpha / n_w
-        factors.append(panel_cholesky(S, block=block, overwrite=True))
+    scale = max(float(np.mean(np.diagonal(P))), np.finfo(np.float64).tiny)
+    factors, step = [], 0
+    for alpha in distinct:
+        while True:
+            S = P.copy()
+            S[np.diag_indices(M)] += alpha / n_w + SHIFT_STEPS[step] * scale
+            try:
+                factors.append(panel_cholesky(S, block=block, overwrite=True))
+                break
+            except NotPSDError:
+                if step + 1 == len(SHIFT_STEPS):
+                    raise
+                step += 1  # the smaller α needs the larger shift: keep it for the larger ones
+                logger.info("Falkon preconditioner: shifting P by %.1e × its mean diagonal (round-off)",
+                            SHIFT_STEPS[step])  # fmt: skip
     return factors
 
 

@@ -18,10 +18,10 @@ The build is one ``eigh`` (``driver="evr"``: ``K_MM`` is overwritten and the eig
 one more ``M × M``, so the peak is ``2 · M² · 8`` bytes); it costs about 20 Cholesky factorisations
 of the same order (measured on this project's 2-core machine: 12.2 s against 0.59 s at M = 4000).
 
-With a ``sketch`` ``S ≈ K̃ᵀWK̃ / n_w`` from sampled training rows (see
-:meth:`~bigkernel.numerics.falkon.FalkonPreconditioner.build`) the build is instead one
-generalized ``eigh(S, K)`` (``S V = K V Θ``, ``VᵀKV = I``; LAPACK ``sygv`` in the two arrays'
-memory, the same ``2 · M² · 8`` peak) and ``B_α = V (Θ + α/n_w)^{-1/2} / √n_w``: no rank-2 term.
+Falkon's centres only: a generalized ``eigh(S, K)`` for a sample of rows (as the Cholesky route
+can take) loses the sample's accuracy when ``K_MM`` is ill-conditioned (measured, 1-d rbf data,
+M = 120, α/n = 1e-10: 96 iterations against 9 for the Cholesky route's panels and 15 for the
+centres), so it is not offered.
 """
 
 from __future__ import annotations
@@ -73,9 +73,8 @@ class EigenFalkonPreconditioner:
         n_w: float,
         jitter: float,
         mean,
-        sketched: bool = False,
     ) -> None:
-        self._U, self.eigenvalues, self.sketched = U, lam, sketched
+        self._U, self.eigenvalues = U, lam
         self.alphas = alphas
         self.distinct_alphas, self.column_factor = np.unique(alphas, return_inverse=True)
         self.n_w, self.jitter, self.n_centres = float(n_w), float(jitter), int(U.shape[0])
@@ -95,9 +94,8 @@ class EigenFalkonPreconditioner:
         jitter: float | None = None,
         overwrite: bool = False,
         mean: ArrayLike | None = None,
-        sketch: np.ndarray | None = None,
     ) -> EigenFalkonPreconditioner:
-        """Eigendecompose ``K_MM`` once (or the pencil ``(sketch, K_MM)``); ``O(M)`` more per α.
+        """Eigendecompose ``K_MM`` once; ``O(M)`` more per distinct α.
 
         Parameters
         ----------
@@ -114,10 +112,6 @@ class EigenFalkonPreconditioner:
             Let ``eigh`` overwrite ``K_MM``: the peak drops from ``3 · M² · 8`` to ``2 · M² · 8``.
         mean : array-like of shape (M,), optional
             Weighted column means ``μ`` of ``K_nM`` when the caller centres for an intercept.
-        sketch : ndarray of shape (M, M), optional
-            ``S ≈ K̃ᵀWK̃ / n_w`` (centred) from sampled rows, overwritten; excludes ``mean``.
-            :meth:`apply_inv` and :meth:`kmm_matvec` are then unavailable (``K_MM`` is not kept).
-
         Returns
         -------
         EigenFalkonPreconditioner
@@ -135,8 +129,6 @@ class EigenFalkonPreconditioner:
         W = K if overwrite and K.dtype == np.float64 else np.array(K, dtype=np.float64)
         if not np.all(np.isfinite(W)):
             raise DataError("K_MM has NaN or infinite entries: check the kernel parameters (gamma) and the centres")
-        if sketch is not None:
-            return cls._from_sketch(W, sketch, alphas, n_w, jitter, mean)
         # Wᵀ is F-ordered for a C-ordered W: LAPACK then works in W's memory (no third M × M);
         # Wᵀ's upper triangle is W's lower one
         A = W.T if W.flags.c_contiguous else W
@@ -147,19 +139,6 @@ class EigenFalkonPreconditioner:
         logger.debug("Falkon eigen preconditioner: M = %d, %d distinct alpha, jitter %.3g", M, np.unique(alphas).size,
                      jitter)  # fmt: skip
         return cls(U, lam, alphas, n_w, jitter, mean)
-
-    @classmethod
-    def _from_sketch(cls, W: np.ndarray, S: np.ndarray, alphas: np.ndarray, n_w: float, jitter: float, mean):
-        if mean is not None:
-            raise ParameterError("give sketch alone: it carries its own centring and weights (mean)")
-        M = W.shape[0]
-        if np.shape(S) != (M, M) or not np.all(np.isfinite(S)):
-            raise DataError(f"sketch must be a finite ({M}, {M}) array, found shape {np.shape(S)}")
-        W[np.diag_indices(M)] += jitter
-        S = S.T if S.dtype == np.float64 and S.flags.c_contiguous else np.array(S, dtype=np.float64, order="F")
-        # sygv (QR iteration, O(M) workspace): the eigenvectors over S, K's Cholesky factor over W
-        theta, V = scipy.linalg.eigh(S, W.T, overwrite_a=True, overwrite_b=True, driver="gv", check_finite=False)
-        return cls(V, np.maximum(theta, 0.0), alphas, n_w, jitter, None, sketched=True)
 
     @staticmethod
     def memory_bytes(M: int) -> int:
@@ -180,8 +159,6 @@ class EigenFalkonPreconditioner:
     def _factor(self, alpha: float, F: np.ndarray | None, G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(d, Z, ω)`` of one α: ``d = D_α^{-1/2}``, ``I + E' = I + Z diag(ω) Zᵀ``."""
         lam, M = self.eigenvalues, self.n_centres
-        if self.sketched:  # VᵀSV = Θ, VᵀKV = I: (S + aK) = V⁻ᵀ(Θ + a)V⁻¹
-            return 1.0 / np.sqrt(lam + alpha / self.n_w), np.zeros((M, 0)), np.zeros(0)
         d = 1.0 / np.sqrt(lam * lam / M + (alpha / self.n_w) * lam)
         if F is None:
             return d, np.zeros((M, 0)), np.zeros(0)
@@ -218,22 +195,18 @@ class EigenFalkonPreconditioner:
         return Y / math.sqrt(self.n_w)
 
     def apply_inv(self, V: np.ndarray, cols: ArrayLike) -> np.ndarray:
-        """``B_c⁻¹ V_c = √n_w (I + E'_c)^{1/2} Uᵀ V_c / d_c`` (not from a sketch: ``V⁻¹ = VᵀK``
-        needs the ``K_MM`` it does not keep)."""
-        self._needs_kmm("apply_inv (an initial guess x0)")
+        """``B_c⁻¹ V_c = √n_w (I + E'_c)^{1/2} Uᵀ V_c / d_c``."""
         Y = self._rank2(self._U.T @ self._block(V, cols), cols, 0.5, scale_first=True)
         return Y * math.sqrt(self.n_w)
 
     def penalty_matvec(self, V: np.ndarray, cols: ArrayLike) -> np.ndarray:
         """``B_cᵀ (K_MM + jitter·I) B_c V_c`` (``UᵀKU = Λ``: no product with ``U``)."""
         Y = self._rank2(self._block(V, cols).copy(), cols, -0.5, scale_first=False)
-        if not self.sketched:  # from a sketch VᵀKV = I
-            Y *= self.eigenvalues[:, None]
+        Y *= self.eigenvalues[:, None]
         return self._rank2(Y, cols, -0.5, scale_first=True) / self.n_w
 
     def kmm_matvec(self, V: np.ndarray) -> np.ndarray:
-        """``K_MM V = U Λ Uᵀ V − jitter · V`` for ``V`` of shape (M,) or (M, k) (not from a sketch)."""
-        self._needs_kmm("kmm_matvec (falkon_solve's exact_kmm)")
+        """``K_MM V = U Λ Uᵀ V − jitter · V`` for ``V`` of shape (M,) or (M, k) ."""
         V = np.asarray(V, dtype=np.float64)
         X = V[:, None] if V.ndim == 1 else V
         if X.ndim != 2 or X.shape[0] != self.n_centres:
@@ -242,13 +215,6 @@ class EigenFalkonPreconditioner:
             )
         out = self._U @ (self.eigenvalues[:, None] * (self._U.T @ X)) - self.jitter * X
         return out[:, 0] if V.ndim == 1 else out
-
-    def _needs_kmm(self, what: str) -> None:
-        if self.sketched:
-            raise ParameterError(
-                f"{what} needs K_MM, which the eigendecomposition route built from a sketch does not keep: build "
-                "FalkonPreconditioner (the Cholesky route) or EigenFalkonPreconditioner without a sketch"
-            )
 
     def _block(self, V: np.ndarray, cols: ArrayLike) -> np.ndarray:
         V = np.asarray(V, dtype=np.float64)

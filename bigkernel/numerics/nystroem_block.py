@@ -11,13 +11,14 @@ and, per block, forms the kernel block ``K_b = k(X_b, C)`` in panels of ``panel_
   column sums of ``K_nM``, for the intercept's centring, and the right-hand sides), the sums
   ``[Σw, Σwy]``, the held-out rows' targets and weights, and (``sketch``) a seeded uniform
   sample of the training rows with their weights, from which the client estimates
-  ``K_nMᵀWK_nM / n_w`` for the preconditioner (:func:`sketch_gram`).
+  ``K_nMᵀWK_nM / n_w`` for the preconditioner (:func:`sketch_panels`).
 
 Every sum leaves the block in float64, whatever the kernel panels' dtype.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ from bigkernel.devices import task_device, to_host
 from bigkernel.numerics.namespace import device_of
 from bigkernel.numerics.sums import FLOAT32_REDUCTION_ROWS
 
-__all__ = ["BlockProducts", "kernel_block_products", "panel_rows_for", "sketch_gram"]
+__all__ = ["BlockProducts", "kernel_block_products", "panel_rows_for", "sketch_panels"]
 
 #: bytes of one kernel panel (rows × M) per task
 PANEL_BYTES = 16 * 2**20
@@ -178,9 +179,14 @@ def kernel_block_products(
     return out
 
 
-def sketch_gram(fmap: Any, X: Any, w: np.ndarray, mean: np.ndarray, *, panel_rows: int = 1024) -> np.ndarray:
-    """``Σ w_i k̃_i k̃_iᵀ / Σw`` over sampled rows, ``k̃_i = k(x_i, C) − μ`` (float64, M × M):
-    an unbiased estimate of the centred ``K_nMᵀWK_nM / n_w`` from a uniform sample of rows.
+def sketch_panels(
+    fmap: Any, X: Any, w: np.ndarray, mean: np.ndarray, *, panel_rows: int = 1024
+) -> Callable[[], Iterator[np.ndarray]]:
+    """The sampled rows as panels ``Z_p`` (rows ``√(w_i / Σw) · (k(x_i, C) − μ)``, float64), so
+    that ``Σ_p Z_pᵀ Z_p`` is an unbiased estimate of the centred ``K_nMᵀWK_nM / n_w`` from a
+    uniform sample of rows. Returns a callable that yields them (again at each call): the
+    preconditioner forms what it needs panel by panel (``T⁻ᵀZ_pᵀ``, positive semi-definite by
+    construction, or the Gram itself) without holding the ``m × M`` block.
 
     Parameters
     ----------
@@ -193,19 +199,20 @@ def sketch_gram(fmap: Any, X: Any, w: np.ndarray, mean: np.ndarray, *, panel_row
     mean : ndarray of shape (M,)
         ``μ``, the weighted column means of ``K_nM`` over all training rows.
     panel_rows : int, default=1024
-        Rows of a kernel panel (the temporaries are ``panel_rows × M``).
+        Rows of a panel.
 
     Returns
     -------
-    ndarray of shape (M, M)
+    callable
     """
-    M = fmap.n_components
-    S = np.zeros((M, M))
-    for lo in range(0, X.shape[0], panel_rows):
-        K = np.asarray(fmap.transform_unscaled(X[lo : lo + panel_rows], np.float64), dtype=np.float64) - mean
-        S += K.T @ (w[lo : lo + panel_rows, None] * K)
-    S /= float(w.sum())
-    return S
+    scale = np.sqrt(np.asarray(w, dtype=np.float64) / float(np.sum(w)))
+
+    def panels() -> Iterator[np.ndarray]:
+        for lo in range(0, X.shape[0], panel_rows):
+            K = np.asarray(fmap.transform_unscaled(X[lo : lo + panel_rows], np.float64), dtype=np.float64) - mean
+            yield K * scale[lo : lo + panel_rows, None]
+
+    return panels
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,12 @@ centres; ``fit`` runs
 1. one pass for the moments: ``K_nMᵀ[w, w ⊙ y]`` and ``[Σw, Σwy]`` (μ, ȳ and the right-hand
    sides), plus the held-out rows' targets when α is a grid, and a seeded uniform sample of
    about 8 training rows per centre (:func:`sketch_rows`);
-2. the preconditioner on the client, from the sample's estimate ``S`` of ``K̃ᵀWK̃ / n_w``
-   (Falkon's centres when the sample would cost more than 10 passes):
-   :class:`~bigkernel.numerics.falkon.FalkonPreconditioner` (Cholesky factors of ``K_MM`` and,
-   per α, of ``T⁻ᵀST⁻¹ + α/n_w I``) when they fit the memory budget, else
-   :class:`~bigkernel.numerics.falkon_eigen.EigenFalkonPreconditioner` (one generalized
-   eigendecomposition for every α: ``2·M²·8`` bytes at the peak);
+2. the preconditioner on the client: :class:`~bigkernel.numerics.falkon.FalkonPreconditioner`
+   (Cholesky factors of ``K_MM`` and, per α, of ``T⁻ᵀST⁻¹ + α/n_w I``, ``S`` the sample's
+   estimate of ``K̃ᵀWK̃ / n_w``; Falkon's centres when the sample would cost more than 10
+   passes) when they fit the memory budget, else
+   :class:`~bigkernel.numerics.falkon_eigen.EigenFalkonPreconditioner` (Falkon's centres, one
+   eigendecomposition of ``K_MM`` for every α: ``2·M²·8`` bytes at the peak);
 3. CG (:func:`~bigkernel.numerics.falkon.falkon_solve`), every iteration one pass
    (:func:`~bigkernel.graph.nystroem_pass.falkon_pass_graph`) that computes
    ``K_nMᵀ W K_nM V`` for every column at once — one column per (α, target) — and the held-out
@@ -46,7 +46,7 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.nystroem_pass import falkon_pass_graph
 from bigkernel.numerics.falkon import FalkonPreconditioner, falkon_solve
 from bigkernel.numerics.falkon_eigen import EigenFalkonPreconditioner
-from bigkernel.numerics.nystroem_block import BlockProducts, panel_rows_for, sketch_gram
+from bigkernel.numerics.nystroem_block import BlockProducts, panel_rows_for, sketch_panels
 from bigkernel.numerics.splits import HoldoutSplit, row_weights_of
 from bigkernel.runtime import active_client, compute, persist
 from bigkernel.solvers.base import Solution
@@ -285,7 +285,7 @@ class _CGRun:
     def solve(self) -> Solution:
         M, cols = self.fmap.n_components, self.alpha_values.size * self.k
         self.route = self._route(M)
-        self.sketch_target = sketch_rows(self.X.shape[0], M, self.X.shape[1], cols)
+        self.sketch_target = sketch_rows(self.X.shape[0], M, self.X.shape[1], cols) if self.route == "cholesky" else 0
         sketch = None
         if self.sketch_target:
             seed = int_seed(self.spec.random_state) ^ SKETCH_SEED_SALT
@@ -376,20 +376,22 @@ class _CGRun:
         return falkon_solve(gram, rhs, prec, col_alpha, tol=tol, max_iter=max_iter, step_hook=step)
 
     def _preconditioner(self, col_alpha: np.ndarray) -> Any:
-        """The route's preconditioner, centred for the intercept, from the sampled rows' estimate
-        of ``K̃ᵀWK̃`` when there are enough of them, else from Falkon's centres (measured: 55–61
-        → 16 iterations at α/n = 1e-7, M = 200)."""
+        """The route's preconditioner, centred for the intercept. The Cholesky route takes the
+        sampled rows' estimate of ``K̃ᵀWK̃`` when there are enough of them (measured: 55–61 → 16
+        iterations at α/n = 1e-7, M = 200); the eigendecomposition route and too small a sample
+        take Falkon's centres."""
         n_w, mu, M = self.n_w, self.mu, self.fmap.n_components
         K_MM = self.fmap.kernel.block(self.fmap.landmarks, self.fmap.landmarks, np.dtype(np.float64))
-        build = FalkonPreconditioner.build if self.route == "cholesky" else EigenFalkonPreconditioner.build
+        if self.route == "eigen":
+            return EigenFalkonPreconditioner.build(K_MM, col_alpha, n_w, mean=mu, overwrite=True)
         rows = self.sketch
         everything = self.sketch_target >= self.X.shape[0]  # every training row sampled: S = G / n_w
         enough = rows is not None and (everything or rows[1].size >= SKETCH_MIN_ROWS_PER_CENTRE * M)
         self.sketch_used = rows[1].size if enough else 0
         if not self.sketch_used:
-            return build(K_MM, col_alpha, n_w, mean=mu, overwrite=True)
-        S = sketch_gram(self.fmap, rows[0], rows[1], mu, panel_rows=self.panel_rows)
-        return build(K_MM, col_alpha, n_w, sketch=S, overwrite=True)
+            return FalkonPreconditioner.build(K_MM, col_alpha, n_w, mean=mu, overwrite=True)
+        panels = sketch_panels(self.fmap, rows[0], rows[1], mu, panel_rows=self.panel_rows)
+        return FalkonPreconditioner.build(K_MM, col_alpha, n_w, sketch=panels, overwrite=True)
 
     def _held_out_scores(self, held: np.ndarray, intercept: np.ndarray) -> np.ndarray:
         """Held-out weighted MSE per (α, target) from the tracked predictions ``K_v β``."""
