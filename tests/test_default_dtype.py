@@ -12,6 +12,7 @@ import logging
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 from bigkernel import RandomFeatureRidge, bootstrap
 from bigkernel.io.model_store import load, save_model
@@ -73,10 +74,11 @@ def test_lecture_examples_agree_with_float64(name):
 
 
 @pytest.mark.parametrize("alpha", ["evidence", 0.2])
-def test_bootstrap_bands_agree_with_float64(tmp_path, alpha):
-    """A fixed α: the replicates run in the fit's checked float32. α chosen again per replicate
-    (``"evidence"``): float64 replicates (an unchecked float32 choice among unresolved αs gave
-    bands off by 0.6·sd(y) here)."""
+def test_bootstrap_of_the_default_runs_float64_replicates(tmp_path, alpha):
+    """dtype="auto" replicates are float64, fitted or not: no check covers a replicate's own
+    solve (float32 replicates choosing α again by the evidence gave bands 0.6·sd(y) off here).
+    The bands therefore equal those of the float64 model, and the fitted model's own float32
+    predictions lie within the tolerance of their centre's float64 counterpart."""
     X, y = _sine()
     auto, ref = _pair({**LECTURES["sine_intervals"], "alpha": alpha}, X, y)
     assert auto.dtype_ == "float32"
@@ -84,11 +86,11 @@ def test_bootstrap_bands_agree_with_float64(tmp_path, alpha):
     kw = dict(n_bootstraps=20, random_state=3, batch_size=10)
     band = bootstrap(auto, X, y, E, store=tmp_path / "auto.zarr", **kw)
     band64 = bootstrap(ref, X, y, E, store=tmp_path / "f64.zarr", **kw)
-    atol = FLOAT32_RTOL * y.std()
+    unfitted = bootstrap(clone(auto), X, y, E, store=tmp_path / "unfitted.zarr", **kw)
     for a, b in ((band.mean, band64.mean), (band.lower, band64.lower), (band.upper, band64.upper)):
-        np.testing.assert_allclose(a, b, rtol=0, atol=atol)
-    # fixed α: the replicates ran float32 (not identical); a chosen α: float64 (identical)
-    assert np.array_equal(band.lower, band64.lower) == isinstance(alpha, str)
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(unfitted.lower, band64.lower)
+    np.testing.assert_allclose(auto.predict(E), ref.predict(E), rtol=0, atol=FLOAT32_RTOL * y.std())
 
 
 @pytest.mark.parametrize(("gamma", "alpha"), [(0.5, 1e-9), (10.0, 1e-6), (1000.0, 1e-9)])

@@ -191,9 +191,8 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
 
         Fitted: the fitted map (and scaling) held fixed, ``alpha`` as the parameter says.
         Unfitted: the map (and scaling) a fit on ``ds`` would draw, from ``random_state`` or,
-        when it is not an integer, from a seed derived from ``seed_entropy``. Feature dtype
-        under ``dtype="auto"``: the fit's checked ``dtype_`` for a fitted model with a fixed α,
-        else float64 (no check covers the replicates' own α choices).
+        when it is not an integer, from a seed derived from ``seed_entropy``. Under
+        ``dtype="auto"`` the replicates' features are float64 (no check covers their solves).
 
         Parameters
         ----------
@@ -220,12 +219,11 @@ class _RandomFeatureBase(FeaturesOutMixin, _EstimatorBase):
 
     def _replicate_dtype(self) -> str:
         """The feature dtype of a fitted model's bootstrap replicates: the fit's, except that
-        ``dtype="auto"`` replicates that choose α again (a list, ``"gcv"``, ``"evidence"``) run
-        in float64 — the fit's float32 check was of its own choice, and a replicate's choice
-        among αs that float32 does not resolve would go unchecked."""
-        auto = isinstance(self.dtype, str) and self.dtype == "auto"
-        fixed_alpha = np.ndim(self.alpha) == 0 and not isinstance(self.alpha, str)
-        return "float64" if auto and not fixed_alpha else fitted_dtype(self)
+        ``dtype="auto"`` replicates run in float64, as those of an unfitted estimator do — no
+        check covers a replicate's own solve (its α choice among αs that float32 does not
+        resolve, or a resample that needs float64), and a fitted and an unfitted estimator give
+        the same replicates."""
+        return "float64" if isinstance(self.dtype, str) and self.dtype == "auto" else fitted_dtype(self)
 
     def _with_seed(self, seed_entropy: int) -> Self:
         """An unfitted clone with an integer ``random_state`` (derived when it is not one)."""
