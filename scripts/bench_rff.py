@@ -14,6 +14,10 @@ candidates are listed):
   on 2M rows and scaled to n; peak RSS at n = 1M, 3M, 10M to show it is flat in n.
 - ``chunking``: same seed, two chunkings → coefficient difference (float32 with chunk edges at
   multiples of 8192 rows; float64 with arbitrary chunk edges).
+- ``dtype``: the default feature dtype (``dtype="auto"``: float32, checked after the pass) against
+  forced float32 and float64, **default parameters** otherwise (γ = 1/d, α = 1), D = 512 and
+  2048: fit on n rows (default 400,000) and predict 200,000 rows, each configuration in its own
+  process, best of ``--repeat``; ratios to float32 in the same run, peak RSS beside the time.
 - ``standardize``: the cost of ``standardize=True`` (its pre-pass reads X's d columns once before
   the feature pass): fits from zarr with and without it, and the pre-pass alone, as ratios to the
   plain fit (default n=3,000,000, D=1024, float32).
@@ -22,6 +26,7 @@ Usage::
 
     python scripts/bench_rff.py                 # all cases, full size (about 10 minutes here)
     python scripts/bench_rff.py --case a --n 100000 --out bench_results/a.json   # smaller
+    python scripts/bench_rff.py --case dtype --n 400000 --repeat 2 --out bench_results/dtype.json
 """
 
 from __future__ import annotations
@@ -179,6 +184,110 @@ def m_ours(
     return out
 
 
+def m_default(n: int, D: int, dtype: str, n_pred: int) -> dict:
+    """RandomFeatureRidge with default parameters but ``n_components`` and ``dtype``: fit on n
+    rows, predict ``n_pred`` rows (numpy in, the default scheduler)."""
+    import numpy as np
+
+    from bigkernel import RandomFeatureRidge
+
+    X, y = _data(n, seed=1)
+    Xp, yp = _data(n_pred, seed=2)
+    est = RandomFeatureRidge(n_components=D, random_state=0, dtype=dtype)
+    t = time.perf_counter()
+    est.fit(X, y)
+    fit_s = time.perf_counter() - t
+    t = time.perf_counter()
+    pred = est.predict(Xp)
+    predict_s = time.perf_counter() - t
+    check = est.dtype_check_ or {}
+    return {"fit_s": fit_s, "predict_s": predict_s, "peak_rss_mb": peak_rss_mb(), "dtype_used": est.dtype_,
+            "rmse": float(np.sqrt(np.mean((pred - yp) ** 2))), "mean_error": check.get("mean_error"),
+            "std_error": check.get("std_error")}  # fmt: skip
+
+
+def m_kernels(D: int, rows: int = 4096) -> dict:
+    """Per-block costs behind the dtype choice, best of 3 on one ``rows × D`` block: ``cos`` in
+    float64 (numpy: scalar libm here), float32 (SIMD) and a float64 polynomial cos written in
+    numpy operations (range reduction + degree-22 even Taylor, ~1e-12 absolute), and the
+    ``syrk`` ΦᵀΦ in both dtypes (single BLAS thread: per core)."""
+    import numpy as np
+    import scipy.linalg.blas as blas
+    from threadpoolctl import threadpool_limits
+
+    z = np.random.default_rng(0).standard_normal((rows, D)) * 3
+
+    def best(fn) -> float:
+        out = []
+        for _ in range(3):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+        return min(out)
+
+    def poly_cos(x: np.ndarray) -> np.ndarray:
+        r = x - np.rint(x * (1 / (2 * np.pi))) * (2 * np.pi)
+        r2 = r * r
+        p = np.full_like(r, 1 / 1.1240007277776077e21 * -1)
+        for k in range(10, -1, -1):
+            p *= r2
+            p += (-1) ** k / float(np.prod(np.arange(1, 2 * k + 1)))
+        return p
+
+    z32, o64, o32 = z.astype(np.float32), np.empty_like(z), np.empty((rows, D), np.float32)
+    F64, F32 = np.cos(z), np.cos(z32)
+    with threadpool_limits(1):
+        return {
+            "cos64_ns": best(lambda: np.cos(z, out=o64)) / z.size * 1e9,
+            "cos32_ns": best(lambda: np.cos(z32, out=o32)) / z.size * 1e9,
+            "polycos64_ns": best(lambda: poly_cos(z)) / z.size * 1e9,
+            "polycos64_err": float(np.abs(poly_cos(z) - F64).max()),
+            "syrk64_s": best(lambda: blas.dsyrk(1.0, F64, trans=1)),
+            "syrk32_s": best(lambda: blas.ssyrk(1.0, F32, trans=1)),
+            "rows": rows,
+        }
+
+
+def case_dtype(n: int, Ds: list[int], n_pred: int, repeat: int) -> list[dict]:
+    """Default (auto) vs float32 vs float64 features, default parameters; best of ``repeat``
+    runs, each in its own process; ratios to float32 of the same D."""
+    rows = []
+    for D in Ds:
+        best: dict[str, dict] = {}
+        for rep in range(repeat):
+            order = ("auto", "float32", "float64")
+            for dtype in order if rep % 2 == 0 else order[::-1]:  # alternate: no order advantage
+                r = run("default", n=n, D=D, dtype=dtype, n_pred=n_pred)
+                if "error" in r:
+                    best.setdefault(dtype, r)
+                    continue
+                old = best.get(dtype)
+                if old is None or "error" in old:
+                    best[dtype] = dict(r)
+                else:
+                    for key in ("fit_s", "predict_s"):
+                        old[key] = min(old[key], r[key])
+                    old["peak_rss_mb"] = max(old["peak_rss_mb"], r["peak_rss_mb"])
+        ref = best.get("float32", {})
+        for dtype in ("auto", "float32", "float64"):
+            r = best[dtype]
+            if "error" in r:
+                rows.append({"case": f"dtype D={D}", "what": f"{dtype}", **r})
+                continue
+            used = f" (used {r['dtype_used']})" if dtype == "auto" else ""
+            for step, key, rows_n in (("fit", "fit_s", n), ("predict", "predict_s", n_pred)):
+                rows.append({
+                    "case": f"dtype D={D}", "what": f"{step} dtype={dtype}{used}, {rows_n:,} rows",
+                    "time_s": r[key], "ratio": r[key] / ref.get(key, float("nan")),
+                    "peak_rss_mb": r["peak_rss_mb"], "rmse": r["rmse"], "dtype_used": r["dtype_used"],
+                    "mean_error": r["mean_error"], "std_error": r["std_error"],
+                })  # fmt: skip
+        k = run("kernels", D=D)
+        rows.append({"case": f"dtype D={D}", "what": f"per {k.get('rows', 0)}×{D} block, 1 thread", "kernels": k})
+        rows.append({"case": f"dtype D={D}", "what": "uptime load average after these runs", "load": os.getloadavg()})
+    return rows
+
+
 def m_sklearn(n: int, D: int, n_test: int) -> dict:
     """scikit-learn RBFSampler + Ridge (float64, everything in memory)."""
     import numpy as np
@@ -210,6 +319,8 @@ def m_prepass(source: str, chunk_rows: int, dask_threads: int) -> dict:
 
 MEASUREMENTS = {
     "syrk": m_syrk, "pass": m_pass, "eigh": m_eigh, "ours": m_ours, "sklearn": m_sklearn, "prepass": m_prepass,
+    "default": m_default,
+    "kernels": m_kernels,
 }  # fmt: skip
 
 
@@ -331,6 +442,17 @@ def _table(rows: list[dict]) -> str:
         if "coef_rel_diff" in r:
             lines.append(f"{r['case']:8s} {r['what']:58s} coefficient relative difference {r['coef_rel_diff']:.2e}")
             continue
+        if "kernels" in r:
+            k = r["kernels"]
+            if "error" in k:
+                lines.append(f"{r['case']:8s} {r['what']:58s} ERROR {k['error']}")
+                continue
+            lines.append(
+                f"{r['case']:8s} {r['what']:58s} cos ns/value f64 {k['cos64_ns']:.2f} f32 {k['cos32_ns']:.2f} "
+                f"poly-f64 {k['polycos64_ns']:.2f} (err {k['polycos64_err']:.0e}); syrk s f64 {k['syrk64_s']:.3f} "
+                f"f32 {k['syrk32_s']:.3f}"
+            )
+            continue
         if "load" in r:
             lines.append(f"{r['case']:8s} {r['what']:58s} {' '.join(f'{v:.2f}' for v in r['load'])}")
             continue
@@ -348,7 +470,8 @@ def main() -> None:
     if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=["a", "b", "chunking", "standardize", "all"], default="all")
+    p.add_argument("--case", choices=["a", "b", "chunking", "standardize", "dtype", "all"], default="all")
+    p.add_argument("--n-pred", type=int, default=200_000, help="rows predicted in case dtype")
     p.add_argument("--n", type=float, default=None, help="rows (default 4e5 for a/chunking, 1e7 for b)")
     p.add_argument("--D", type=int, default=None, help="features (default 2048 for a/chunking, 1024 for b)")
     p.add_argument("--no-sklearn", action="store_true")
@@ -367,6 +490,8 @@ def main() -> None:
         rows += case_b(n, args.D or 1024, args.data_dir, [] if args.no_rss_sweep else [n // 10, (3 * n) // 10])
     if args.case in ("chunking", "all"):
         rows += case_chunking(int(args.n or 4e5), args.D or 2048)
+    if args.case in ("dtype", "all"):
+        rows += case_dtype(int(args.n or 4e5), [args.D] if args.D else [512, 2048], args.n_pred, args.repeat)
     if args.case in ("standardize", "all"):
         rows += case_standardize(int(args.n or 3e6), args.D or 1024, args.data_dir)
     result = {"rows": rows, "total_s": time.perf_counter() - t0, "machine": machine_info()}

@@ -58,7 +58,7 @@ def test_replicates_equal_refits_on_repeated_rows(tmp_path):
     a = generate_rows(SyntheticSpec("friedman1", n, 5, 0.5, 1), 0, n)
     X, y = a[:, :d], np.column_stack([a[:, 5], np.sin(a[:, 0])])  # two targets
     E = 0.9 * X[:20] + 0.05  # inside the training range
-    est = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3, chunk_rows=64)
+    est = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3, chunk_rows=64, dtype="float64")
     res = bootstrap(est, X, y, E, n_bootstraps=B, random_state=seed, store=tmp_path / "bs.zarr", batch_size=2)
     assert res.n_computed == B and res.n_reused == 0 and res.random_state == seed
     preds = res.predictions.compute()
@@ -67,7 +67,7 @@ def test_replicates_equal_refits_on_repeated_rows(tmp_path):
     for r in range(B):
         counts = bootstrap_counts(seed, r, n, 0, n).astype(int)
         assert counts.sum() == n
-        ref = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3).fit(
+        ref = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.3, random_state=3, dtype="float64").fit(
             np.repeat(X, counts, axis=0), np.repeat(y, counts, axis=0)
         )
         np.testing.assert_allclose(preds[r], ref.predict(E), rtol=1e-8, atol=1e-8)

@@ -116,7 +116,7 @@ def test_prediction_interval_parts_equal_the_fitted_model(tmp_path):
     X, y = sine(250, seed=4)
     E = np.linspace(0.05, 0.95, 11)[:, None]
     res = bootstrap(rff(), X, y, E, n_bootstraps=20, random_state=3, interval="prediction", store=tmp_path / "p.zarr")
-    ref = rff().fit(X, y)
+    ref = rff(dtype="float64").fit(X, y)  # an unfitted dtype="auto" bootstraps in float64
     sample, info = open_store(res.store).read_residuals()
     np.testing.assert_allclose(sample.center[:, 0], ref.predict(E), rtol=1e-10, atol=1e-12)
     assert sample.df == pytest.approx(ref.df_, rel=1e-10) and sample.n == 250

@@ -281,9 +281,17 @@ def test_job_bootstrap_with_exact_and_nystroem_solvers(tmp_path, solver):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: RandomFeatureRidge(gamma=2.0, n_components=40, alpha=0.1, random_state=3, chunk_rows=64),
         lambda: RandomFeatureRidge(
-            gamma=2.0, n_components=40, alpha=[0.01, 0.1, 1.0], random_state=3, standardize=True, chunk_rows=64
+            gamma=2.0, n_components=40, alpha=0.1, random_state=3, chunk_rows=64, dtype="float64"
+        ),
+        lambda: RandomFeatureRidge(
+            gamma=2.0,
+            n_components=40,
+            alpha=[0.01, 0.1, 1.0],
+            random_state=3,
+            standardize=True,
+            chunk_rows=64,
+            dtype="float64",
         ),
         lambda: NystroemRidge(gamma=2.0, n_components=30, alpha=0.1, random_state=3, landmarks="uniform"),
         lambda: KernelRidge(gamma=2.0, alpha=0.05, tol=1e-12, random_state=0),

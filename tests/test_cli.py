@@ -74,9 +74,13 @@ def test_holdout_metrics_match_direct_computation(tmp_path, data_dir):
     hold = HoldoutSplit(0, 0.25).groups(0, len(y)) == 1
     m = bigkernel.load(tmp_path / "out" / "model.zarr")
     rmse = np.sqrt(np.mean((m.predict(X[hold]) - y[hold]) ** 2))
-    assert metrics["scores"]["holdout"]["rmse"] == pytest.approx(rmse, rel=1e-9)
+    # rel 1e-6: the job predicts per chunk, float32 features (the default) round per row block
+    assert metrics["scores"]["holdout"]["rmse"] == pytest.approx(rmse, rel=1e-6)
     ref = bigkernel.RandomFeatureRidge(gamma=0.5, n_components=64, alpha=1e-2, random_state=0).fit(X[~hold], y[~hold])
-    np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-7)
+    # the default float32 features (checked): the job's chunks cut the float32 block products
+    # elsewhere than the in-memory fit, so the models agree to float32 rounding
+    assert m.dtype_ == ref.dtype_ == "float32"
+    np.testing.assert_allclose(m.predict(X), ref.predict(X), rtol=0, atol=1e-4 * y.std())
 
 
 def test_dry_run_computes_nothing(tmp_path, data_dir, capsys):
@@ -297,5 +301,6 @@ def test_predict_command(tmp_path, data_dir, capsys):
     assert json.loads(capsys.readouterr().out) == {"path": str(out), "n_samples": 3000}
     pred = zarr.open_group(out, mode="r")
     Xn = zarr.open_group(data_dir / "new.zarr", mode="r")["X"][:]
-    np.testing.assert_allclose(pred["y_pred"][:], m.predict(Xn), rtol=1e-12)
+    # float32 features (the default): other row blocks than in memory, float32 rounding apart
+    np.testing.assert_allclose(pred["y_pred"][:], m.predict(Xn), rtol=1e-5, atol=1e-6 * np.abs(m.predict(Xn)).max())
     assert pred.attrs["complete"] is True

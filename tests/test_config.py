@@ -248,7 +248,7 @@ def test_non_text_key_is_an_error(tmp_path: Path) -> None:
         ("fit_intercept: 1", "model.fit_intercept", "expected true or false, found 1"),
         ("fit_intercept: 'yes'", "model.fit_intercept", "expected true or false"),
         ("gamma: {a: 1}", "model.gamma", "or 'cv', found {'a': 1} (mapping)"),
-        ("dtype: float16", "model.dtype", "expected one of 'float32', 'float64'"),
+        ("dtype: float16", "model.dtype", "expected one of 'auto', 'float32', 'float64'"),
         ("nu: 1.0", "model.nu", "expected one of 0.5, 1.5, 2.5"),
         ("random_state: -1", "model.random_state", "expected an integer >= 0"),
         ("n_components: null", "model.n_components", "found null"),

@@ -102,7 +102,9 @@ def test_cv_scores_equal_direct_fold_refits():
     for i, p in enumerate(m.cv_results_["params"]):
         mses = []
         for k in range(4):
-            est = RandomFeatureRidge(gamma=p["gamma"], alpha=p["alpha"], n_components=64, random_state=3)
+            est = RandomFeatureRidge(
+                gamma=p["gamma"], alpha=p["alpha"], n_components=64, random_state=3, dtype="float64"
+            )
             est.fit(X[g != k], y[g != k])
             mses.append(np.mean((est.predict(X[g == k]) - y[g == k]) ** 2))
         assert m.cv_results_["mean_test_score"][i] == pytest.approx(-np.mean(mses), rel=1e-6)

@@ -30,7 +30,7 @@ def test_zarr_npy_numpy_dask_sources_give_the_same_model(tmp_path, store):
     X, y = g["X"][:], g["y"][:]
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "y.npy", y)
-    kw = dict(gamma=0.5, n_components=64, alpha=0.1, random_state=0)
+    kw = dict(gamma=0.5, n_components=64, alpha=0.1, random_state=0, dtype="float64")
     ref = RandomFeatureRidge(**kw).fit(X, y)
     for ds in (
         open_source(store, chunk_rows=2048),

@@ -60,7 +60,7 @@ def test_primal_evidence_equals_dense_bayesian_regression(fit_intercept, n_compo
     X, y = sine(200)
     alphas = [1e-3, 0.05, 1.0]
     m = RandomFeatureRidge(gamma=1.0, n_components=n_components, alpha=alphas, fit_intercept=fit_intercept,
-                           random_state=0).fit(X, y)  # fmt: skip
+                           random_state=0, dtype="float64").fit(X, y)  # fmt: skip
     Phi = explicit_features(m, X)
     K = Phi @ Phi.T
     for j, a in enumerate(m.alphas_):
@@ -145,7 +145,7 @@ def test_random_feature_cv_evidence_matches_per_gamma_fits():
     gammas, alphas = [0.2, 2.0], [1e-3, 1e-2, 1e-1]
     cv = RandomFeatureRidgeCV(gammas=gammas, alphas=alphas, cv="evidence", n_components=50, random_state=3).fit(X, y)
     scores = np.concatenate([
-        RandomFeatureRidge(gamma=g, alpha=alphas, n_components=50, random_state=3).fit(X, y).log_marginal_likelihood_path_
+        RandomFeatureRidge(gamma=g, alpha=alphas, n_components=50, random_state=3, dtype="float64").fit(X, y).log_marginal_likelihood_path_
         for g in gammas
     ])  # fmt: skip
     np.testing.assert_allclose(cv.cv_results_["mean_test_score"], scores, rtol=1e-10)
@@ -156,7 +156,7 @@ def test_random_feature_cv_evidence_matches_per_gamma_fits():
 def test_weights_are_repeated_rows():
     X, y = sine(60, seed=8)
     w = np.random.default_rng(0).integers(0, 3, 60)
-    kw = dict(gamma=1.0, n_components=30, alpha=[0.01, 0.1], random_state=0)
+    kw = dict(gamma=1.0, n_components=30, alpha=[0.01, 0.1], random_state=0, dtype="float64")
     a = RandomFeatureRidge(**kw).fit(X, y, sample_weight=w)
     b = RandomFeatureRidge(**kw).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
     np.testing.assert_allclose(a.log_marginal_likelihood_path_, b.log_marginal_likelihood_path_, rtol=1e-9)

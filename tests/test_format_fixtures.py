@@ -63,7 +63,7 @@ def test_old_random_feature_store_resumes_without_recomputing(tmp_path):
     store = tmp_path / "b.zarr"
     shutil.copytree(os.path.join(ROOT, "bootstrap_random_features.zarr"), store)
     X, y = _data()
-    est = bigkernel.RandomFeatureRidge(gamma=0.5, n_components=16, alpha=0.1, random_state=0)
+    est = bigkernel.RandomFeatureRidge(gamma=0.5, n_components=16, alpha=0.1, random_state=0, dtype="float64")
     res = bigkernel.bootstrap(est, X, y, np.asarray(EXPECTED["X_eval"]), n_bootstraps=6, random_state=3, store=store)
     assert res.n_computed == 0 and res.n_reused == 6
     np.testing.assert_array_equal(res.upper, EXPECTED["bands"]["bootstrap_random_features"]["upper"])

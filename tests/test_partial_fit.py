@@ -51,7 +51,7 @@ def _assert_same_model(a, b, X, tol=1e-10):
 @pytest.mark.parametrize("split_seed", [0, 1, 2])
 def test_random_feature_batches_equal_one_fit(alpha, split_seed):
     X, y = friedman(900, seed=11)
-    kw = dict(gamma=0.1, n_components=64, alpha=alpha, random_state=5)
+    kw = dict(gamma=0.1, n_components=64, alpha=alpha, random_state=5, dtype="float64")
     full = RandomFeatureRidge(**kw).fit(X, y)
     inc = RandomFeatureRidge(**kw)
     for sl in _random_batches(len(X), np.random.default_rng(split_seed)):
@@ -87,7 +87,7 @@ def test_weights_targets_and_dask_batches():
     X, y = friedman(700, seed=13)
     Y = np.column_stack([y, np.cos(X[:, 0])])
     w = np.random.default_rng(0).integers(0, 4, size=700).astype(float)
-    kw = dict(gamma=0.2, n_components=48, alpha="gcv", random_state=1)
+    kw = dict(gamma=0.2, n_components=48, alpha="gcv", random_state=1, dtype="float64")
     full = RandomFeatureRidge(**kw).fit(X, Y, sample_weight=w)
     inc = RandomFeatureRidge(**kw)
     for sl in (slice(0, 250), slice(250, 251), slice(251, 700)):
@@ -112,7 +112,7 @@ def test_standardized_models_update_with_their_frozen_scaling(cls, first, tmp_pa
     scales: one column ~1e4), and a saved model updates after load as the fitted one does."""
     X, y = friedman(900, seed=15)
     X = X * np.array([1e4, 1, 1, 1e-3, 1, 1, 1, 1, 1, 1])
-    kw = dict(n_components=24, alpha=[0.01, 0.1, 1.0], random_state=3)
+    kw = dict(n_components=24, alpha=[0.01, 0.1, 1.0], random_state=3, dtype="float64")
     m = getattr(cls(standardize=True, **kw), first)(X[:500], y[:500])
     mean, scale = X[:500].mean(axis=0), X[:500].std(axis=0)
     np.testing.assert_allclose(m.scaler_mean_, mean, rtol=1e-12)
@@ -203,7 +203,7 @@ def _read(path):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: RandomFeatureRidge(gamma=0.2, n_components=48, alpha=[0.1, 1.0, 10.0], random_state=0),
+        lambda: RandomFeatureRidge(gamma=0.2, n_components=48, alpha=[0.1, 1.0, 10.0], random_state=0, dtype="float64"),
         lambda: KernelRidge(solver="nystroem", gamma=0.2, n_components=30, alpha=[0.1, 1.0], random_state=0),
     ],
 )
@@ -237,11 +237,15 @@ def test_update_through_the_cli_equals_a_refit(two_parts, tmp_path, make, cli):
 
 def test_update_in_place_replaces_the_model_atomically(two_parts, tmp_path, cli):
     (X0, y0), (X1, y1) = _read(two_parts / "old.zarr"), _read(two_parts / "new.zarr")
-    model_path = RandomFeatureRidge(n_components=32, random_state=1).fit(X0, y0).save(str(tmp_path / "m.zarr"))
+    model_path = (
+        RandomFeatureRidge(n_components=32, random_state=1, dtype="float64").fit(X0, y0).save(str(tmp_path / "m.zarr"))
+    )
     r = cli("update", model_path, str(two_parts / "new.zarr"), "--in-place", "-q")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["n_samples_after"] == 4100
-    ref = RandomFeatureRidge(n_components=32, random_state=1).fit(np.vstack([X0, X1]), np.concatenate([y0, y1]))
+    ref = RandomFeatureRidge(n_components=32, random_state=1, dtype="float64").fit(
+        np.vstack([X0, X1]), np.concatenate([y0, y1])
+    )
     _assert_same_model(bigkernel.load(model_path), ref, X0[:300])
     assert sorted(os.listdir(tmp_path)) == ["m.zarr"]  # no partial or old copy left beside it
 
@@ -251,12 +255,14 @@ def test_update_from_a_csv_table(two_parts, tmp_path, cli):
 
     (X0, y0), (X1, y1) = _read(two_parts / "old.zarr"), _read(two_parts / "new.zarr")
     cols = [f"c{i}" for i in range(6)]
-    model = RandomFeatureRidge(n_components=32, random_state=1).fit(pd.DataFrame(X0, columns=cols), y0)
+    model = RandomFeatureRidge(n_components=32, random_state=1, dtype="float64").fit(pd.DataFrame(X0, columns=cols), y0)
     model_path = model.save(str(tmp_path / "m.zarr"))
     pd.DataFrame(np.column_stack([X1, y1]), columns=[*cols, "target"]).to_csv(tmp_path / "new.csv", index=False)
     r = cli("update", model_path, str(tmp_path / "new.csv"), "--y", "target", "-o", str(tmp_path / "u.zarr"), "-q")
     assert r.returncode == 0, r.stderr
-    ref = RandomFeatureRidge(n_components=32, random_state=1).fit(np.vstack([X0, X1]), np.concatenate([y0, y1]))
+    ref = RandomFeatureRidge(n_components=32, random_state=1, dtype="float64").fit(
+        np.vstack([X0, X1]), np.concatenate([y0, y1])
+    )
     updated = bigkernel.load(str(tmp_path / "u.zarr"))
     assert list(updated.feature_names_in_) == cols
     assert _rel(updated.coef_, ref.coef_) < 1e-10
@@ -353,12 +359,16 @@ def test_a_failed_in_place_write_leaves_the_old_model(two_parts, tmp_path, monke
 
 def test_update_from_npy_files(two_parts, tmp_path, cli):
     (X0, y0), (X1, y1) = _read(two_parts / "old.zarr"), _read(two_parts / "new.zarr")
-    model = RandomFeatureRidge(n_components=24, random_state=3).fit(X0, y0).save(str(tmp_path / "m.zarr"))
+    model = (
+        RandomFeatureRidge(n_components=24, random_state=3, dtype="float64").fit(X0, y0).save(str(tmp_path / "m.zarr"))
+    )
     np.save(tmp_path / "X.npy", X1)
     np.save(tmp_path / "y.npy", y1)
     r = cli("update", model, str(tmp_path / "X.npy"), "-o", str(tmp_path / "u.zarr"))
     assert r.returncode == 2 and "--y y.npy" in r.stderr  # y of a .npy X must be named
     r = cli("update", model, str(tmp_path / "X.npy"), "--y", str(tmp_path / "y.npy"), "-o", str(tmp_path / "u.zarr"))
     assert r.returncode == 0, r.stderr
-    ref = RandomFeatureRidge(n_components=24, random_state=3).fit(np.vstack([X0, X1]), np.concatenate([y0, y1]))
+    ref = RandomFeatureRidge(n_components=24, random_state=3, dtype="float64").fit(
+        np.vstack([X0, X1]), np.concatenate([y0, y1])
+    )
     _assert_same_model(bigkernel.load(str(tmp_path / "u.zarr")), ref, X0[:200])

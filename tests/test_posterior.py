@@ -93,7 +93,9 @@ def test_primal_std_equals_dense_bayesian_formulas(cls, fit_intercept):
     X, y = sine(200, seed=3)
     Xt = np.linspace(-3, 3, 30)[:, None]
     alpha = 0.02
-    m = cls(gamma=1.0, n_components=60, alpha=alpha, fit_intercept=fit_intercept, random_state=0).fit(X, y)
+    m = cls(gamma=1.0, n_components=60, alpha=alpha, fit_intercept=fit_intercept, random_state=0, dtype="float64").fit(
+        X, y
+    )
     P, Pt = features(m, X), features(m, Xt)
     # (1) kriging with the explicit kernel ΦΦᵀ and a flat intercept prior
     mean_ref, cov_ref = kriging(P @ P.T, Pt @ P.T, Pt @ Pt.T, y, alpha, fit_intercept)
@@ -136,7 +138,7 @@ def test_truncation_error_is_within_its_bound(rtol):
 def test_multi_target_std_scales_with_each_sigma2():
     X, y = sine(150, seed=5)
     Y = np.column_stack([y, 3 * y])
-    m = RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.05, random_state=0).fit(X, Y)
+    m = RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.05, random_state=0, dtype="float64").fit(X, Y)
     mean, std = m.predict(X[:10], return_std=True)
     assert mean.shape == std.shape == (10, 2)
     np.testing.assert_allclose(std[:, 1], 3 * std[:, 0], rtol=1e-10)
@@ -149,7 +151,7 @@ def test_multi_target_std_scales_with_each_sigma2():
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.05, random_state=0),
+        lambda: RandomFeatureRidge(gamma=1.0, n_components=40, alpha=0.05, random_state=0, dtype="float64"),
         lambda: ExactKernelRidge(gamma=1.0, alpha=0.05, standardize=True),
     ],
 )
@@ -217,7 +219,9 @@ def test_save_load_keeps_std_identical(make, tmp_path):
     "make",
     [
         lambda fi: ExactKernelRidge(gamma=1.0, alpha=[0.01, 0.1], fit_intercept=fi, tol=1e-12),
-        lambda fi: RandomFeatureRidge(gamma=1.0, n_components=40, alpha=[0.01, 0.1], fit_intercept=fi, random_state=0),
+        lambda fi: RandomFeatureRidge(
+            gamma=1.0, n_components=40, alpha=[0.01, 0.1], fit_intercept=fi, random_state=0, dtype="float64"
+        ),
     ],
 )
 def test_integer_weights_are_repeated_rows(make, fit_intercept, tmp_path):

@@ -105,7 +105,7 @@ def test_fixed_alpha_path_is_the_fits_own_gcv_and_df_curve(tmp_path, solver):
 
     X, y = friedman(600, d=5, seed=2)
     est = (
-        bigkernel.RandomFeatureRidge(gamma=0.3, n_components=40, alpha=0.5, random_state=0)
+        bigkernel.RandomFeatureRidge(gamma=0.3, n_components=40, alpha=0.5, random_state=0, dtype="float64")
         if solver == "random_features"
         else bigkernel.NystroemRidge("rbf", gamma=0.3, n_components=40, alpha=0.5, random_state=0)
     ).fit(X, y)

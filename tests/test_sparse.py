@@ -61,9 +61,9 @@ def _coef(est):
 
 # the exact solvers run CG: a tolerance far below 1e-10 makes the solution, not the path, compared
 ESTIMATORS = {
-    "random_features": RandomFeatureRidge(n_components=80, alpha=0.1, random_state=0),
+    "random_features": RandomFeatureRidge(n_components=80, alpha=0.1, random_state=0, dtype="float64"),
     "random_features_cossin_f32": RandomFeatureRidge(
-        "laplacian", gamma=0.2, n_components=80, form="cossin", alpha=0.1, random_state=0
+        "laplacian", gamma=0.2, n_components=80, form="cossin", alpha=0.1, random_state=0, dtype="float64"
     ),
     "nystroem_rbf": NystroemRidge(n_components=50, alpha=0.1, random_state=0),
     "nystroem_laplacian_uniform": NystroemRidge(
@@ -152,15 +152,17 @@ def test_standardize_scales_sparse_without_centring(data):
     X, Xd, y, sw = data
     std = Xd.std(axis=0)
     std[std == 0] = 1.0
-    sparse = RandomFeatureRidge(n_components=80, alpha=0.1, random_state=0, standardize=True).fit(X, y)
+    sparse = RandomFeatureRidge(n_components=80, alpha=0.1, random_state=0, standardize=True, dtype="float64").fit(X, y)
     np.testing.assert_array_equal(sparse.scaler_mean_, 0.0)
     np.testing.assert_allclose(sparse.scaler_scale_, std, rtol=1e-12)
-    ref = RandomFeatureRidge(n_components=80, alpha=0.1, random_state=0).fit(Xd / std, y)
+    ref = RandomFeatureRidge(n_components=80, alpha=0.1, random_state=0, dtype="float64").fit(Xd / std, y)
     assert _rel(sparse.coef_, ref.coef_) < RTOL
     assert _rel(sparse.predict(X), ref.predict(Xd / std)) < RTOL
     # weighted: the weighted standard deviation, as for dense X
     w_std = np.sqrt(np.average((Xd - np.average(Xd, axis=0, weights=sw)) ** 2, axis=0, weights=sw))
-    weighted = RandomFeatureRidge(n_components=20, random_state=0, standardize=True).fit(X, y, sample_weight=sw)
+    weighted = RandomFeatureRidge(n_components=20, random_state=0, standardize=True, dtype="float64").fit(
+        X, y, sample_weight=sw
+    )
     np.testing.assert_allclose(weighted.scaler_scale_, w_std, rtol=1e-10)
     exact = dict(kernel="laplacian", gamma=0.1, alpha=0.1, tol=1e-13, random_state=0, standardize=True)
     e_sparse, e_dense = ExactKernelRidge(**exact).fit(X, y), ExactKernelRidge(**exact).fit(Xd, y)
@@ -294,6 +296,7 @@ def test_sparse_npz_job_through_cli(tmp_path):
           n_components: 64
           alpha: 0.01
           random_state: 0
+          dtype: float64
         predict:
           path: new.npz
           output: pred.zarr
@@ -311,7 +314,7 @@ def test_sparse_npz_job_through_cli(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["data"]["n_samples"] == 3000 and metrics["data"]["n_features"] == 300
     model = bigkernel.load(out / "model.zarr")
-    ref = RandomFeatureRidge(gamma=0.5, n_components=64, alpha=0.01, random_state=0).fit(X, y)
+    ref = RandomFeatureRidge(gamma=0.5, n_components=64, alpha=0.01, random_state=0, dtype="float64").fit(X, y)
     assert _rel(model.coef_, ref.coef_) < RTOL
     import zarr
 
@@ -399,9 +402,9 @@ def test_sparse_transform_transformers_and_partial_fit(data):
     X, Xd, y, _ = data
     for T in (RandomFeatures(n_components=30, random_state=0), NystroemFeatures(n_components=30, random_state=0)):
         np.testing.assert_allclose(clone(T).fit(X).transform(X), clone(T).fit(Xd).transform(Xd), rtol=1e-10, atol=1e-12)
-    full = RandomFeatureRidge(n_components=40, alpha=0.1, random_state=0).fit(X, y)
+    full = RandomFeatureRidge(n_components=40, alpha=0.1, random_state=0, dtype="float64").fit(X, y)
     np.testing.assert_allclose(full.transform(X), full.transform(Xd), rtol=1e-12, atol=1e-14)
-    batches = RandomFeatureRidge(n_components=40, alpha=0.1, random_state=0)
+    batches = RandomFeatureRidge(n_components=40, alpha=0.1, random_state=0, dtype="float64")
     for rows in (slice(0, 150), slice(150, 333), slice(333, N)):
         batches.partial_fit(X[rows], y[rows])
     assert _rel(batches.coef_, full.coef_) < RTOL

@@ -36,7 +36,7 @@ def sources(tmp_path_factory):
 
 
 def test_parquet_csv_and_zarr_give_the_same_model(sources):
-    kw = dict(gamma=0.5, n_components=64, alpha=0.1, random_state=0)
+    kw = dict(gamma=0.5, n_components=64, alpha=0.1, random_state=0, dtype="float64")
     zs = open_source(sources / "d.zarr")
     ref = RandomFeatureRidge(**kw).fit(zs.X, zs.y)
     cond = primal_cond(ref, zs.X.compute())
@@ -61,7 +61,7 @@ def test_table_through_a_job(sources, tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(
         f"name: t\noutput: out\ndata:\n  train:\n    path: {sources / 'd.parquet'}\n    x: {json.dumps(COLS)}\n"
-        "    y: target\nmodel: {gamma: 0.5, n_components: 32, alpha: 0.1}\n"
+        "    y: target\nmodel: {gamma: 0.5, n_components: 32, alpha: 0.1, dtype: float64}\n"
         "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
     )
     assert main(["-q", "run", str(job)]) == 0
@@ -82,7 +82,7 @@ def _table_job(sources, tmp_path, extra=""):
     job = tmp_path / "job.yaml"
     job.write_text(
         f"name: t\noutput: out\ndata:\n  train:\n    path: {sources / 'd.csv'}\n    x: {json.dumps(COLS)}\n"
-        "    y: target\nmodel: {gamma: 0.5, n_components: 32, alpha: 0.1}\nprogress: false\nplots: false\n"
+        "    y: target\nmodel: {gamma: 0.5, n_components: 32, alpha: 0.1, dtype: float64}\nprogress: false\nplots: false\n"
         "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n" + extra
     )
     return job
@@ -120,9 +120,11 @@ def test_a_pass_reads_a_csv_once(split_csv, monkeypatch):
     monkeypatch.setattr(dask_csv, "_read_csv", counting)
     ds = open_source(path, x=["a", "b", "c"], y="y", chunk_rows=8000)
     reads.clear()
-    m = RandomFeatureRidge(n_components=16, random_state=0).fit(ds.X, ds.y)
+    m = RandomFeatureRidge(n_components=16, random_state=0, dtype="float64").fit(ds.X, ds.y)
     assert len(reads) == n_parts
-    ref = RandomFeatureRidge(n_components=16, random_state=0).fit(df[["a", "b", "c"]].to_numpy(), df["y"])
+    ref = RandomFeatureRidge(n_components=16, random_state=0, dtype="float64").fit(
+        df[["a", "b", "c"]].to_numpy(), df["y"]
+    )
     np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-9, atol=1e-11)
 
 
@@ -161,7 +163,7 @@ def test_csv_job_with_a_string_column_warns_nothing(split_csv, capfd, caplog):
     job = path.parent / "job.yaml"
     job.write_text(
         "name: t\noutput: out\ndata:\n  train: {path: s.csv, x: [a, b, c], y: y}\n"
-        "model: {gamma: 0.5, n_components: 32, alpha: 0.1, standardize: true}\nprogress: false\n"
+        "model: {gamma: 0.5, n_components: 32, alpha: 0.1, standardize: true, dtype: float64}\nprogress: false\n"
         "plots: false\ncluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
         "predict: {path: s.csv, x: [a, b, c], output: pred.csv}\n"
     )
@@ -183,7 +185,9 @@ def test_job_prediction_columns_must_match_the_fit(sources, tmp_path):
 def named_model(sources, tmp_path_factory):
     """A model fitted through the API on a DataFrame of the table, saved."""
     df = pd.read_parquet(sources / "d.parquet")
-    m = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.1, random_state=0).fit(df[COLS], df["target"])
+    m = RandomFeatureRidge(gamma=0.5, n_components=32, alpha=0.1, random_state=0, dtype="float64").fit(
+        df[COLS], df["target"]
+    )
     path = m.save(tmp_path_factory.mktemp("model") / "m.zarr")
     return m, path, df
 
@@ -238,7 +242,7 @@ def test_predict_command_x_columns(sources, named_model, tmp_path, caplog):
     assert "names and order must match the fit" in caplog.text and not (tmp_path / "q.csv").exists()
     # a model fitted on arrays has no names: a table needs --x, which then picks the columns
     X, y = df[COLS].to_numpy()[:, :3], df["target"].to_numpy()
-    plain = RandomFeatureRidge(n_components=16, random_state=0).fit(X, y)
+    plain = RandomFeatureRidge(n_components=16, random_state=0, dtype="float64").fit(X, y)
     path = plain.save(tmp_path / "plain.zarr")
     caplog.clear()
     assert main(["-q", "predict", str(path), str(sources / "d.parquet"), "-o", str(tmp_path / "r.csv")]) == 2
@@ -268,7 +272,7 @@ def test_predict_to_table_multi_output(sources, tmp_path):
 
     df = pd.read_parquet(sources / "d.parquet")
     X, Y = df[COLS].to_numpy(), np.column_stack([df["target"], -df["target"]])
-    m = RandomFeatureRidge(n_components=16, random_state=0).fit(X, Y)
+    m = RandomFeatureRidge(n_components=16, random_state=0, dtype="float64").fit(X, Y)
     predict_to_path(m, da.from_array(X, chunks=(1000, 10)), tmp_path / "p.csv.gz")
     got = pd.read_csv(tmp_path / "p.csv.gz")
     assert list(got.columns) == ["y_pred_0", "y_pred_1"]

@@ -52,10 +52,10 @@ def _cond(Phi: np.ndarray, alpha: float) -> float:
     ("transformer", "estimator"),
     [
         (RandomFeatures(gamma=0.3, n_components=96, random_state=4),
-         RandomFeatureRidge(gamma=0.3, n_components=96, alpha=0.5, random_state=4)),
+         RandomFeatureRidge(gamma=0.3, n_components=96, alpha=0.5, random_state=4, dtype="float64")),
         (RandomFeatures("matern", nu=2.5, n_components=64, form="cossin", standardize=True, random_state=1),
          RandomFeatureRidge("matern", nu=2.5, n_components=64, form="cossin", standardize=True, alpha=0.5,
-                            random_state=1)),
+                            random_state=1, dtype="float64")),
         (NystroemFeatures(gamma=0.2, n_components=80, random_state=2),
          NystroemRidge(gamma=0.2, n_components=80, alpha=0.5, random_state=2)),
     ],
@@ -136,7 +136,7 @@ def test_dtype_float32_output():
 def test_transform_to_zarr_equals_memory_and_is_atomic(tmp_path):
     X, y = friedman(1500, seed=2)
     for est in (NystroemFeatures(n_components=25, random_state=0).fit(X),
-                RandomFeatureRidge(n_components=33, random_state=0).fit(X, y)):  # fmt: skip
+                RandomFeatureRidge(n_components=33, random_state=0, dtype="float64").fit(X, y)):  # fmt: skip
         path = str(tmp_path / f"{type(est).__name__}.zarr")
         est.transform_to_zarr(da.from_array(X, chunks=400), path)
         got = zarr.open_group(path, mode="r")

@@ -27,7 +27,7 @@ from bigkernel.numerics.primal import FeatureBlocks
 from bigkernel.numerics.sums import SufficientStats
 from bigkernel.runtime import compute, map_rows
 from bigkernel.solvers.primal import STATS_FIELDS as _STATS_FIELDS
-from bigkernel.solvers.primal import PrimalFixed
+from bigkernel.solvers.primal import PrimalFixed, resolve_feature_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,23 @@ def transform_features(est: Any, fmap: Any, X: Any, dtype: str) -> np.ndarray | 
     return map_rows(blocks, X, blocks.n_outputs, blocks.dtype)
 
 
+def fitted_dtype(est: Any) -> str:
+    """The feature dtype of ``est``: a fitted model's ``dtype_`` (what its fit used), else
+    what its ``dtype`` names (``"auto"``: float32 for random Fourier features, float64 for
+    the polynomial kernel's map and Nyström; the float32 check may still choose float64 at fit).
+    """
+    dtype = getattr(est, "dtype_", None)
+    if dtype is not None:
+        return str(dtype)
+    fmap = getattr(est, "feature_map_", None)
+    if fmap is not None:
+        return resolve_feature_dtype(est.dtype, fmap)
+    if isinstance(est.dtype, str) and est.dtype == "auto":
+        fourier = getattr(est, "_auto_fourier", True) and getattr(est, "kernel", None) not in ("polynomial", "poly")
+        return "float32" if fourier else "float64"
+    return str(np.dtype(est.dtype))
+
+
 class FeaturesOutMixin:
     """``transform`` / ``transform_to_zarr`` of a fitted model holding ``feature_map_`` and a
     feature ``dtype`` (the primal estimators and the feature transformers)."""
@@ -67,7 +84,7 @@ class FeaturesOutMixin:
         if tags.transformer_tags is None:  # a regressor that also transforms
             tags.transformer_tags = TransformerTags()
         # the output has the features' dtype, whatever the input's
-        tags.transformer_tags.preserves_dtype = [str(np.dtype(self.dtype))]
+        tags.transformer_tags.preserves_dtype = [fitted_dtype(self)]
         return tags
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> np.ndarray | da.Array:
@@ -104,7 +121,7 @@ class FeaturesOutMixin:
             row chunks, one column chunk) for dask input.
         """
         check_is_fitted(self, "feature_map_")
-        return transform_features(self, self.feature_map_, X, str(np.dtype(self.dtype)))
+        return transform_features(self, self.feature_map_, X, fitted_dtype(self))
 
     def transform_to_zarr(self, X: Any, path: str, *, name: str = "features", overwrite: bool = False) -> str:
         """Write φ(X) straight to a zarr array, chunk by chunk (outputs larger than memory).
@@ -203,10 +220,19 @@ class PartialFitMixin:
         else:
             self._check_params()  # α may have been changed (set_params) since the last batch
             before, fixed = self._stats_for_update(ds), PrimalFixed(self.feature_map_, None, solver.device)
-        (stats,) = compute(solver.statistics_graph(fixed.fmap, ds, weights), label="partial_fit")
+        # the batches add to the sums of the first one: all in the dtype the first one resolved
+        dtype = solver.pass_dtype(fixed.fmap) if before is None else fitted_dtype(self)
+        (stats,) = compute(solver.statistics_graph(fixed.fmap, ds, weights, dtype), label="partial_fit")
         total = stats if before is None else before + stats
         single = ds.y.ndim == 1 if before is None else np.ndim(self.coef_) == 1
-        return self._set_solution(fixed, solver.solve(fixed, total, single=single))
+        solution, ok = solver.checked(fixed, solver.solve(fixed, total, single=single, dtype=dtype))
+        if not ok:
+            logger.warning(
+                "partial_fit: float32 features could move this model beyond the tolerance (%s); the "
+                "sums of earlier batches are float32, so refit on all rows with dtype='float64'",
+                solution.details.dtype_check,
+            )
+        return self._set_solution(fixed, solution)
 
     def _check_partial_fit(self) -> None:
         self._check_params()

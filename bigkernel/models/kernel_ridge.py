@@ -122,8 +122,9 @@ class KernelRidge(_EstimatorBase):
         Exact solver options (see :class:`~bigkernel.ExactKernelRidge`); ``tol`` and
         ``max_iter`` (None: 100) are also the ``"cg"`` solver's.
     dtype : {"auto", "float64", "float32"}, default="auto"
-        Exact solver: Gram tile dtype. Approximate solvers: feature dtype (``"auto"`` is
-        float64).
+        Exact solver: Gram tile dtype. Approximate solvers: feature dtype (``"auto"``:
+        Nyström float64; random features float32 checked after the pass and redone in float64
+        when float32 could move the model, see :class:`~bigkernel.RandomFeatureRidge`).
     standardize : bool, default=False
         Standardize each feature to mean 0, standard deviation 1 first (sparse X: scaled to
         standard deviation 1 without centring, so it stays sparse).
@@ -283,7 +284,7 @@ class KernelRidge(_EstimatorBase):
         if self.kernel_params:
             raise ParameterError("kernel_params do not apply to solver='random_features'")
         return RandomFeatureRidge(
-            self.kernel, degree=self.degree, coef0=self.coef0, n_components=self.n_components, dtype=feature_dtype,
+            self.kernel, degree=self.degree, coef0=self.coef0, n_components=self.n_components, dtype=self.dtype,
             **common,
         )  # fmt: skip
 

@@ -130,13 +130,26 @@ class FeaturePlan:
     fingerprint : dict
         The estimator part (:func:`feature_fingerprint`); the plan adds the map's digest,
         the feature dtype, the block rows and the coefficient layout.
+    dtype : {"float32", "float64"}, optional
+        The replicates' feature dtype: default the spec's, float64 for ``"auto"`` (a fitted
+        estimator passes the dtype its fit checked, ``dtype_``).
     """
 
     def __init__(
-        self, solver: OnePassPrimal, fmap: Any, alpha: Any, X_eval: np.ndarray, fingerprint: dict[str, Any]
+        self,
+        solver: OnePassPrimal,
+        fmap: Any,
+        alpha: Any,
+        X_eval: np.ndarray,
+        fingerprint: dict[str, Any],
+        dtype: str | None = None,
     ) -> None:
         self.solver, self.fmap = solver, fmap
-        dtype = str(np.dtype(solver.spec.dtype))
+        if dtype is None:
+            # no fit checked float32 for these data and α: "auto" replicates run in float64
+            auto = isinstance(solver.spec.dtype, str) and solver.spec.dtype == "auto"
+            dtype = "float64" if auto else str(np.dtype(solver.spec.dtype))
+        self.dtype = dtype = str(np.dtype(dtype))
         D = fmap.n_components
         rows = feature_block_rows(solver.spec.n_components, dtype)
         self.n_coef = D + 1
@@ -152,7 +165,9 @@ class FeaturePlan:
     def residual_task(self, ds: Dataset, seed: int, capacity: int) -> Delayed:
         """Delayed :class:`ResidualSample` of the unit-weight fit: one pass of sums, one solve,
         one residual pass."""
-        ref = dask.delayed(reference_fit, pure=True)(self._model, self.solver.statistics_graph(self.fmap, ds))
+        ref = dask.delayed(reference_fit, pure=True)(
+            self._model, self.solver.statistics_graph(self.fmap, ds, dtype=self.dtype)
+        )
         Y = ds.y if ds.y.ndim == 2 else ds.y[:, np.newaxis]
         summary = residual_sample_graph(ds.X, Y, dask.delayed(predictor, pure=True)(ref), seed, capacity)
         return dask.delayed(finish_reference, pure=True)(ref, summary)
@@ -161,7 +176,7 @@ class FeaturePlan:
         self, ds: Dataset, weights: BootstrapWeights, store: BootstrapStore, after: Sequence[Delayed] = ()
     ) -> list[Delayed]:
         """One task per replicate over the batch's one weighted pass (see ReplicatePlan)."""
-        stats = self.solver.statistics_graph(self.fmap, ds, weights=gated(weights, after))
+        stats = self.solver.statistics_graph(self.fmap, ds, weights=gated(weights, after), dtype=self.dtype)
         token = dask.base.tokenize(store.path, stats.key)
         return [
             dask.delayed(run_replicate, pure=True)(

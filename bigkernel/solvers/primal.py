@@ -16,6 +16,7 @@ pass and the eigendecomposition (each task re-resolves it with
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -29,7 +30,9 @@ from bigkernel.data.sources import Dataset
 from bigkernel.devices import CPU
 from bigkernel.errors import DataError
 from bigkernel.graph.stream import column_sums_graph, stats_graph
+from bigkernel.numerics.fourier_features import FeatureMap
 from bigkernel.numerics.posterior import PrimalPosterior, primal_posterior
+from bigkernel.numerics.precision import Float32Check, float32_check, fourier_argument_bound
 from bigkernel.numerics.primal import PathSpectrum, PrimalSolution, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import SufficientStats, sums_precision
@@ -46,6 +49,7 @@ __all__ = [
     "PrimalFixed",
     "feature_block_rows",
     "fit_scaler",
+    "resolve_feature_dtype",
 ]
 
 #: bytes of one feature sub-block (rows × D) per task; bounds the memory of the pass
@@ -64,6 +68,15 @@ def feature_block_rows(n_components: int, dtype: str, budget: int = FEATURE_BLOC
     """
     rows = budget // (n_components * np.dtype(dtype).itemsize)
     return int(2 ** np.clip(np.floor(np.log2(max(rows, 1))), 8, 13))
+
+
+def resolve_feature_dtype(dtype: Any, fmap: Any) -> str:
+    """The dtype a pass computes ``fmap``'s features in: ``"auto"`` is float32 for random
+    Fourier features (then checked, :func:`~bigkernel.numerics.precision.float32_check`) and
+    float64 for other maps (polynomial, Nyström: the check's feature bound is for |cos| ≤ 1)."""
+    if isinstance(dtype, str) and dtype == "auto":
+        return "float32" if isinstance(fmap, FeatureMap) else "float64"
+    return str(np.dtype(dtype))
 
 
 def _row_weight_values(weights: Any) -> np.ndarray | None:
@@ -134,6 +147,11 @@ class PrimalFit:
     posterior : PrimalPosterior or None
     n_samples : int
     n_features_in : int
+    dtype : {"float32", "float64"}
+        The feature dtype of the pass the solution came from.
+    dtype_check : dict or None
+        With ``dtype="auto"``: the float32 check (:class:`~bigkernel.numerics.precision.Float32Check`
+        as a dict, with ``"reason"``); None otherwise.
     """
 
     primal: PrimalSolution | None
@@ -146,6 +164,8 @@ class PrimalFit:
     posterior: PrimalPosterior | None
     n_samples: int
     n_features_in: int
+    dtype: str = "float64"
+    dtype_check: dict | None = None
 
 
 class OnePassPrimal:
@@ -160,11 +180,16 @@ class OnePassPrimal:
     device: Any = None
 
     # ----------------------------------------------------------------- the pass and the solve
-    def statistics_graph(self, fmap: Any, data: Dataset, weights: Any = None) -> Delayed:
+    def pass_dtype(self, fmap: Any) -> str:
+        """The feature dtype of a pass under ``fmap`` (:func:`resolve_feature_dtype`)."""
+        return resolve_feature_dtype(self.spec.dtype, fmap[0] if isinstance(fmap, (list, tuple)) else fmap)
+
+    def statistics_graph(self, fmap: Any, data: Dataset, weights: Any = None, dtype: str | None = None) -> Delayed:
         """The delayed one-pass statistics of ``data`` under ``fmap`` (a map, or a list of maps
-        sharing the pass), optionally weighted or partitioned (for orchestrators)."""
+        sharing the pass), optionally weighted or partitioned (for orchestrators), with features
+        in ``dtype`` (default :meth:`pass_dtype`)."""
         Y = data.y if data.y.ndim == 2 else data.y[:, np.newaxis]
-        dtype = str(np.dtype(self.spec.dtype))
+        dtype = self.pass_dtype(fmap) if dtype is None else str(np.dtype(dtype))
         return stats_graph(
             data.X,
             Y,
@@ -189,28 +214,87 @@ class OnePassPrimal:
         -------
         Solution
             ``details`` is a :class:`PrimalFit`.
-        """
-        (stats,) = compute(self.statistics_graph(fixed.fmap, data, weights), label="fit")
-        return self.solve(fixed, stats, single=data.y.ndim == 1)
 
-    def solve(self, fixed: PrimalFixed, stats: SufficientStats, *, single: bool, alpha: Any = None) -> Solution:
-        """The primal solve of one set of statistics (``alpha`` defaults to the spec's)."""
+        Notes
+        -----
+        ``dtype="auto"`` with random Fourier features: the pass runs in float32, then
+        :meth:`check_float32` estimates whether float32 rounding can move the model beyond
+        :data:`~bigkernel.numerics.precision.FLOAT32_RTOL`; if so, the pass is redone in float64
+        (logged as a warning; ``PrimalFit.dtype``/``dtype_check`` say which was used and why).
+        """
+        dtype, single = self.pass_dtype(fixed.fmap), data.y.ndim == 1
+        (stats,) = compute(self.statistics_graph(fixed.fmap, data, weights, dtype), label="fit")
+        solution = self.solve(fixed, stats, single=single, dtype=dtype)
+        if not self._auto() or dtype != "float32":
+            return solution
+        solution, ok = self.checked(fixed, solution)
+        if ok:
+            return solution
+        check = self.check_float32(fixed.fmap, solution)
+        logger.warning(
+            "float32 features could move this model beyond the tolerance (%s); redoing the pass in "
+            "float64 (pass dtype='float64' to skip the float32 pass, or a larger alpha)",
+            _describe(check),
+        )
+        (stats,) = compute(self.statistics_graph(fixed.fmap, data, weights, "float64"), label="fit (float64)")
+        solution = self.solve(fixed, stats, single=single, dtype="float64")
+        return _with_check(solution, check, "float32 beyond tolerance: refitted in float64")
+
+    def checked(self, fixed: PrimalFixed, solution: Solution) -> tuple[Solution, bool]:
+        """``solution`` with the float32 check recorded (``dtype="auto"``, float32 pass), and
+        whether it passed; unchanged and True otherwise. Logs the check."""
+        if not self._auto() or solution.details.dtype != "float32":
+            return solution, True
+        check = self.check_float32(fixed.fmap, solution)
+        if check.ok:
+            logger.info("feature dtype float32 (auto): %s", _describe(check))
+            return _with_check(solution, check, "float32 within tolerance"), True
+        return _with_check(solution, check, "float32 beyond tolerance"), False
+
+    def _auto(self) -> bool:
+        return isinstance(self.spec.dtype, str) and self.spec.dtype == "auto"
+
+    def check_float32(self, fmap: Any, solution: Solution) -> Float32Check:
+        """The float32 check of a solution fitted on float32 Fourier features (its eigenvalues,
+        β at the chosen α, the scale of y and the largest feature argument over the training
+        range of the pass)."""
+        fit: PrimalFit = solution.details
+        path, stats = fit.primal.path, fit.stats
+        if stats.x_min is None:
+            bound = np.inf
+        else:
+            bound = fourier_argument_bound(fmap.weights, fmap.offsets, stats.x_min[0], stats.x_max[0])
+        return float32_check(
+            path.eigvals, solution.coef, solution.alpha, solution.alphas, path.n, path.yy, feature_scale=float(fmap.scale),
+            argument_bound=bound, gram_eps=sums_precision("float32"),
+        )  # fmt: skip
+
+    def solve(
+        self, fixed: PrimalFixed, stats: SufficientStats, *, single: bool, alpha: Any = None, dtype: str | None = None
+    ) -> Solution:
+        """The primal solve of one set of statistics (``alpha`` defaults to the spec's;
+        ``dtype``, the features' of the pass, to :meth:`pass_dtype`)."""
         spec = self.spec
         alpha = spec.alpha if alpha is None else alpha
-        sol = solve_primal(stats, alpha, spec.fit_intercept, sums_precision(spec.dtype), device=fixed.device or CPU)
-        return self.solution(fixed, sol, stats, single=single)
+        dtype = self.pass_dtype(fixed.fmap) if dtype is None else dtype
+        sol = solve_primal(stats, alpha, spec.fit_intercept, sums_precision(dtype), device=fixed.device or CPU)
+        return self.solution(fixed, sol, stats, single=single, dtype=dtype)
 
-    def solution(self, fixed: PrimalFixed, sol: PrimalSolution, stats: SufficientStats, *, single: bool) -> Solution:
-        """The :class:`Solution` of a :class:`PrimalSolution` (df, posterior, counts)."""
+    def solution(
+        self, fixed: PrimalFixed, sol: PrimalSolution, stats: SufficientStats, *, single: bool, dtype: str | None = None
+    ) -> Solution:
+        """The :class:`Solution` of a :class:`PrimalSolution` (df, posterior, counts); ``dtype``
+        the features' of the pass (default :meth:`pass_dtype`)."""
         fmap = fixed.fmap
+        dtype = self.pass_dtype(fmap) if dtype is None else dtype
         best = int(np.argmin(np.abs(sol.alphas - sol.alpha)))
         posterior = None
         if sol.path is not None:
-            posterior = primal_posterior(sol.path, sol.alpha, fmap, dtype=str(np.dtype(self.spec.dtype)))
+            posterior = primal_posterior(sol.path, sol.alpha, fmap, dtype=dtype)
         fit = PrimalFit(
             primal=sol, stats=stats, single=single, df=float(sol.df[best]), df_path=sol.df, gcv=sol.gcv,
             spectrum=sol.spectrum, posterior=posterior, n_samples=int(round(float(stats.n[0]))),
-            n_features_in=fmap.n_features_in,
+            n_features_in=fmap.n_features_in, dtype=dtype,
         )  # fmt: skip
         diagnostics = {"n_samples": fit.n_samples, "n_components": int(fmap.n_components), "df": fit.df}
         return Solution(sol.coef, sol.intercept, float(sol.alpha), sol.alphas, diagnostics, fit)
@@ -233,7 +317,10 @@ class OnePassPrimal:
         attrs: dict[str, Any] = {
             "feature_map": fm.to_metadata(), "alpha_": solution.alpha, "df_": fit.df,
             "n_samples_fit_": fit.n_samples, "n_features_in_": fit.n_features_in, "single_output": fit.single,
+            "feature_dtype": fit.dtype,
         }  # fmt: skip
+        if fit.dtype_check is not None:
+            attrs["dtype_check"] = fit.dtype_check
         arrays = {
             "coef": np.atleast_2d(solution.coef.T),  # (k, D), as saved
             "intercept": np.atleast_1d(np.asarray(solution.intercept, float)),
@@ -245,19 +332,37 @@ class OnePassPrimal:
         return attrs, arrays
 
     def from_state(self, attrs: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[PrimalFixed, Solution]:
-        """Inverse of :meth:`state` (``DataError`` when coef does not match the map)."""
+        """Inverse of :meth:`state` (``DataError`` when coef does not match the map). Stores
+        written before the feature dtype was saved used the ``dtype`` parameter's."""
         fm = self.map_from_state(attrs["feature_map"], arrays)
+        dtype = str(attrs.get("feature_dtype") or resolve_feature_dtype(self.spec.dtype, fm))
         coef, intercept = arrays["coef"], arrays["intercept"]
         if coef.shape[1] != fm.n_components or coef.shape[0] != intercept.shape[0]:
             raise DataError(f"coef has shape {coef.shape}, expected (n_targets, {fm.n_components})")
         fit = PrimalFit(
             primal=None, stats=None, single=bool(attrs["single_output"]), df=float(attrs["df_"]),
             df_path=arrays["df_path"], gcv=arrays["gcv"], spectrum=_read_spectrum_state(attrs, arrays),
-            posterior=_read_posterior_state(fm, attrs, arrays, str(np.dtype(self.spec.dtype))),
+            posterior=_read_posterior_state(fm, attrs, arrays, dtype),
             n_samples=int(attrs["n_samples_fit_"]), n_features_in=int(attrs["n_features_in_"]),
+            dtype=dtype, dtype_check=attrs.get("dtype_check"),
         )  # fmt: skip
         solution = Solution(coef.T, intercept, float(attrs["alpha_"]), arrays["alphas"], {}, fit)
         return PrimalFixed(fm, None, self.device), solution
+
+
+def _describe(check: Float32Check) -> str:
+    return (
+        f"estimated change of the predictions {check.mean_error:.2g}·sd(y) (tolerance {check.rtol:g}), "
+        f"of the posterior std {check.std_error:.2g} (tolerance {check.std_rtol:g}), of df "
+        f"{check.df_error:.2g}; α path resolved from {check.alpha_floor:.3g}"
+    )
+
+
+def _with_check(solution: Solution, check: Float32Check, reason: str) -> Solution:
+    """``solution`` with the auto dtype's check recorded in its :class:`PrimalFit`."""
+    fit = dataclasses.replace(solution.details, dtype_check={**check.as_dict(), "reason": reason})
+    diagnostics = {**solution.diagnostics, "dtype": fit.dtype}
+    return dataclasses.replace(solution, diagnostics=diagnostics, details=fit)
 
 
 def stats_state(stats: SufficientStats | None) -> dict[str, np.ndarray]:

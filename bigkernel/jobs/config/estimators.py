@@ -55,8 +55,11 @@ alpha : float, list of float, "gcv", "cv", "loo" or "evidence", default="gcv"
 cv : int, default=5
     Folds of the K-fold search (alpha or gamma "cv", solver random_features; a
     classification search always).
-dtype : {"float32", "float64"}
-    The features' dtype (solver auto: also the Gram's when ``gram_dtype`` is auto).
+dtype : {"auto", "float32", "float64"}
+    The features' dtype (solver auto: also the Gram's when ``gram_dtype`` is auto). ``"auto"``
+    (the default): random features in float32, checked after the pass and redone in float64
+    when float32 could move the model (:class:`~bigkernel.RandomFeatureRidge`); Nyström, the
+    random-feature CV search and the classifiers in float64.
 gram_dtype : {"auto", "float32", "float64"}
     The exact solver's ``dtype`` (of the Gram tiles).
 preconditioner : {"rpcholesky", "nystroem", "none"}
@@ -376,7 +379,7 @@ def estimator_params(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
     if "preconditioner" in params:
         params["preconditioner"] = None if values["preconditioner"] == "none" else values["preconditioner"]
     if "dtype" in params:
-        params["dtype"] = _dtype(values)
+        params["dtype"] = _dtype(values, cls)
     if "criterion" in params:
         params.update(_exact_search(values))
     elif "gammas" in params:
@@ -386,12 +389,16 @@ def estimator_params(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in signature_defaults(cls)}
 
 
-def _dtype(values: Mapping[str, Any]) -> str:
+def _dtype(values: Mapping[str, Any], cls: type) -> str:
     """The estimator's ``dtype``: the exact solver's is the Gram's; solver auto takes the Gram's,
-    or the approximate solvers' feature dtype when only that is set."""
+    or the approximate solvers' feature dtype when only that is set. The feature dtype
+    ``"auto"`` (checked float32) is RandomFeatureRidge's (and KernelRidge's, which routes it
+    there); the other feature estimators get float64 for it."""
     solver, dtype, gram = values["solver"], values["dtype"], values["gram_dtype"]
     if solver == "exact":
         return gram
+    if dtype == "auto" and cls not in (RandomFeatureRidge, KernelRidge):
+        return "float64"
     if solver == "auto":
         return gram if gram != "auto" else ("auto" if dtype == "float64" else dtype)
     return dtype

@@ -31,7 +31,7 @@ GramDType = Literal["auto", "float32", "float64"]
 Landmarks = Literal["rpcholesky", "uniform"]
 Sampler = Literal["iid", "orthogonal"]
 Form = Literal["cos", "cossin"]
-DType = Literal["float32", "float64"]
+DType = Literal["auto", "float32", "float64"]
 MakeKind = Literal["friedman1", "sine", "classes"]
 #: what a job fits: a regressor (numeric targets) or a classifier (class labels)
 Task = Literal["regression", "classification"]
