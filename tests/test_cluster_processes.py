@@ -71,7 +71,12 @@ def _clean_env() -> dict[str, str]:
     import dask
 
     leaked = dask.config.get("distributed.nanny.pre-spawn-environ", {})
-    return {k: v for k, v in os.environ.items() if k not in leaked}
+    env = {k: v for k, v in os.environ.items() if k not in leaked}
+    # ... and alike means one fixed count: with more than one BLAS thread the client's LAPACK
+    # takes the cores other processes leave idle (numerics.threads.lapack_threads), which the
+    # test's own scheduler and workers change from run to run (a clean CI run: 6e-9 apart)
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen:

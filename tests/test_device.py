@@ -172,12 +172,14 @@ def test_the_device_a_fit_resolves_is_the_object_every_task_receives(monkeypatch
     X, y = _data(3000)
     Xd, yd = da.from_array(X, chunks=(1000, 3)), da.from_array(y, chunks=1000)
     with dask.config.set(scheduler="threads", num_workers=2):
-        est = RandomFeatureRidge(n_components=32, random_state=0, device="cuda").fit(Xd, yd)
+        est = RandomFeatureRidge(n_components=32, random_state=0, device="cuda", dtype="float64").fit(Xd, yd)
     assert est._device is gpu
     assert [name for name, _, _ in seen] == ["block_stats"] * 3 + ["eigh"]  # 3 chunks, one solve
     for _, received, in_task in seen:
         assert received is gpu and in_task is gpu
-    ref = RandomFeatureRidge(n_components=32, random_state=0).fit(X, y)
+    ref = RandomFeatureRidge(n_components=32, random_state=0, dtype="float64").fit(
+        X, y
+    )  # float32 sums differ by namespace
     np.testing.assert_allclose(est.predict(X[:20]), ref.predict(X[:20]), rtol=1e-12)
 
 

@@ -76,9 +76,7 @@ class PartitionRows:
         return np.isin(g, self.partition.keep)[np.newaxis].astype(np.float64)
 
     def __dask_tokenize__(self):
-        from dask.base import tokenize
-
-        return ("bigkernel._RowsOf", tokenize(self.partition))
+        return ("bigkernel._RowsOf", self.partition)  # dask tokenizes the (frozen dataclass) partition
 
 
 def row_weights_of(weights: Any) -> Callable[[int, int], np.ndarray] | None:
