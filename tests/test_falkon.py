@@ -289,30 +289,36 @@ def test_eigen_preconditioner_memory_and_bad_input():
         EigenFalkonPreconditioner.build(p["Kmm"][:, :3], [1.0], p["n_w"])
 
 
+def _panels(Z, rows=64):
+    return lambda: (Z[i : i + rows] for i in range(0, len(Z), rows))
+
+
 def test_sketch_preconditioner_is_exact_from_every_row_and_better_from_a_sample():
-    """sketch = S: B Bᵀ = (n_w S + α K)⁻¹. With S = G / n_w (every row) CG needs one iteration;
-    with a uniform sample of 8M rows far fewer than with Falkon's centres at a small α."""
+    """sketch panels Z (S = ZᵀZ): B Bᵀ = (n_w S + α K)⁻¹. With every row (S = G / n_w) CG needs
+    one iteration; with a uniform sample of 8M rows far fewer than with Falkon's centres at a
+    small α."""
     p = problem(3000, 100, d=5, gamma=0.3, dist="uniform")
     M, n_w, w, Kt = 100, p["n_w"], p["w"], p["Kt"]
     G = Kt.T @ (w[:, None] * Kt)
     alphas = np.array([1e-4 * n_w, 1.0])
     rhs = np.tile(p["rhs"][:, :1], (1, 2))
-    exact = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=G / n_w, jitter=1e-8)
+    every = _panels(Kt * np.sqrt(w / n_w)[:, None])
+    exact = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=every, jitter=1e-8)
     B = exact.apply(np.eye(M), np.zeros(M, int))
     want = np.linalg.inv(G + alphas[0] * (p["Kmm"] + 1e-8 * np.eye(M)))
     np.testing.assert_allclose(B @ B.T, want, rtol=1e-6, atol=1e-8 * np.abs(want).max())
     assert falkon_solve(counting_gram(p, []), rhs, exact, alphas, tol=1e-8, max_iter=50).n_iter <= 2
     R = np.random.default_rng(3).choice(3000, 8 * M, replace=False)
-    S = Kt[R].T @ (w[R, None] * Kt[R]) / w[R].sum()
-    sampled = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=S)
+    sample = _panels(Kt[R] * np.sqrt(w[R] / w[R].sum())[:, None])
+    sampled = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=sample)
     centres = FalkonPreconditioner.build(p["Kmm"], alphas, n_w, mean=p["mu"])
     its = [falkon_solve(counting_gram(p, []), rhs, q, alphas, tol=1e-6, max_iter=500).n_iter_per_column[0]
            for q in (sampled, centres)]  # fmt: skip
     assert its[0] < 0.6 * its[1], its
     with pytest.raises(ParameterError, match="give sketch alone"):
-        FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=S, mean=p["mu"])
-    with pytest.raises(DataError, match="sketch must be a finite"):
-        FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=S[:5])
+        FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=sample, mean=p["mu"])
+    with pytest.raises(DataError, match="sketch panels must be finite"):
+        FalkonPreconditioner.build(p["Kmm"], alphas, n_w, sketch=_panels(Kt[:10, :5]))
 
 
 def test_sketch_panels_factor_when_k_mm_is_ill_conditioned():
@@ -340,7 +346,7 @@ def test_sketch_panels_factor_when_k_mm_is_ill_conditioned():
     panels = sketch_panels(RawMap(), X[R], np.ones(960), mu, panel_rows=100)
     np.testing.assert_allclose(sum(Z.T @ Z for Z in panels()), Kt[R].T @ Kt[R] / 960, atol=1e-12)
     alphas = np.array([1e-10 * 4000, 1e-3 * 4000])
-    # (from the formed S the factor fails here: a pivot of −1.8e-6 on this machine's OpenBLAS)
+    # (T⁻ᵀST⁻¹ from the formed S failed here, a pivot of −1.8e-6: the panels are the only form)
     prec = FalkonPreconditioner.build(Kmm, alphas, 4000, sketch=panels)
     y = np.sin(3 * X[:, 0])
     rhs = np.tile((Kt.T @ (y - y.mean()))[:, None], (1, 2))

@@ -116,7 +116,7 @@ class FalkonPreconditioner:
         overwrite: bool = False,
         mean: ArrayLike | None = None,
         centre_weights: ArrayLike | None = None,
-        sketch: np.ndarray | Callable[[], Iterable[np.ndarray]] | None = None,
+        sketch: Callable[[], Iterable[np.ndarray]] | None = None,
     ) -> FalkonPreconditioner:
         """Factor ``T`` and one ``A`` per distinct α.
 
@@ -147,18 +147,17 @@ class FalkonPreconditioner:
             The row weights of the centres (when they are training rows): ``G`` is then
             approximated by the weighted centres, ``(n_w / Σw_C) K_MM W_C K_MM``. With all rows
             as centres the preconditioner is then exact. Zero weights are allowed.
-        sketch : ndarray of shape (M, M) or callable, optional
-            An estimate ``S ≈ G / n_w`` from other rows than the centres (a uniform sample of
-            the training rows, centred): then ``B Bᵀ = (n_w S + α K)⁻¹`` and ``A_α = chol(T⁻ᵀ S
-            T⁻¹ + (α/n_w) I)``. Best as a callable yielding panels ``Z_p`` with ``S = Σ Z_pᵀZ_p``
-            (:func:`~bigkernel.numerics.nystroem_block.sketch_panels`): ``T⁻ᵀ S T⁻¹`` is then
-            formed as ``Σ (T⁻ᵀZ_pᵀ)(T⁻ᵀZ_pᵀ)ᵀ``, positive semi-definite however ill-conditioned
-            ``T`` is (``2·m·M²`` flops). An array ``S`` is transformed in place by two triangular
-            solves (``2·M³``), whose round-off grows as ``cond(T)²``: an ill-conditioned ``K_MM``
-            and a tiny α can then fail (NotPSDError). Excludes ``mean`` and ``centre_weights``
-            (the sketch carries its own centring and weights). Measured
-            (8,000 rows, 5-d, M = 300, α/n = 1e-7): 81 iterations with Falkon's centres, 24
-            with a sketch of 4M rows, 10 with 16M rows.
+        sketch : callable, optional
+            Panels of other rows than the centres (a uniform sample of the training rows,
+            centred and weighted): ``sketch()`` yields ``Z_p`` with ``S = Σ Z_pᵀZ_p ≈ G / n_w``
+            (:func:`~bigkernel.numerics.nystroem_block.sketch_panels`). Then ``B Bᵀ = (n_w S +
+            α K)⁻¹`` and ``A_α = chol(T⁻ᵀ S T⁻¹ + (α/n_w) I)``, ``T⁻ᵀ S T⁻¹`` formed as
+            ``Σ (T⁻ᵀZ_pᵀ)(T⁻ᵀZ_pᵀ)ᵀ`` (``2·m·M²`` flops): positive semi-definite however
+            ill-conditioned ``T`` is (from a formed ``S`` by two triangular solves it was not:
+            a pivot of −1.8e-6 with 1-d rbf centres). Excludes ``mean`` and ``centre_weights``
+            (the sketch carries its own centring and weights). Measured (8,000 rows, 5-d,
+            M = 300, α/n = 1e-7): 81 iterations with Falkon's centres, 24 with a sketch of 4M
+            rows, 10 with 16M rows.
 
         Returns
         -------
@@ -203,7 +202,7 @@ class FalkonPreconditioner:
                 raise ParameterError(
                     "give sketch alone: it carries its own centring and weights (mean, centre_weights)"
                 )
-            P = _sketch_inner(T, sketch) if isinstance(sketch, np.ndarray) else _sketch_panels_inner(T, sketch)
+            P = _sketch_panels_inner(T, sketch)
         else:
             P = _nystroem_inner(T, check_vector("mean", mean, M), check_vector("centre_weights", centre_weights, M))
         factors = _a_factors(P, distinct, n_w, block)
@@ -213,7 +212,7 @@ class FalkonPreconditioner:
     @staticmethod
     def memory_bytes(M: int, n_distinct_alphas: int, *, block: int = DEFAULT_BLOCK) -> int:
         """Peak bytes of :meth:`build` with ``overwrite`` (``T`` over ``K_MM``): ``T``, the
-        ``T Tᵀ`` array (or the ``sketch``, transformed in place) and one factor per distinct α
+        ``T Tᵀ`` array (or ``T⁻ᵀ S T⁻¹`` of the ``sketch``) and one factor per distinct α
         (each factored on a copy of it), ``(2 + n_distinct_alphas) · M² · 8``, plus the
         Cholesky's panel temporaries; without ``overwrite`` one ``M² · 8`` more. The built
         preconditioner holds ``(1 + n_distinct_alphas) · M² · 8`` (:attr:`nbytes`)."""
@@ -330,20 +329,6 @@ def _nystroem_inner(T: np.ndarray, mean: np.ndarray | None, weights: np.ndarray 
             i1 = min(M, i0 + GRAM_TILE)
             P[i0:i1] += v[i0:i1, None] * (v - s / total) - s[i0:i1, None] * (v / total)
     return P
-
-
-def _sketch_inner(T: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """``T⁻ᵀ S T⁻¹`` in ``S``'s memory (two in-place triangular solves on its F-ordered view;
-    ``S`` symmetric, C-ordered float64) — else on a copy."""
-    M = T.shape[0]
-    S = np.asarray(S)
-    if S.shape != (M, M) or not np.all(np.isfinite(S)):
-        raise DataError(f"sketch must be a finite ({M}, {M}) array, found shape {S.shape}")
-    B = S.T if S.dtype == np.float64 and S.flags.c_contiguous else np.array(S, dtype=np.float64, order="F")
-    L = T.T  # lower, F-ordered: L = Tᵀ
-    B = blas.dtrsm(1.0, L, B, side=0, lower=1, trans_a=0, overwrite_b=1)  # L⁻¹ S = T⁻ᵀ S
-    B = blas.dtrsm(1.0, L, B, side=1, lower=1, trans_a=1, overwrite_b=1)  # (T⁻ᵀ S) L⁻ᵀ = … T⁻¹
-    return B.T  # C-ordered; symmetric up to round-off (the factor reads one triangle)
 
 
 def _sketch_panels_inner(T: np.ndarray, panels: Callable[[], Iterable[np.ndarray]]) -> np.ndarray:
