@@ -15,6 +15,7 @@ import pytest
 from sklearn.base import clone
 
 from bigkernel import RandomFeatureRidge, bootstrap
+from bigkernel.errors import DataError
 from bigkernel.io.model_store import load, save_model
 from bigkernel.numerics.precision import FLOAT32_RTOL, FLOAT32_STD_RTOL, float32_check
 
@@ -126,16 +127,25 @@ def test_kept_float32_is_within_tolerance(gamma, alpha):
     ref = RandomFeatureRidge(random_state=0, dtype="float64", **params).fit(X, y)
     auto = RandomFeatureRidge(random_state=0, **params).fit(X, y)
     E = np.linspace(0, 10, 77)[:, None]
-    mu, std = f32.predict(E, return_std=True)
     mu64, std64 = ref.predict(E, return_std=True)
+    mu = f32.predict(E)
+    try:
+        _, std = f32.predict(E, return_std=True)
+        std_diff = np.max(np.abs(std - std64) / std64)
+    except DataError:  # float32's σ² below its rounding (an interpolating α; the second OpenBLAS set)
+        std_diff = None
     mean_diff = np.max(np.abs(mu - mu64)) / y.std()
-    std_diff = np.max(np.abs(std - std64) / std64)
     check = auto.dtype_check_
     if auto.dtype_ == "float32":
         np.testing.assert_allclose(auto.predict(E), mu, rtol=0, atol=1e-12)
-        assert mean_diff <= FLOAT32_RTOL and std_diff <= FLOAT32_STD_RTOL
+        assert mean_diff <= FLOAT32_RTOL
+        if std_diff is None:  # no silent NaN: the kept model refuses return_std as well
+            with pytest.raises(DataError, match="not finite"):
+                auto.predict(E, return_std=True)
+        else:
+            assert std_diff <= FLOAT32_STD_RTOL
     # the estimates are never below the measured differences
-    assert check["mean_error"] >= mean_diff and check["std_error"] >= std_diff
+    assert check["mean_error"] >= mean_diff and (std_diff is None or check["std_error"] >= std_diff)
 
 
 def test_forced_dtypes_are_not_checked():
