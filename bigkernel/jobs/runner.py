@@ -474,7 +474,7 @@ def _model_summary(cfg: JobConfig, est) -> dict[str, Any]:
         "n_components": getattr(inner, "n_components", None),
         "alpha": est.alpha_,
         "df": _finite(_or_nan(getattr(est, "df_", None))),
-        "dtype": getattr(inner, "dtype", None),
+        "dtype": getattr(inner, "dtype_", None) or getattr(inner, "dtype", None),  # the fit's (auto: 32 or 64)
         "gcv": float(np.nanmin(gcv)) if np.isfinite(gcv).any() else None,
         # the Gaussian-process reading: log evidence at alpha_ and σ² (None when not computed)
         "log_marginal_likelihood": _finite(_or_nan(getattr(est, "log_marginal_likelihood_", None))),
