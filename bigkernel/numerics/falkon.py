@@ -176,16 +176,10 @@ class FalkonPreconditioner:
         tiles, using ``T``'s triangle: ``M³/3`` flops); each distinct α factors a
         copy of it (retried with a small shift when round-off leaves a negative pivot).
         """
-        K = np.asarray(K_MM)
-        if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] == 0:
-            raise DataError(f"K_MM must be a square (M, M) array with M >= 1, found shape {K.shape}")
+        K, jitter = check_kmm(K_MM, jitter)
         M = K.shape[0]
         alphas = check_alphas(alphas)
         n_w = check_positive("n_w", n_w)
-        if jitter is None:
-            jitter = JITTER_EPS_MULTIPLE * np.finfo(np.float64).eps * float(np.mean(np.diagonal(K))) * M
-        elif not (math.isfinite(jitter) and jitter >= 0):
-            raise ParameterError(f"jitter must be a finite float >= 0, found {jitter!r}")
         W = K if overwrite and K.dtype == np.float64 else np.array(K, dtype=np.float64)
         W[np.diag_indices(M)] += jitter
         try:
@@ -345,6 +339,19 @@ def _sketch_panels_inner(T: np.ndarray, panels: Callable[[], Iterable[np.ndarray
     iu = np.triu_indices(M, 1)
     P[iu[1], iu[0]] = P[iu]
     return np.ascontiguousarray(P)
+
+
+def check_kmm(K_MM: ArrayLike, jitter: float | None) -> tuple[np.ndarray, float]:
+    """``K_MM`` as a square array with M >= 1 and the jitter (default ``JITTER_EPS_MULTIPLE · eps
+    · mean(diag K_MM) · M``; a given one must be finite and >= 0): what both preconditioners check."""
+    K = np.asarray(K_MM)
+    if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] == 0:
+        raise DataError(f"K_MM must be a square (M, M) array with M >= 1, found shape {K.shape}")
+    if jitter is None:
+        return K, JITTER_EPS_MULTIPLE * np.finfo(np.float64).eps * float(np.mean(np.diagonal(K))) * K.shape[0]
+    if not (math.isfinite(jitter) and jitter >= 0):
+        raise ParameterError(f"jitter must be a finite float >= 0, found {jitter!r}")
+    return K, float(jitter)
 
 
 def check_vector(name: str, value: ArrayLike | None, M: int) -> np.ndarray | None:

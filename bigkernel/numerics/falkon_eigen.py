@@ -33,8 +33,8 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import ArrayLike
 
-from bigkernel.errors import DataError, ParameterError
-from bigkernel.numerics.falkon import JITTER_EPS_MULTIPLE, check_alphas, check_positive, check_vector
+from bigkernel.errors import DataError
+from bigkernel.numerics.falkon import check_alphas, check_kmm, check_positive, check_vector
 
 logger = logging.getLogger(__name__)
 
@@ -116,16 +116,10 @@ class EigenFalkonPreconditioner:
         -------
         EigenFalkonPreconditioner
         """
-        K = np.asarray(K_MM)
-        if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] == 0:
-            raise DataError(f"K_MM must be a square (M, M) array with M >= 1, found shape {K.shape}")
+        K, jitter = check_kmm(K_MM, jitter)
         M = K.shape[0]
         alphas, n_w = check_alphas(alphas), check_positive("n_w", n_w)
         mean = check_vector("mean", mean, M)
-        if jitter is None:
-            jitter = JITTER_EPS_MULTIPLE * np.finfo(np.float64).eps * float(np.mean(np.diagonal(K))) * M
-        elif not (math.isfinite(jitter) and jitter >= 0):
-            raise ParameterError(f"jitter must be a finite float >= 0, found {jitter!r}")
         W = K if overwrite and K.dtype == np.float64 else np.array(K, dtype=np.float64)
         if not np.all(np.isfinite(W)):
             raise DataError("K_MM has NaN or infinite entries: check the kernel parameters (gamma) and the centres")
