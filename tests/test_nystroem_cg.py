@@ -131,12 +131,16 @@ def _iterations(est, tol):
     return np.array([int(np.argmax(r[:, j] <= tol)) if (r[:, j] <= tol).any() else -1 for j in range(r.shape[1])])
 
 
-def test_iterations_to_1e_6_do_not_grow_with_n():
+def test_iterations_to_1e_6_do_not_grow_with_n(monkeypatch):
     """The preconditioner from sampled training rows (8 per centre, centred): the iterations to
     1e-6 of every α of the grid α/n = 1e-7 … 1e-1 are at most 25 and about the same at n = 4000
     and 16000 (M = 200). Falkon's centres alone took 37–61 at α/n = 1e-4 … 1e-7 here."""
+    import bigkernel.solvers.nystroem_cg as nystroem_cg
     from bigkernel.solvers.nystroem_cg import DEFAULT_RELATIVE_ALPHAS
 
+    # at M = 200 every row costs fewer than SKETCH_EXACT_BUDGET passes: the exact preconditioner
+    # would be taken; this test is about the sampled one (what large M get)
+    monkeypatch.setattr(nystroem_cg, "SKETCH_EXACT_BUDGET", 0)
     counts = {}
     for n in (4000, 16000):
         X, y = _data(n)
@@ -151,11 +155,20 @@ def test_iterations_to_1e_6_do_not_grow_with_n():
 
 def test_the_preconditioner_rows_rule():
     """8 sampled rows per centre, capped by the cost of 10 passes; Falkon's centres below 2 per
-    centre; every row when there are fewer (then the preconditioner is exact: one iteration)."""
+    centre; every row when there are fewer or when all of them cost at most 25 passes (then the
+    preconditioner is exact: one iteration)."""
     from bigkernel.solvers.nystroem_cg import sketch_rows
 
     assert sketch_rows(10**6, 2000, 10, 7) == 16_000
-    assert sketch_rows(2 * 10**6, 20_000, 10, 7) == 0  # 24,000 affordable < 2M: the centres
+    # a CPU pass's entries count 100 flops beside the products: 74,000 rows cost 10 passes
+    assert sketch_rows(2 * 10**6, 20_000, 10, 7) == 74_000
+    assert sketch_rows(2 * 10**6, 20_000, 10, 7, entry_flops=0) == 0  # a GPU's: 24,000 < 2M: the centres
+    assert sketch_rows(43_134, 1000, 26, 7) == 43_134  # diamonds: all rows cost 11 passes
+    assert sketch_rows(43_134, 4000, 26, 7) == 9_705  # all rows would cost 44
+    # all rows, cheaper than 25 passes: the exact preconditioner, one or two passes at any α
+    X, y = _data(6000)
+    tiny = NystroemRidge(alpha=6000 * 1e-10, solver="cg", tol=1e-8, max_iter=50, **KW).fit(X, y)
+    assert tiny.solver_info_["preconditioner_rows"] == 6000 and tiny.n_iter_ <= 2
     assert sketch_rows(1000, 200, 5, 1) == 1000
     X, y = _data(1200)
     est = NystroemRidge(alpha=1e-3, solver="cg", tol=1e-10, max_iter=50, **KW).fit(X, y)
@@ -211,10 +224,15 @@ def test_what_cg_refuses_says_what_to_do():
         NystroemRidge(solver="falkon", **KW).fit(X, y)
 
 
-def test_non_convergence_warns_with_what_to_change():
+def test_non_convergence_warns_with_what_to_change(monkeypatch):
     from sklearn.exceptions import ConvergenceWarning
 
-    X, y = _data(4000)  # more rows than 8 per centre: a sampled preconditioner, not the exact one
+    import bigkernel.solvers.nystroem_cg as nystroem_cg
+
+    # more rows than 8 per centre and no exact preconditioner (at M = 200 all rows would cost
+    # fewer than SKETCH_EXACT_BUDGET passes): a sampled one, which needs more than 2 passes
+    monkeypatch.setattr(nystroem_cg, "SKETCH_EXACT_BUDGET", 0)
+    X, y = _data(4000)
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         est = NystroemRidge(alpha=1e-6, solver="cg", max_iter=2, tol=1e-12, **KW).fit(X, y)
     assert est.n_iter_ == 2 and not est.solver_info_["converged"]
@@ -339,3 +357,24 @@ _EXPECTED = {
 )
 def test_cg_estimator_passes_scikit_learns_checks(estimator, check):
     check(estimator)
+
+
+def test_float32_panels_converge_where_float32_products_broke_down(monkeypatch):
+    """float32 kernel panels are multiplied in float64: with float32 products the preconditioned
+    directions lost what α/n = 1e-10 needs and CG broke down (pᵀAp = −1.3e11 at iteration 32 on
+    these diamonds-like data: 10 standard and 16 binary columns, small γ; −4e14 on diamonds)."""
+    import bigkernel.solvers.nystroem_cg as nystroem_cg
+
+    monkeypatch.setattr(nystroem_cg, "SKETCH_EXACT_BUDGET", 0)  # the sampled preconditioner
+    rng = np.random.default_rng(0)
+    n = 6000
+    X = rng.normal(size=(n, 26))
+    X[:, 10:] = X[:, 10:] > 0.8
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.05 * rng.normal(size=n)
+    kw = dict(solver="cg", n_components=400, gamma=0.01, alpha=n * 1e-10, landmarks="uniform", random_state=0)
+    fits = {dt: NystroemRidge(dtype=dt, tol=1e-6, **kw).fit(X, y) for dt in ("float64", "float32")}
+    assert all(f.solver_info_["converged"] for f in fits.values())
+    assert fits["float32"].n_iter_ <= fits["float64"].n_iter_ + 2
+    p64, p32 = (fits[dt].predict(X[:500]) for dt in ("float64", "float32"))
+    # the float32 kernel values (relative 6e-8) move this nearly unpenalised fit by ~1e-4
+    assert np.linalg.norm(p32 - p64) <= 1e-3 * np.linalg.norm(p64)

@@ -69,7 +69,7 @@ def test_cg_regression_job_through_the_cli(tmp_path, capsys):
     )
     assert params["alpha"] == [0.1, 1.0, 10.0] and params["standardize"] is True  # a table: standardised
     model = bigkernel.load(str(out / "model.zarr"))
-    assert type(model) is NystroemRidge and model.solver == "cg" and model.n_iter_ > 1
+    assert type(model) is NystroemRidge and model.solver == "cg" and model.n_iter_ >= 1  # all rows sampled: 1 pass
     assert model.validation_scores_.shape == (3,) and model.alpha_ in (0.1, 1.0, 10.0)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"]["solver"] == "cg" and metrics["model"]["n_iter"] == model.n_iter_

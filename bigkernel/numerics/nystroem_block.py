@@ -28,16 +28,20 @@ import scipy.sparse as sp
 from bigkernel._sparse import column_min_max
 from bigkernel.devices import task_device, to_host
 from bigkernel.numerics.namespace import device_of
-from bigkernel.numerics.sums import FLOAT32_REDUCTION_ROWS
 
 __all__ = ["BlockProducts", "kernel_block_products", "panel_rows_for", "sketch_panels"]
 
-#: bytes of one kernel panel (rows × M) per task
-PANEL_BYTES = 16 * 2**20
+#: bytes of one kernel panel (rows × M) per task: cache-sized, as every panel is swept by the
+#: exp, a cast and two products (diamonds, M = 1,000, one thread: 2,048-row panels 0.36 s a
+#: pass, 256-row 0.28 s); at least PANEL_MIN_ROWS rows, so that large M still multiply in
+#: panels of useful height (M = 20,000: 16 rows 0.75 s, 256 rows 0.46 s)
+PANEL_BYTES = 2 * 2**20
+PANEL_MIN_ROWS = 128
 
 
 def panel_rows_for(n_centres: int, dtype: Any, budget: int = PANEL_BYTES) -> int:
-    """Rows of a kernel panel: as many as fit ``budget`` bytes (at least 16, at most 8192).
+    """Rows of a kernel panel: as many as fit ``budget`` bytes (at least
+    :data:`PANEL_MIN_ROWS`, at most 8192).
 
     Parameters
     ----------
@@ -50,7 +54,7 @@ def panel_rows_for(n_centres: int, dtype: Any, budget: int = PANEL_BYTES) -> int
     int
     """
     rows = budget // max(1, n_centres * np.dtype(dtype).itemsize)
-    return int(np.clip(rows, 16, 8192))
+    return int(np.clip(rows, PANEL_MIN_ROWS, 8192))
 
 
 @dataclass
@@ -180,7 +184,7 @@ def kernel_block_products(
 
 
 def sketch_panels(
-    fmap: Any, X: Any, w: np.ndarray, mean: np.ndarray, *, panel_rows: int = 1024
+    fmap: Any, X: Any, w: np.ndarray, mean: np.ndarray, *, panel_rows: int = 1024, dtype: str = "float64"
 ) -> Callable[[], Iterator[np.ndarray]]:
     """The sampled rows as panels ``Z_p`` (rows ``√(w_i / Σw) · (k(x_i, C) − μ)``, float64), so
     that ``Σ_p Z_pᵀ Z_p`` is an unbiased estimate of the centred ``K_nMᵀWK_nM / n_w`` from a
@@ -200,6 +204,10 @@ def sketch_panels(
         ``μ``, the weighted column means of ``K_nM`` over all training rows.
     panel_rows : int, default=1024
         Rows of a panel.
+    dtype : {"float64", "float32"}
+        The passes' kernel precision: the panels hold the same kernel values as the passes
+        (float32-rounded, then float64), so that a sample of every row gives the exact
+        preconditioner of the system CG solves.
 
     Returns
     -------
@@ -209,7 +217,7 @@ def sketch_panels(
 
     def panels() -> Iterator[np.ndarray]:
         for lo in range(0, X.shape[0], panel_rows):
-            K = np.asarray(fmap.transform_unscaled(X[lo : lo + panel_rows], np.float64), dtype=np.float64) - mean
+            K = np.asarray(fmap.transform_unscaled(X[lo : lo + panel_rows], dtype), dtype=np.float64) - mean
             yield K * scale[lo : lo + panel_rows, None]
 
     return panels
@@ -226,11 +234,9 @@ class _Rows:
 
 
 def device_panel_rows(fmap: Any, dtype: str) -> int:
-    """Rows of a kernel panel on a device: :data:`DEVICE_PANEL_BYTES` of panel, at most
-    :data:`~bigkernel.numerics.sums.FLOAT32_REDUCTION_ROWS` rows in float32 (a float32 product
-    sums no more rows than the CPU's)."""
-    rows = panel_rows_for(fmap.n_components, dtype, DEVICE_PANEL_BYTES)
-    return min(rows, FLOAT32_REDUCTION_ROWS) if np.dtype(dtype) == np.float32 else rows
+    """Rows of a kernel panel on a device: :data:`DEVICE_PANEL_BYTES` of float64 panel (a
+    float32 panel is multiplied in float64, :func:`block_products_in`)."""
+    return panel_rows_for(fmap.n_components, np.float64, DEVICE_PANEL_BYTES)
 
 
 #: bytes of one kernel panel on a device
@@ -251,38 +257,36 @@ def block_products_in(
     host = xp is None
     ns = np if host else xp
     panels = KernelPanels(fmap, xp, dtype)
-    item = np.dtype(dtype)
     M = fmap.n_components
     width = rows.Y.shape[1] + 1 if V is None else V.shape[1]
-    Vd = (
-        None
-        if V is None
-        else (V.astype(item) if host else ns.asarray(V, dtype=getattr(ns, dtype), device=panels.device))
-    )
+    Vd = None if V is None or host else ns.asarray(V, dtype=ns.float64, device=panels.device)
     g = np.zeros((M, width)) if host else ns.zeros((M, width), dtype=ns.float64, device=panels.device)
     images = []
     keep = np.flatnonzero((rows.w_train > 0) | rows.held)  # rows of weight 0 cost nothing
     for lo in range(0, keep.size, panel_rows):
         idx = keep[lo : lo + panel_rows]
+        # float32 panels are float32 kernel values (the exp at float32 speed), multiplied in
+        # float64: float32 products of the preconditioned directions lose what small α need
+        # (diamonds, α/n = 2e-10: CG broke down with pᵀAp = −4e14)
         Kp = panels(rows.X[idx])
+        Kp = Kp.astype(np.float64) if host else ns.astype(Kp, ns.float64)
         wt = rows.w_train[idx, None]
-        if Vd is None:
+        if V is None:
             R = wt * np.column_stack([np.ones(idx.size), rows.Y[idx]])
+        elif host:
+            U = Kp @ V
+            images.append(U[rows.held[idx]])
+            R = U * wt
         else:
             U = Kp @ Vd
             hold = np.flatnonzero(rows.held[idx])
-            images.append(np.asarray(to_host(U[hold] if host else ns.take(U, ns.asarray(hold), axis=0)), float))
-            R = U * (wt.astype(item) if host else ns.asarray(wt, dtype=U.dtype, device=panels.device))
+            images.append(np.asarray(to_host(ns.take(U, ns.asarray(hold), axis=0)), float))
+            R = U * ns.asarray(wt, dtype=U.dtype, device=panels.device)
         if host:
-            g += (Kp.T @ R.astype(item)).astype(np.float64)
+            g += Kp.T @ R
         else:
-            R = (
-                R
-                if hasattr(R, "__array_namespace__") and not isinstance(R, np.ndarray)
-                else ns.asarray(R, device=panels.device)
-            )
-            prod = ns.matmul(ns.matrix_transpose(Kp), ns.astype(R, Kp.dtype))
-            g = g + ns.astype(prod, ns.float64)
+            R = R if not isinstance(R, np.ndarray) else ns.asarray(R, device=panels.device)
+            g = g + ns.matmul(ns.matrix_transpose(Kp), R)
     return (g if host else np.asarray(to_host(g), dtype=np.float64)), images
 
 

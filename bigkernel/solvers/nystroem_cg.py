@@ -11,11 +11,12 @@ centres; ``fit`` runs
 
 1. one pass for the moments: ``K_nMᵀ[w, w ⊙ y]`` and ``[Σw, Σwy]`` (μ, ȳ and the right-hand
    sides), plus the held-out rows' targets when α is a grid, and a seeded uniform sample of
-   about 8 training rows per centre (:func:`sketch_rows`);
+   about 8 training rows per centre, or every row when that costs at most 25 passes
+   (:func:`sketch_rows`);
 2. the preconditioner on the client: :class:`~bigkernel.numerics.falkon.FalkonPreconditioner`
    (Cholesky factors of ``K_MM`` and, per α, of ``T⁻ᵀST⁻¹ + α/n_w I``, ``S`` the sample's
-   estimate of ``K̃ᵀWK̃ / n_w``; Falkon's centres when the sample would cost more than 10
-   passes) when they fit the memory budget, else
+   estimate of ``K̃ᵀWK̃ / n_w``, exact when every row is sampled; Falkon's centres when too
+   few rows per centre fit the cost of 10 passes) when they fit the memory budget, else
    :class:`~bigkernel.numerics.falkon_eigen.EigenFalkonPreconditioner` (Falkon's centres, one
    eigendecomposition of ``K_MM`` for every α: ``2·M²·8`` bytes at the peak);
 3. CG (:func:`~bigkernel.numerics.falkon.falkon_solve`), every iteration one pass
@@ -73,8 +74,19 @@ EIGEN_MIN_ALPHAS = 16
 SKETCH_ROWS_PER_CENTRE = 8
 #: ... used only when at least this many per centre were drawn (1M rows did worse than the centres)
 SKETCH_MIN_ROWS_PER_CENTRE = 2
-#: ... and only as many as cost (2·m·M² flops) at most this many passes (n·M·(2d + 4·columns) each)
+#: ... and only as many as cost (2·m·M² flops) at most this many passes (see PASS_ENTRY_FLOPS)
 SKETCH_PASS_BUDGET = 10
+#: every training row is sampled (the preconditioner is then exact: 1–2 iterations for every α,
+#: however small) when that costs at most this many passes: the iteration target of issue 21
+SKETCH_EXACT_BUDGET = 25
+#: a CPU pass's cost per kernel entry beside its products (``2d + 4·columns`` flops), counted in
+#: flops of the client's BLAS-3: the exp, the float32→float64 cast and the panel's trips through
+#: memory. Measured on the 2-core machine (diamonds, M = 1,000): 13 ns per entry in a pass
+#: against ~0.03 ns per flop of a trsm/syrk of order 1,000, so 100 undercounts the pass (the
+#: rule stays on the side of fewer sampled rows). A GPU pass counts its products only.
+PASS_ENTRY_FLOPS = 100
+#: bytes of one panel of the sampled rows (the preconditioner's build)
+SKETCH_PANEL_BYTES = 32 * 2**20
 SKETCH_SEED_SALT = 0x5CE7C4
 
 #: offsets the held-out split's seed from the centres' (same ``random_state``, independent draws)
@@ -231,7 +243,7 @@ class _CGRun:
         self.k = self.Y.shape[1]
         self.fmap = fixed.fmap
         self.dtype = str(np.dtype(self.spec.dtype))
-        self.panel_rows = panel_rows_for(self.fmap.n_components, self.dtype)
+        self.panel_rows = panel_rows_for(self.fmap.n_components, np.float64)  # float32 panels are multiplied in float64
         grid = self.alpha_values.size > 1
         seed = int_seed(self.spec.random_state)
         self.split = HoldoutSplit(seed ^ HOLDOUT_SEED_SALT, float(self.spec.validation_fraction)) if grid else None
@@ -285,7 +297,10 @@ class _CGRun:
     def solve(self) -> Solution:
         M, cols = self.fmap.n_components, self.alpha_values.size * self.k
         self.route = self._route(M)
-        self.sketch_target = sketch_rows(self.X.shape[0], M, self.X.shape[1], cols) if self.route == "cholesky" else 0
+        gpu = self.fixed.device is not None and self.fixed.device.is_gpu
+        entry = 0.0 if gpu else PASS_ENTRY_FLOPS
+        cholesky = self.route == "cholesky"
+        self.sketch_target = sketch_rows(self.X.shape[0], M, self.X.shape[1], cols, entry) if cholesky else 0
         sketch = None
         if self.sketch_target:
             seed = int_seed(self.spec.random_state) ^ SKETCH_SEED_SALT
@@ -390,7 +405,10 @@ class _CGRun:
         self.sketch_used = rows[1].size if enough else 0
         if not self.sketch_used:
             return FalkonPreconditioner.build(K_MM, col_alpha, n_w, mean=mu, overwrite=True)
-        panels = sketch_panels(self.fmap, rows[0], rows[1], mu, panel_rows=self.panel_rows)
+        # taller panels than a pass's: the trsm and syrk they feed run at 13 GFlop/s on 262-row
+        # panels, 61 on 2,048 (M = 1,000, 2 cores)
+        tall = panel_rows_for(M, np.float64, SKETCH_PANEL_BYTES)
+        panels = sketch_panels(self.fmap, rows[0], rows[1], mu, panel_rows=tall, dtype=self.dtype)
         return FalkonPreconditioner.build(K_MM, col_alpha, n_w, sketch=panels, overwrite=True)
 
     def _held_out_scores(self, held: np.ndarray, intercept: np.ndarray) -> np.ndarray:
@@ -419,14 +437,17 @@ class _CGRun:
         }  # fmt: skip
 
 
-def sketch_rows(n_rows: int, M: int, d: int, columns: int) -> int:
-    """Rows to sample for the preconditioner's estimate of K̃ᵀWK̃: every row when there are at
-    most ``SKETCH_ROWS_PER_CENTRE · M`` (the preconditioner is then exact, for ``2·n·M²`` flops,
-    at most those of the factorisations); else ``SKETCH_ROWS_PER_CENTRE · M``, at most what
-    ``SKETCH_PASS_BUDGET`` passes cost, 0 when that is below ``SKETCH_MIN_ROWS_PER_CENTRE · M``
-    (Falkon's centres then)."""
-    if n_rows <= SKETCH_ROWS_PER_CENTRE * M:
+def sketch_rows(n_rows: int, M: int, d: int, columns: int, entry_flops: float = PASS_ENTRY_FLOPS) -> int:
+    """Rows to sample for the preconditioner's estimate of K̃ᵀWK̃.
+
+    Every row when there are at most ``SKETCH_ROWS_PER_CENTRE · M`` or when all of them cost
+    (``2·n·M²`` flops) at most ``SKETCH_EXACT_BUDGET`` passes (``n·M·(2d + 4·columns +
+    entry_flops)`` each): the preconditioner is then exact. Else ``SKETCH_ROWS_PER_CENTRE · M``,
+    at most what ``SKETCH_PASS_BUDGET`` passes cost, 0 when that is below
+    ``SKETCH_MIN_ROWS_PER_CENTRE · M`` (Falkon's centres then)."""
+    pass_flops = float(n_rows) * M * (2 * d + 4 * columns + entry_flops)
+    row_flops = 2.0 * M * M
+    if n_rows <= SKETCH_ROWS_PER_CENTRE * M or n_rows * row_flops <= SKETCH_EXACT_BUDGET * pass_flops:
         return n_rows
-    affordable = SKETCH_PASS_BUDGET * n_rows * (2 * d + 4 * columns) / (2 * M)
-    m = int(min(SKETCH_ROWS_PER_CENTRE * M, affordable))
+    m = int(min(SKETCH_ROWS_PER_CENTRE * M, SKETCH_PASS_BUDGET * pass_flops / row_flops))
     return m if m >= SKETCH_MIN_ROWS_PER_CENTRE * M else 0
