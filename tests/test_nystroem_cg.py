@@ -169,6 +169,27 @@ def test_the_preconditioner_rows_rule():
     X, y = _data(6000)
     tiny = NystroemRidge(alpha=6000 * 1e-10, solver="cg", tol=1e-8, max_iter=50, **KW).fit(X, y)
     assert tiny.solver_info_["preconditioner_rows"] == 6000 and tiny.n_iter_ <= 2
+
+
+def test_a_grid_below_relative_alpha_1e_7_buys_the_exact_preconditioner_up_to_half_max_iter(monkeypatch):
+    """Below α/n = 1e-7 a sample of 8 rows per centre needs far more than 25 passes (diamonds,
+    M = 4,000: 100+), so every row is sampled when it costs at most max_iter / 2 passes."""
+    import bigkernel.solvers.nystroem_cg as nystroem_cg
+    from bigkernel.solvers.nystroem_cg import sketch_rows
+
+    assert sketch_rows(43_134, 4000, 26, 7, exact_budget=50) == 43_134  # 44 passes ≤ max_iter / 2
+    monkeypatch.setattr(nystroem_cg, "SKETCH_EXACT_BUDGET", 0)  # only the small-α rule can pick all rows
+    X, y = _data(6000)
+    rows = {}
+    for rel in (1e-9, 1e-5):
+        est = NystroemRidge(alpha=6000 * rel, solver="cg", tol=1e-8, max_iter=60, **KW).fit(X, y)
+        rows[rel] = est.solver_info_["preconditioner_rows"]
+    assert rows[1e-9] == 6000 and 2 * 200 <= rows[1e-5] < 6000, rows
+    # with max_iter = 2 even half of it does not pay for every row: the sample again
+    est = NystroemRidge(alpha=6000 * 1e-9, solver="cg", tol=1e-8, max_iter=2, **KW)
+    with pytest.warns(Warning):
+        est.fit(X, y)
+    assert est.solver_info_["preconditioner_rows"] < 6000
     assert sketch_rows(1000, 200, 5, 1) == 1000
     X, y = _data(1200)
     est = NystroemRidge(alpha=1e-3, solver="cg", tol=1e-10, max_iter=50, **KW).fit(X, y)
