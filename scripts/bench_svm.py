@@ -222,7 +222,7 @@ def m_digits_solutions(D: int) -> dict:
 
 def m_dual_or_newton(n: int, D: int, alpha: float, dual: bool) -> dict:
     """The hinge on kept features, 3 classes (Friedman #1 value cut at its tertiles), tol 1e-4:
-    the dual (``dual``) or the primal Newton passes (``DUAL_ROWS_PER_FEATURE = 0``)."""
+    the dual (``dual``, forced) or the primal Newton passes (``DUAL_ROWS_PER_FEATURE = 0``)."""
     import warnings
 
     import numpy as np
@@ -233,8 +233,7 @@ def m_dual_or_newton(n: int, D: int, alpha: float, dual: bool) -> dict:
     from bigkernel.numerics.fourier_features import make_feature_map
     from bigkernel.solvers.primal_svm import fit_primal_svm
 
-    if not dual:
-        svm_dual.DUAL_ROWS_PER_FEATURE = 0
+    svm_dual.DUAL_ROWS_PER_FEATURE = 10**9 if dual else 0  # whatever the default rule says
     a = generate_rows(SyntheticSpec("friedman1", n, D_FEATURES, 1.0, 1), 0, n)
     labels = np.digitize(a[:, D_FEATURES], np.quantile(a[:, D_FEATURES], [1 / 3, 2 / 3]))
     Y = np.where(labels[:, None] == np.arange(3), 1.0, -1.0)

@@ -24,8 +24,9 @@ Stopping rule: every :data:`CHECK_EVERY` iterations the relative duality gap of 
 hinge problem, ``(P(w, b*) − D(a)) / P`` with ``b*`` the intercept minimising P at ``w``
 (:func:`best_intercept`), is computed for every class from the gradient (O(k·n log n)); when
 a class meets ``tol`` the gradient is recomputed from K (one (k, n) × (n, n) product, free of
-the steps' drift) and the gap again before the class stops: the certificate of :func:`bigkernel.numerics.svm_newton.solve_svm`, so ``tol``
-means the same as for the primal Newton path and ``α‖w − w*‖² ≤ gap · P``.
+the steps' drift) and the gap again before the class stops. This is the certificate of
+:func:`bigkernel.numerics.svm_newton.solve_svm`, so ``tol`` means the same as for the primal
+Newton path and ``α‖w − w*‖² ≤ gap · P``.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ import numpy as np
 from bigkernel.numerics.svm_kept import GRAM_ROWS, KeptFeatures
 from bigkernel.numerics.svm_newton import SVMSolution
 
-#: iterations between two gap checks (each a (k, n) × (n, n) product)
+#: iterations between two gap checks (each sorts the k × n decision values)
 CHECK_EVERY = 64
 #: the dual is solved when the kept rows are at most this many per feature (and n ≤ GRAM_ROWS):
-#: beyond, the primal Newton steps (D × D systems) cost less than the SMO steps, whose number
-#: and cost both grow with n (measured on 3 classes, tol 1e-4: the dual 1.1–3.9× faster at
-#: n/D = 4–10, the Newton path up to 3× faster at n/D = 20 with C = 10; docs/benchmarks.md)
+#: beyond, the primal Newton steps (D × D systems) cost as little as the SMO steps, whose number
+#: and cost both grow with n (``scripts/bench_svm.py --case d``, 3 classes, tol 1e-4: the dual
+#: 1.2–4.8× faster at n/D = 4–10, 0.7–1.2× at n/D = 20; docs/benchmarks.md)
 DUAL_ROWS_PER_FEATURE = 10
 #: signs of the pair's moves: aᵢ += yᵢt, aⱼ −= yⱼt
 _PAIR_SIGNS = np.array([1.0, -1.0])
