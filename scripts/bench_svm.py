@@ -20,12 +20,20 @@ so its peak RSS (ru_maxrss) is its own.
   scikit-learn's defaults otherwise), each fit timed with its featurisation; ratio = ours /
   scikit-learn's in the same run. ``--streamed`` adds our fit with the features streamed every
   pass and the (D+1)² Newton solve (``KEEP_FEATURES_BYTES = 0``, the path before issue 22).
+  The hinge is solved in the dual on the kept Gram matrix (session 10); ``--solutions`` adds a
+  check of its solution against the primal Newton passes (the path before) and
+  ``SVC(kernel="precomputed")`` on ΦΦᵀ: objectives, coefficients, gaps, predictions.
+- ``d`` (not in ``all``): where the hinge's dual stops paying: kept features, 3 classes
+  (the Friedman value cut at its tertiles), n/D = 4 to 20, α = 0.5 and 0.05, tol 1e-4, the dual
+  against the primal Newton passes (``DUAL_ROWS_PER_FEATURE`` of ``numerics/svm_dual.py``).
 
 Usage::
 
     python scripts/bench_svm.py --out bench_results/svm.json
     python scripts/bench_svm.py --case a --n 200000 --D 1024     # smaller (a loaded machine)
     python scripts/bench_svm.py --case c --out bench_results/svm_digits.json
+    python scripts/bench_svm.py --case c --solutions      # + the hinge's solutions compared
+    python scripts/bench_svm.py --case d                  # the hinge: dual or Newton by n/D
 """
 
 from __future__ import annotations
@@ -161,7 +169,91 @@ def m_digits_sklearn(D: int, loss: str) -> dict:
     }  # fmt: skip
 
 
-MEASUREMENTS = {"fit": m_fit, "linearsvc": m_linearsvc, "digits": m_digits, "digits_sklearn": m_digits_sklearn}
+def m_digits_solutions(D: int) -> dict:
+    """The hinge on digits three ways, on our fitted map's float64 features: the dual on the kept
+    Gram matrix (the default), the primal Newton passes over the kept features (the path before
+    session 10: ``DUAL_ROWS_PER_FEATURE = 0``) and SVC(kernel="precomputed", tol=1e-8) on ΦΦᵀ.
+    Worst class: objective relative to SVC's, coefficient distance, relative gaps, test
+    predictions that differ."""
+    import numpy as np
+    from sklearn.svm import SVC
+
+    import bigkernel.numerics.svm_dual as svm_dual
+    from bigkernel import RandomFeatureClassifier
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.solvers.primal_svm import fit_primal_svm
+
+    X, y, Xt, _ = _digits()
+    est = RandomFeatureClassifier(n_components=D, gamma=DIGITS_GAMMA, alpha=DIGITS_ALPHA, loss="hinge", random_state=0)
+    fmap = est.fit(X, y).feature_map_
+    Phi, Phit = fmap.transform(X), fmap.transform(Xt)
+    Y = np.where(y[:, None] == np.arange(10), 1.0, -1.0)
+    ds = as_dataset(X, Y)
+    sols, out = {}, {}
+    for name, per in (("dual", svm_dual.DUAL_ROWS_PER_FEATURE), ("newton", 0)):
+        svm_dual.DUAL_ROWS_PER_FEATURE = per
+        t0 = time.perf_counter()
+        sols[name] = fit_primal_svm(ds, fmap, ds.y, alpha=DIGITS_ALPHA, loss="hinge", tol=1e-4, max_iter=100)
+        out[f"{name}_time_s"], out[f"{name}_passes"] = time.perf_counter() - t0, sols[name].n_passes
+        out[f"{name}_gap_max"] = float(sols[name].gap.max())
+    K = Phi @ Phi.T
+    svc = [SVC(kernel="precomputed", C=1 / (2 * DIGITS_ALPHA), tol=1e-8).fit(K, Y[:, j]) for j in range(10)]
+    w_svc = np.stack([Phi[m.support_].T @ m.dual_coef_[0] for m in svc], axis=1)
+    b_svc = np.array([m.intercept_[0] for m in svc])
+
+    def objective(w, b):
+        return np.maximum(0.0, 1.0 - Y * (Phi @ w + b)).sum(axis=0) + DIGITS_ALPHA * (w * w).sum(axis=0)
+
+    p_svc = objective(w_svc, b_svc)
+    for name, sol in sols.items():
+        out[f"{name}_objective_vs_svc"] = float(np.max(objective(sol.coef, sol.intercept) / p_svc - 1))
+        out[f"{name}_coef_vs_svc"] = float(
+            np.max(np.linalg.norm(sol.coef - w_svc, axis=0) / np.linalg.norm(w_svc, axis=0))
+        )
+        out[f"{name}_test_predictions_differ"] = int(
+            np.sum(np.argmax(Phit @ sol.coef + sol.intercept, axis=1) != np.argmax(Phit @ w_svc + b_svc, axis=1))
+        )
+    d, nw = sols["dual"], sols["newton"]
+    out["coef_dual_vs_newton"] = float(
+        np.max(np.linalg.norm(d.coef - nw.coef, axis=0) / np.linalg.norm(nw.coef, axis=0))
+    )
+    return out
+
+
+def m_dual_or_newton(n: int, D: int, alpha: float, dual: bool) -> dict:
+    """The hinge on kept features, 3 classes (Friedman #1 value cut at its tertiles), tol 1e-4:
+    the dual (``dual``, forced) or the primal Newton passes (``DUAL_ROWS_PER_FEATURE = 0``)."""
+    import warnings
+
+    import numpy as np
+
+    import bigkernel.numerics.svm_dual as svm_dual
+    from bigkernel.data.sources import as_dataset
+    from bigkernel.data.synthetic import SyntheticSpec, generate_rows
+    from bigkernel.numerics.fourier_features import make_feature_map
+    from bigkernel.solvers.primal_svm import fit_primal_svm
+
+    svm_dual.DUAL_ROWS_PER_FEATURE = 10**9 if dual else 0  # whatever the default rule says
+    a = generate_rows(SyntheticSpec("friedman1", n, D_FEATURES, 1.0, 1), 0, n)
+    labels = np.digitize(a[:, D_FEATURES], np.quantile(a[:, D_FEATURES], [1 / 3, 2 / 3]))
+    Y = np.where(labels[:, None] == np.arange(3), 1.0, -1.0)
+    fmap = make_feature_map("rbf", D_FEATURES, D, seed=0, gamma=GAMMA)
+    ds = as_dataset(a[:, :D_FEATURES], Y)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sol = fit_primal_svm(ds, fmap, ds.y, alpha=alpha, loss="hinge", tol=1e-4, max_iter=100, keep_features=True)
+    return {
+        "time_s": time.perf_counter() - t0, "passes": sol.n_passes, "converged": bool(sol.converged.all()),
+        "dual_iter": sol.history[0].get("dual_iter", 0), "objective": float(sol.objective.sum()),
+        "gap": float(sol.gap.max()),
+    }  # fmt: skip
+
+
+MEASUREMENTS = {
+    "fit": m_fit, "linearsvc": m_linearsvc, "digits": m_digits, "digits_sklearn": m_digits_sklearn,
+    "digits_solutions": m_digits_solutions, "dual_or_newton": m_dual_or_newton,
+}  # fmt: skip
 
 
 run = measurement_runner(__file__)
@@ -193,8 +285,12 @@ def case_b(n: int, D: int) -> list[dict]:
     ]
 
 
-def case_c(D: int, streamed: bool) -> list[dict]:
+def case_c(D: int, streamed: bool, solutions: bool = False) -> list[dict]:
     rows = []
+    if solutions:
+        sol = run("digits_solutions", D=D)
+        print("hinge solutions, worst class:", {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in sol.items()})
+        rows.append({"case": "c", "what": "digits hinge: dual vs Newton vs SVC", "n": DIGITS_TRAIN, "D": D, **sol})
     for loss in ("squared_hinge", "hinge"):
         ref = {"case": "c", "what": f"digits {loss}: RBFSampler + LinearSVC", "n": DIGITS_TRAIN, "D": D}
         ref.update(run("digits_sklearn", D=D, loss=loss))
@@ -211,6 +307,37 @@ def case_c(D: int, streamed: bool) -> list[dict]:
                 r["linearsvc_accuracy"] = ref.get("accuracy", float("nan"))
                 r["accuracy_diff_points"] = 100 * (r["accuracy"] - r["linearsvc_accuracy"])
     return rows
+
+
+CROSSOVER = ((2000, 500), (2000, 250), (4000, 400), (2000, 100), (4000, 200))
+
+
+def case_d() -> list[dict]:
+    """The hinge's dual against the primal Newton passes, kept features, n/D = 4 to 20."""
+    rows = []
+    for n, D in CROSSOVER:
+        for alpha in (0.5, 0.05):
+            r = {"case": "d", "n": n, "D": D, "alpha": alpha}
+            for mode in ("dual", "newton"):
+                got = run("dual_or_newton", n=n, D=D, alpha=alpha, dual=mode == "dual")
+                r.update({f"{mode}_{k}": v for k, v in got.items()})
+            if "dual_time_s" in r and "newton_time_s" in r:
+                r["newton_over_dual"] = r["newton_time_s"] / r["dual_time_s"]
+            rows.append(r)
+    return rows
+
+
+def _table_d(rows: list[dict]) -> str:
+    lines = ["| n | D | n/D | α | dual s (SMO steps) | Newton s (passes) | Newton ÷ dual | Σ objective dual / Newton |"]
+    lines.append("|" + "---|" * 8)
+    for r in rows:
+        lines.append(
+            f"| {r['n']:,} | {r['D']} | {r['n'] / r['D']:.0f} | {r['alpha']} | {r.get('dual_time_s', float('nan')):.2f} "
+            f"({r.get('dual_dual_iter', '—')}) | {r.get('newton_time_s', float('nan')):.2f} ({r.get('newton_passes', '—')}) | "
+            f"{r.get('newton_over_dual', float('nan')):.2f} | {r.get('dual_objective', float('nan')):.6g} / "
+            f"{r.get('newton_objective', float('nan')):.6g} |"
+        )
+    return "\n".join(lines)
 
 
 def _table(rows: list[dict]) -> str:
@@ -234,12 +361,13 @@ def main() -> None:
     if dispatch_measurement(MEASUREMENTS):
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=["a", "b", "c", "all"], default="all")
+    p.add_argument("--case", choices=["a", "b", "c", "d", "all"], default="all")
     p.add_argument("--n", type=int, default=1_000_000, help="rows of case a")
     p.add_argument("--D", type=int, default=1024)
     p.add_argument("--svc-n", type=int, default=20_000, help="rows of case b (LinearSVC holds n × D float64)")
     p.add_argument("--digits-D", type=int, default=2048, help="D of case c")
     p.add_argument("--streamed", action="store_true", help="case c: also our streamed (D+1)² path")
+    p.add_argument("--solutions", action="store_true", help="case c: the hinge's dual vs primal Newton vs SVC")
     p.add_argument("--out", default=None, help="JSON file of the rows")
     args = p.parse_args()
     load = os.getloadavg()
@@ -249,8 +377,12 @@ def main() -> None:
     if args.case in ("b", "all"):
         rows += case_b(args.svc_n, args.D)
     if args.case in ("c", "all"):
-        rows += case_c(args.digits_D, args.streamed)
-    print(_table(rows))
+        rows += case_c(args.digits_D, args.streamed, args.solutions)
+    if rows:
+        print(_table(rows))
+    if args.case == "d":
+        rows += case_d()
+        print(_table_d(rows))
     print(f"load average before: {load_text(load)}; after: {os.getloadavg()[0]:.2f}")
     write_rows(args.out, rows, load)
 

@@ -137,8 +137,8 @@ def test_stopping_rule_and_passes_counted(problem):
         assert sol.history[-1]["gap"] == pytest.approx(sol.gap[0])
         gaps = [h["gap"] for h in sol.history]
         assert all(g > 1e-12 for g in gaps[:-1])  # it stopped at the first pass that met tol
-    with pytest.warns(ConvergenceWarning, match="2 passes"):
-        short = _fit(X, y, fmap, alpha=0.05, loss="hinge", tol=1e-8, max_iter=2)
+    with pytest.warns(ConvergenceWarning, match="2 passes"):  # the primal Newton path's passes
+        short = _fit(X, y, fmap, alpha=0.05, loss="hinge", tol=1e-8, max_iter=2, keep_features=False)
     assert short.n_passes == 2 and not short.converged.any() and short.gap[0] > 1e-8
 
 

@@ -24,7 +24,8 @@ def _expected_failures(est):
         # so with a ConvergenceWarning (an error under pytest); (2) weighted and repeated rows
         # give the same sums up to rounding, but the stopped iterates differ by more than the
         # check's rtol 1e-7 (scikit-learn's LinearSVC carries the same expected failure).
-        # Non-strict: either may pass. The squared hinge passes both.
+        # Non-strict: either may pass (on these small data the hinge is solved in the dual on
+        # the kept Gram matrix, which usually passes both). The squared hinge passes both.
         return {
             "check_class_weight_classifiers": "hinge may stall under class weights 1000:1e-4 (ConvergenceWarning)",
             "check_sample_weight_equivalence_on_dense_data": "iterates stopped at tol=1e-3 differ at 1e-3, not 1e-7",
@@ -99,7 +100,7 @@ def test_dask_input_save_and_load(tmp_path):
     a = RandomFeatureClassifier(**kw).fit(X, y)
     b = RandomFeatureClassifier(**kw).fit(da.from_array(X, chunks=(64, 3)), da.from_array(y, chunks=64))
     np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-8, atol=1e-10)
-    assert a.n_iter_ == b.n_iter_ > 1
+    assert a.n_iter_ == b.n_iter_ >= 1  # small data: the hinge's dual on the kept Gram, one pass
     a.save(str(tmp_path / "m"))
     m = bigkernel.load(str(tmp_path / "m"))
     assert type(m) is RandomFeatureClassifier and m.loss == "hinge"

@@ -57,15 +57,17 @@ class RandomFeatureClassifier(_PrimalSVMMixin, _ClassifierBase):
     loss : {"squared_error", "squared_hinge", "hinge"}, default="squared_error"
         ``"squared_error"``: least squares on ±1 targets (regularised least-squares
         classification, one pass, every α). ``"squared_hinge"`` / ``"hinge"``: the kernel SVM,
-        solved in the primal on the features, one pass per Newton iteration
-        (see :doc:`/guide/classification`, "The SVM"); the objective
+        solved in the primal on the features, one pass per Newton iteration (``"hinge"`` on
+        small data, features kept in memory and n ≤ 10·D: in the dual, one pass; see
+        :doc:`/guide/classification`, "The SVM"); the objective
         ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` is scikit-learn's ``LinearSVC(C=1/(2α))`` on the same
         features, with an unpenalised intercept. ``alpha`` must then be one number.
     tol : float, default=1e-4
         SVM losses: stop when the relative duality gap of the exact problem is ≤ ``tol``
         (which bounds ``α‖β − β*‖² ≤ tol·P``). Unused by ``"squared_error"``.
     max_iter : int, default=100
-        SVM losses: the most passes over the data (``n_iter_`` reports those taken).
+        SVM losses: the most passes over the data (``n_iter_`` reports those taken); the
+        hinge's dual on small data: at most ``max_iter · n`` SMO steps.
 
     verbose : int, default=0
         Progress of this estimator's passes over the data (fit, predict and the searches'
@@ -140,8 +142,9 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
     loss : {"squared_error", "squared_hinge", "hinge"}, default="squared_error"
         ``"squared_error"``: least squares on ±1 targets (regularised least-squares
         classification, one pass, every α). ``"squared_hinge"`` / ``"hinge"``: the kernel SVM,
-        solved in the primal on the features, one pass per Newton iteration
-        (see :doc:`/guide/classification`, "The SVM"); the objective
+        solved in the primal on the features, one pass per Newton iteration (``"hinge"`` on
+        small data, features kept in memory and n ≤ 10·D: in the dual, one pass; see
+        :doc:`/guide/classification`, "The SVM"); the objective
         ``Σ cᵢ L(yᵢ f(xᵢ)) + α‖β‖²`` is scikit-learn's ``LinearSVC(C=1/(2α))`` on the same
         features, with an unpenalised intercept. ``alpha`` must then be one number.
     solver : {"direct", "cg"}, default="direct"
@@ -159,7 +162,8 @@ class NystroemClassifier(_PrimalSVMMixin, _ClassifierBase):
         of the direct solution (the same labels), 1e-6 took 29 passes and 1.4e-6. Unused by
         ``"squared_error"`` with ``solver="direct"``.
     max_iter : int, default=100
-        SVM losses: the most passes over the data (``n_iter_`` reports those taken).
+        SVM losses: the most passes over the data (``n_iter_`` reports those taken); the
+        hinge's dual on small data: at most ``max_iter · n`` SMO steps.
         ``solver="cg"``: the most CG iterations (one pass each).
     validation_fraction : float, default=0.1
         ``solver="cg"`` with a list of α: the held-out share of the rows that chooses α.

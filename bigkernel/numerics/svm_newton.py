@@ -38,7 +38,8 @@ Measured on 2,000 rows and 200 random features: relative gap 1e-3 in 7–19 pass
 10–39 (C = 0.01 to 1 in LinearSVC's terms; 51–69 passes at C = 10) against 2–10 passes to
 machine precision for the squared hinge. The exact hinge gap is certified at every pass, so
 ``tol`` means the same for both losses: the returned point is within ``tol·P`` of the exact
-hinge optimum in objective.
+hinge optimum in objective. (Over features kept in memory with n ≤ 10·D, the hinge is solved in
+its dual instead, to the same certificate: :mod:`bigkernel.numerics.svm_dual`.)
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from bigkernel.errors import DataError
 from bigkernel.graph.svm import svm_kept_graph, svm_pass_graph
 from bigkernel.numerics.splits import row_weights_of
 from bigkernel.numerics.svm import SVMPassState, SVMPassSums, check_loss
+from bigkernel.numerics.svm_dual import kept_hinge_fit, prefers_dual
 from bigkernel.numerics.svm_kept import GRAM_ROWS, KeptDirections, KeptFeatures
 from bigkernel.numerics.svm_newton import SVMSolution, solve_svm
 from bigkernel.numerics.threads import LAPACK_SAMPLE_MIN_N, blas_thread_limit
@@ -114,7 +115,10 @@ def fit_primal_svm(
         :mod:`bigkernel.numerics.svm_kept`). None (default): when the features fit
         :data:`KEEP_FEATURES_BYTES` (:func:`keeps_features`); False: a streamed pass over the
         data per iteration, the Hessian summed in the pass (the n ≫ D path). Both give the same
-        iterates up to rounding.
+        iterates up to rounding. Kept features and ``loss="hinge"`` with n ≤ GRAM_ROWS and
+        n ≤ 10·D: the hinge's dual is solved on the kept Gram matrix instead (SMO, one pass,
+        ``max_iter · n`` SMO steps at most; :mod:`bigkernel.numerics.svm_dual`), to the same
+        duality-gap certificate.
 
     Returns
     -------
@@ -133,20 +137,17 @@ def fit_primal_svm(
     D = feature_map.n_components
     if keep_features is None:
         keep_features = keeps_features(X.shape[0], D, dtype)
+    kept, limit = None, contextlib.nullcontext()
     if keep_features:
-        run_pass, directions, limit = _kept_passes(
-            X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, alpha, fit_intercept
-        )
-    else:
-        run_pass = _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, max_iter)
-        directions, limit = None, contextlib.nullcontext()
+        kept, limit = _kept_features(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key)
     with limit:
-        sol = solve_svm(
-            run_pass, D, Y_pm1.shape[1], loss=loss, alpha=alpha, fit_intercept=fit_intercept, tol=tol,
-            max_iter=max_iter, directions=directions,
-        )  # fmt: skip
-    if directions is not None:
-        logger.info("primal SVM: features kept in memory; Newton systems %s", directions.counts)
+        if kept is not None and loss == "hinge" and prefers_dual(*kept.phi.shape):
+            sol = kept_hinge_fit(kept, alpha, fit_intercept, tol, max_iter)
+            logger.info("primal SVM: hinge solved in the dual on the kept Gram matrix, %d SMO steps",
+                        sol.history[0]["dual_iter"] if sol.history else 0)  # fmt: skip
+        else:
+            sol = _newton(kept, X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, alpha, loss,
+                          fit_intercept, tol, max_iter)  # fmt: skip
     logger.info(
         "primal SVM (%s): %d passes, converged=%s, relative gap %s",
         loss, sol.n_passes, bool(sol.converged.all()), np.array2string(sol.gap, precision=2),
@@ -162,19 +163,36 @@ def fit_primal_svm(
     return sol
 
 
-def _kept_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, alpha, fit_intercept):
-    """The features featurised once: ``(run_pass, directions, thread limit)`` of
-    :class:`~bigkernel.numerics.svm_kept.KeptFeatures`. In memory, the passes and solves are
-    BLAS calls of this thread, run on the cores other processes leave idle (OpenBLAS's
-    busy-waiting threads slow down many-fold on busy cores); small problems on one thread,
-    without the 0.1 s sample of the other processes' load."""
+def _kept_features(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key):
+    """The features featurised once: ``(KeptFeatures, thread limit)``. In memory, the passes
+    and solves are BLAS calls of this thread, run on the cores other processes leave idle
+    (OpenBLAS's busy-waiting threads slow down many-fold on busy cores); small problems on one
+    thread, without the 0.1 s sample of the other processes' load."""
     graph = svm_kept_graph(
         X, Y_pm1, feature_map, weights=weights, dtype=dtype, block_rows=block_rows, fmap_key=fmap_key
     )
     (rows,) = compute(graph, label="svm features")
     kept = KeptFeatures(rows.phi, feature_map.scale, rows.Y, rows.c, block_rows)
     threads = 1 if max(kept.phi.shape) < LAPACK_SAMPLE_MIN_N else None
-    return kept.pass_sums, KeptDirections(kept, alpha, fit_intercept), blas_thread_limit(threads)
+    return kept, blas_thread_limit(threads)
+
+
+def _newton(kept, X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, alpha, loss, fit_intercept, tol,
+            max_iter) -> SVMSolution:  # fmt: skip
+    """The primal Newton iteration: passes over the kept features (their Newton steps through
+    the curved rows) or, ``kept`` None, one streamed dask pass per iteration."""
+    if kept is not None:
+        run_pass, directions = kept.pass_sums, KeptDirections(kept, alpha, fit_intercept)
+    else:
+        run_pass = _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, max_iter)
+        directions = None
+    sol = solve_svm(
+        run_pass, feature_map.n_components, Y_pm1.shape[1], loss=loss, alpha=alpha, fit_intercept=fit_intercept,
+        tol=tol, max_iter=max_iter, directions=directions,
+    )  # fmt: skip
+    if directions is not None:
+        logger.info("primal SVM: features kept in memory; Newton systems %s", directions.counts)
+    return sol
 
 
 def _streamed_passes(X, Y_pm1, feature_map, weights, dtype, block_rows, fmap_key, max_iter):
