@@ -319,3 +319,17 @@ def test_friedman_estimate_bounds_the_measured_difference(gamma, alpha):
     mean_diff, std_diff = _measured(auto, X, y, E, params)
     assert mean_diff <= auto.dtype_check_["mean_error"] <= 100 * mean_diff
     assert std_diff <= auto.dtype_check_["std_error"]
+
+
+def test_row_weights_scale_the_block_sums():
+    """Weights w enter the float32 products as √w·φ, so a block's sums grow with them: the fit
+    with every weight 100 at α·100 is the unweighted fit at α (the same relative rounding), and
+    its estimates are the same."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 10, (5000, 1))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(5000)
+    plain = RandomFeatureRidge(gamma=10.0, n_components=128, alpha=1.0, random_state=0).fit(X, y)
+    heavy = RandomFeatureRidge(gamma=10.0, n_components=128, alpha=100.0, random_state=0)
+    heavy.fit(X, y, sample_weight=np.full(5000, 100.0))
+    for key in ("mean_error", "std_error"):
+        assert heavy.dtype_check_[key] == pytest.approx(plain.dtype_check_[key], rel=0.2)

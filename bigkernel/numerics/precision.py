@@ -19,8 +19,8 @@ model at the chosen α, against the same model fitted on float64 features.
   ``ρ·|T|`` for a sum whose terms trend to a total T. :func:`product_rounding` measures ρ for
   this BLAS at ``r`` rows (about 2u for OpenBLAS's blocked kernels); on another device the
   bound of a sequential sum, ``ρ = u√r/3``, is used. ``|T| ≤ r·c²`` for a block of ΦᵀΦ
-  (``|φ| ≤ c``, c = the feature scale, whatever the rows' order), ``√(r c²·Σ_block y²)`` for
-  Φᵀy (Cauchy–Schwarz).
+  (``|φ| ≤ c``, c = the feature scale, whatever the rows' order; ``r·w_max·c²`` with row
+  weights, which enter as ``√w·φ``), ``√(r c²·Σ_block y²)`` for Φᵀy (Cauchy–Schwarz).
 
 Rounding to nearest makes these errors zero-mean and, from block to block and entry to entry,
 independent: they add in quadrature, not in absolute value (the previous estimate added them in
@@ -116,15 +116,16 @@ class Float32Rounding:
         RMS rounding error of one scaled float32 feature (:func:`feature_rounding`).
     product_rel : float
         Relative standard deviation ρ of a float32 block product's sum (:func:`product_rounding`).
-    block_rows : int
-        Rows one float32 product sums.
+    block_rows : float
+        Rows one float32 product sums, times the largest row weight (a weighted row enters the
+        products as ``√w·φ``: a block's sums are at most ``block_rows·c²``).
     feature_scale : float
         The constant factor c of the features (``|φ| ≤ c``).
     """
 
     feature_sd: float
     product_rel: float
-    block_rows: int
+    block_rows: float
     feature_scale: float
 
 
