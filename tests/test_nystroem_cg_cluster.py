@@ -20,6 +20,19 @@ KW = dict(gamma=0.5, n_components=200, landmarks="uniform", random_state=0, solv
           alpha=[3.0, 30.0])  # fmt: skip
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _sampled_preconditioner():
+    """The sampled preconditioner, as large M get: at M = 200 every row costs fewer than
+    SKETCH_EXACT_BUDGET passes, the exact one would converge in one pass, and no CG pass would
+    be left to kill a worker in."""
+    import bigkernel.solvers.nystroem_cg as nystroem_cg
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nystroem_cg, "SKETCH_EXACT_BUDGET", 0)
+        mp.setattr(nystroem_cg, "SKETCH_SMALL_RELATIVE_ALPHA", 0.0)
+        yield
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("cg") / "train.zarr"
