@@ -221,7 +221,11 @@ def test_nystroem_cg_on_the_gpu_equals_the_cpu():
     assert gpu.alpha_ == cpu.alpha_
     assert _rel(gpu.coef_, cpu.coef_) < 1e-6
     np.testing.assert_allclose(gpu.predict(X[:500]), cpu.predict(X[:500]), rtol=1e-8, atol=1e-8)
-    kw32 = {**kw, "dtype": "float32", "tol": 1e-5}
+    # float32 kernel values are multiplied in float64, so CG reaches a tight tol on them; a loose
+    # one would compare early stopping, not rounding: the CPU samples every row here (one
+    # iteration, exact) and the GPU, whose passes are cheap, Falkon's sampled preconditioner
+    # (measured on the H200: at tol 1e-5 the GPU's error was 3.2e-5, the CPU's 5.8e-6).
+    kw32 = {**kw, "dtype": "float32", "tol": 1e-8}
     err_cpu = np.abs(NystroemRidge(**kw32).fit(X, y).predict(X[:500]) - cpu.predict(X[:500])).max()
     err_gpu = np.abs(NystroemRidge(device="cuda", **kw32).fit(X, y).predict(X[:500]) - cpu.predict(X[:500])).max()
-    assert err_gpu <= 3 * err_cpu + 1e-5, (err_gpu, err_cpu)
+    assert err_gpu <= 3 * err_cpu + 1e-6, (err_gpu, err_cpu)
