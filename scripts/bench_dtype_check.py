@@ -19,7 +19,10 @@ Cases:
 - ``diamonds``: the diamonds table (``_bench.load_diamonds``, needs plotnine), γ = 0.05,
   D = 1024, α by GCV;
 - ``sine``: the 1-d sine of tests/test_default_dtype.py, γ ∈ {0.5, 10, 1000}, α from 1 to
-  1e-9 (ill-conditioned: the check must switch to float64 where float32 is off).
+  1e-9 (ill-conditioned: the check must switch to float64 where float32 is off);
+- ``sparse``: sparse X (CSR, 4,000 rows of k random columns among d, N(0, 1) values,
+  y = sin(X w) + 0.1 ε; new rows likewise), the cases of :data:`SPARSE` (the check probes the
+  map with sparse rows of the data's mean stored entries).
 
 Usage::
 
@@ -45,6 +48,19 @@ logger = logging.getLogger("bench_dtype_check")
 
 #: the Friedman fits (besides n_components)
 FRIEDMAN = [{}, {"alpha": "gcv"}, {"gamma": 0.5, "standardize": True, "alpha": "gcv"}]
+
+
+#: the sparse fits: (d, stored entries a row, γ, α, D)
+SPARSE = [(2000, 20, 0.05, "gcv", 256), (5000, 5, 0.2, "gcv", 256), (5000, 5, 0.2, 1e-3, 256),
+          (20_000, 10, 0.5, "gcv", 512)]  # fmt: skip
+
+
+def _sparse(n: int, d: int, k: int, rng: np.random.Generator):
+    """CSR of n rows with k stored N(0, 1) entries each, in distinct random columns."""
+    import scipy.sparse as sp
+
+    cols = np.concatenate([np.sort(rng.choice(d, size=k, replace=False)) for _ in range(n)])
+    return sp.csr_matrix((rng.standard_normal(cols.size), cols, np.arange(n + 1) * k), shape=(n, d))
 
 
 def _friedman(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -111,7 +127,7 @@ def measure(name: str, X, y, E, params: dict) -> dict:
     f32 = auto if auto.dtype_ == "float32" else RandomFeatureRidge(random_state=0, dtype="float32", **params).fit(X, y)
     sd = float(np.std(y))
     mu, mu64 = f32.predict(E), ref.predict(E)
-    S = E[: min(len(E), 2000)]
+    S = E[: min(E.shape[0], 2000)]
     std64 = ref.predict(S, return_std=True)[1]
     try:
         std = f32.predict(S, return_std=True)[1]
@@ -200,13 +216,19 @@ def run_cases(cases: list[str], ns: list[int], Ds: list[int], configs: list[int]
             for D in Ds:
                 for params in (FRIEDMAN[i] for i in configs):
                     rows.append(measure("friedman", X, y, E, {**params, "n_components": D}))
+    if "sparse" in cases:
+        for d, k, gamma, alpha, D in SPARSE:
+            rng = np.random.default_rng(0)
+            X, E = _sparse(4000, d, k, rng), _sparse(1000, d, k, rng)
+            y = np.sin(X @ rng.standard_normal(d)) + 0.1 * rng.standard_normal(4000)
+            rows.append(measure(f"sparse d={d} k={k}", X, y, E, dict(gamma=gamma, alpha=alpha, n_components=D)))
     return rows
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", default=["sine", "table", "friedman"],
-                   choices=["sine", "table", "diamonds", "friedman"])  # fmt: skip
+                   choices=["sine", "table", "diamonds", "friedman", "sparse"])  # fmt: skip
     p.add_argument("--n", nargs="+", type=lambda s: int(float(s)), default=[100_000, 400_000])
     p.add_argument("--D", nargs="+", type=int, default=[512])
     p.add_argument("--friedman-configs", nargs="+", type=int, default=[0, 1, 2], help="indices into FRIEDMAN")

@@ -321,6 +321,35 @@ def test_friedman_estimate_bounds_the_measured_difference(gamma, alpha):
     assert std_diff <= auto.dtype_check_["std_error"]
 
 
+def test_sparse_estimate_bounds_the_measured_difference():
+    """Sparse X (d = 2000, 20 stored entries a row): the check probes sparse rows like the
+    data's; the fit keeps float32 and its estimates lie above the float32-vs-float64 differences
+    measured on the training rows and on new rows, not far above; the sparse probe's feature
+    rounding is below the dense probe's (which sums d terms no training row has)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    n, d = 4000, 2000
+    X = sp.random(n, d, density=1e-2, format="csr", random_state=4, data_rvs=rng.standard_normal)
+    y = np.sin(X @ rng.standard_normal(d)) + 0.1 * rng.standard_normal(n)
+    E = sp.random(1000, d, density=1e-2, format="csr", random_state=5, data_rvs=rng.standard_normal)
+    params = dict(gamma=0.05, n_components=256, alpha="gcv")
+    auto = RandomFeatureRidge(random_state=0, **params).fit(X, y)
+    assert auto.dtype_ == "float32" and auto.dtype_check_["ok"]
+    ref = RandomFeatureRidge(random_state=0, dtype="float64", **params).fit(X, y)
+    assert ref.alpha_ == pytest.approx(auto.alpha_, rel=1e-6)
+    mean_diff = max(np.max(np.abs(auto.predict(Z) - ref.predict(Z))) for Z in (X, E)) / y.std()
+    (_, std), (_, std64) = auto.predict(E, return_std=True), ref.predict(E, return_std=True)
+    std_diff = np.max(np.abs(std - std64) / std64)
+    check = auto.dtype_check_
+    assert mean_diff <= check["mean_error"] <= 100 * mean_diff
+    assert std_diff <= check["std_error"] <= 100 * std_diff
+    nnz = auto.stats_.x_nnz[0] / auto.stats_.n[0]
+    assert nnz == pytest.approx(X.nnz / n)
+    sparse_sd = feature_rounding(auto.feature_map_, auto.data_min_, auto.data_max_, nnz_per_row=nnz)
+    assert 0 < sparse_sd < feature_rounding(auto.feature_map_, auto.data_min_, auto.data_max_)
+
+
 def test_row_weights_scale_the_block_sums():
     """Weights w enter the float32 products as √w·φ, so a block's sums grow with them: the fit
     with every weight 100 at α·100 is the unweighted fit at α (the same relative rounding), and

@@ -12,8 +12,9 @@ model at the chosen α, against the same model fitted on float64 features.
 - *the features*: ``φ̂ = φ + E``; an entry of E is the rounding of the float32 argument
   ``ωᵀx + b`` (absolute ~u·|ωᵀx + b|, u = 2⁻²⁴) times ``sin``, plus that of ``cos`` and of the
   product input's y column. :func:`feature_rounding` measures its RMS (scaled features) on
-  points at the edge of the training range with the fit's own map: the same code path, its
-  arguments at least as large as the data's;
+  points at the edge of the training range with the fit's own map (sparse X: sparse rows
+  with the data's mean number of stored entries): the same code path, its arguments at least
+  as large as the data's;
 - *the float32 block products*: a sub-block's sum ``Σₜ pₜⱼpₜₖ`` is accumulated in float32; its
   rounding error is a sum of roundings of the partial sums, with a standard deviation
   ``ρ·|T|`` for a sum whose terms trend to a total T. :func:`product_rounding` measures ρ for
@@ -63,16 +64,19 @@ deviation's :data:`FLOAT32_STD_RTOL`; the solver then redoes the pass in float64
 ``scripts/bench_dtype_check.py`` compares the estimates with the measured differences
 (docs/benchmarks.md).
 
-This module is numpy only (layer rule: numerics imports nothing from the solvers or models).
+This module is numpy and scipy.sparse only (layer rule: numerics imports nothing from the solvers or
+models).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = [
     "FLOAT32_RTOL",
@@ -166,12 +170,22 @@ class Float32Check:
         return {k: (bool(v) if k == "ok" else float(v)) for k, v in asdict(self).items()}
 
 
-def feature_rounding(fmap: Any, x_min: np.ndarray, x_max: np.ndarray, seed: int = 0) -> float:
+def feature_rounding(
+    fmap: Any, x_min: np.ndarray, x_max: np.ndarray, seed: int = 0, *, nnz_per_row: float | None = None
+) -> float:
     """RMS of ``φ₃₂ − φ₆₄`` (scaled features) of ``fmap`` on points at the edge of the range.
 
     Each coordinate of a probe point is ``±max(|x_min|, |x_max|)`` (random signs): every
     term of the argument ``ωᵀx`` is at least as large as at any training row, and so is its
     float32 rounding. Both dtypes go through ``fmap.transform_unscaled``, the pass's own code.
+
+    Sparse X (``nnz_per_row`` given, the mean stored entries of a training row): the probe
+    points are CSR rows with that many entries on average (``⌊m⌋`` or ``⌊m⌋ + 1``), in random
+    columns of nonzero range, each ``±`` its column's reach: the argument's terms are the
+    data's at their largest, its length the data's mean (the RMS rounding grows with the
+    terms' number), and the features go through the sparse path the pass took. A dense point
+    of a wide sparse input would add d − nnz terms that no training row has (an estimate
+    ~√(d/nnz) too large) and fill the map's dense-path caches (d × D).
 
     Parameters
     ----------
@@ -180,6 +194,8 @@ def feature_rounding(fmap: Any, x_min: np.ndarray, x_max: np.ndarray, seed: int 
     x_min, x_max : ndarray of shape (n_features,)
         The training range.
     seed : int, default=0
+    nnz_per_row : float or None, default=None
+        Sparse X: its mean stored entries per row; None: dense probe points.
 
     Returns
     -------
@@ -190,15 +206,40 @@ def feature_rounding(fmap: Any, x_min: np.ndarray, x_max: np.ndarray, seed: int 
     if not np.all(np.isfinite(reach)):
         return np.inf
     rng = np.random.default_rng(seed)
-    step = max(1, _PROBE_BATCH_BYTES // (8 * reach.shape[0]))
+    if nnz_per_row is None:
+        step = max(1, _PROBE_BATCH_BYTES // (8 * reach.shape[0]))
+        batches = (_dense_probe(rng, reach, min(step, _PROBE_POINTS - lo)) for lo in range(0, _PROBE_POINTS, step))
+    else:
+        batches = _sparse_probes(rng, reach, float(nnz_per_row), int(fmap.n_components))
     total, count = 0.0, 0
-    for lo_row in range(0, _PROBE_POINTS, step):
-        rows = min(step, _PROBE_POINTS - lo_row)
-        X = (rng.integers(0, 2, size=(rows, reach.shape[0]), dtype=np.int8) * 2 - 1) * reach
+    for X in batches:
         lo = np.asarray(fmap.transform_unscaled(X, np.float32), dtype=np.float64)
         hi = np.asarray(fmap.transform_unscaled(X, np.float64), dtype=np.float64)
         total, count = total + float(np.sum((lo - hi) ** 2)), count + lo.size
     return float(np.sqrt(total / count) * fmap.scale)
+
+
+def _dense_probe(rng: np.random.Generator, reach: np.ndarray, rows: int) -> np.ndarray:
+    """``rows`` dense probe points: ``±reach`` with random signs (drawn as int8)."""
+    return (rng.integers(0, 2, size=(rows, reach.shape[0]), dtype=np.int8) * 2 - 1) * reach
+
+
+def _sparse_probes(rng: np.random.Generator, reach: np.ndarray, nnz_per_row: float, width: int) -> Iterator[Any]:
+    """:data:`_PROBE_POINTS` sparse probe points (CSR, float64) in batches of about
+    :data:`_PROBE_BATCH_BYTES` (their entries and their ``width`` features): row i has
+    ``⌊m⌋ + [uᵢ < m − ⌊m⌋]`` entries (mean m, capped at the columns of nonzero reach) in
+    distinct random columns of nonzero reach, ``±reach``."""
+    cols = np.flatnonzero(reach > 0)
+    m = min(max(nnz_per_row, 0.0), float(cols.size))
+    counts = np.floor(m).astype(int) + (rng.random(_PROBE_POINTS) < m - np.floor(m))
+    counts = np.minimum(counts, cols.size)
+    step = max(1, _PROBE_BATCH_BYTES // (8 * max(int(np.ceil(m)), width, 1)))
+    for lo in range(0, _PROBE_POINTS, step):
+        k = counts[lo : lo + step]
+        indices = np.concatenate([np.sort(rng.choice(cols, size=c, replace=False)) for c in k])
+        data = (rng.integers(0, 2, size=indices.size, dtype=np.int8) * 2 - 1) * reach[indices]
+        indptr = np.concatenate([[0], np.cumsum(k)])
+        yield sp.csr_matrix((data, indices, indptr), shape=(k.size, reach.shape[0]))
 
 
 @functools.cache

@@ -275,7 +275,11 @@ class OnePassPrimal:
         # rows one float32 product sums: the sub-block (a GPU's slices), or all rows when fewer
         rows = FLOAT32_REDUCTION_ROWS if gpu else feature_block_rows(self.spec.n_components, "float32")
         rows = min(rows, 2 ** int(np.ceil(np.log2(max(float(fit.primal.path.n), 1.0)))))
-        feature_sd = np.inf if stats.x_min is None else feature_rounding(fmap, stats.x_min[0], stats.x_max[0])
+        # sparse X: probe with sparse rows of the data's mean stored entries (its own pass's path)
+        nnz = None if stats.x_nnz is None else float(stats.x_nnz[0]) / max(float(stats.n[0]), 1.0)
+        feature_sd = (
+            np.inf if stats.x_min is None else feature_rounding(fmap, stats.x_min[0], stats.x_max[0], nnz_per_row=nnz)
+        )
         width = int(fmap.n_components) + int(stats.phi_y.shape[-1]) + 1  # P = [φ | y | 1]
         rho = product_rounding(rows, width, sequential=gpu)
         rounding = Float32Rounding(feature_sd, rho, rows * max(weight_max, 1.0), float(fmap.scale))
@@ -378,8 +382,14 @@ def _with_check(solution: Solution, check: Float32Check, reason: str) -> Solutio
 
 
 def stats_state(stats: SufficientStats | None) -> dict[str, np.ndarray]:
-    """``stats_`` as saved arrays (``stats_<field>``; the range is ``data_min``/``data_max``)."""
-    return {} if stats is None else {f"stats_{f}": getattr(stats, f) for f in STATS_FIELDS}
+    """``stats_`` as saved arrays (``stats_<field>``; the range is ``data_min``/``data_max``;
+    sparse X's stored entries ``stats_x_nnz``)."""
+    if stats is None:
+        return {}
+    arrays = {f"stats_{f}": getattr(stats, f) for f in STATS_FIELDS}
+    if stats.x_nnz is not None:
+        arrays["stats_x_nnz"] = stats.x_nnz
+    return arrays
 
 
 def stats_from_state(arrays: dict[str, np.ndarray], n_components: int, lo: Any, hi: Any) -> SufficientStats | None:
@@ -393,6 +403,8 @@ def stats_from_state(arrays: dict[str, np.ndarray], n_components: int, lo: Any, 
         raise DataError(f"saved statistics have ΦᵀΦ of shape {st.gram.shape}, expected (1, {D}, {D})")
     if lo is not None:
         st.x_min, st.x_max = lo[np.newaxis].copy(), hi[np.newaxis].copy()
+    if "stats_x_nnz" in arrays:  # stores of sparse fits written since it was saved
+        st.x_nnz = np.asarray(arrays["stats_x_nnz"], dtype=np.float64).reshape(1)
     return st
 
 
