@@ -8,6 +8,7 @@ the check keeps float32, the agreement holds (the estimates bound the measured d
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -17,7 +18,16 @@ from sklearn.base import clone
 from bigkernel import RandomFeatureRidge, bootstrap
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import load, save_model
-from bigkernel.numerics.precision import FLOAT32_RTOL, FLOAT32_STD_RTOL, float32_check
+from bigkernel.numerics.precision import (
+    FLOAT32_RTOL,
+    FLOAT32_STD_RTOL,
+    Float32Rounding,
+    feature_rounding,
+    float32_check,
+    product_rounding,
+)
+from bigkernel.numerics.primal import eigen_path
+from bigkernel.numerics.sums import SufficientStats
 
 pytestmark = pytest.mark.numerics
 
@@ -185,24 +195,170 @@ def test_partial_fit_keeps_the_first_batch_dtype():
     np.testing.assert_allclose(est.predict(E), full.predict(E), rtol=0, atol=FLOAT32_RTOL * y.std())
 
 
+def _random_fit(alpha: float, n: int = 2000, D: int = 64, y_shift: float = 0.0):
+    """(eigen path, β at alpha, stats) of random cosine features."""
+    rng = np.random.default_rng(0)
+    c = np.sqrt(2.0 / D)
+    Phi = c * np.cos(rng.uniform(0, 6, (n, 1)) * rng.standard_normal(D) + rng.uniform(0, 2 * np.pi, D))
+    y = Phi[:, :3].sum(axis=1) + y_shift + 0.1 * rng.standard_normal(n)
+    stats = SufficientStats(
+        np.array([float(n)]), Phi.sum(axis=0)[None], np.array([[y.sum()]]), np.array([[y @ y]]),
+        (Phi.T @ Phi)[None], (Phi.T @ y)[None, :, None],
+    )  # fmt: skip
+    path = eigen_path(stats)
+    return path, path.coef(alpha), stats
+
+
 def test_check_arithmetic():
-    """The estimates grow as α shrinks and with the features' argument; a zero y scale is safe."""
-    s = np.geomspace(1e3, 1e-9, 64)
-    beta = np.ones((64, 1))
-    kw = dict(feature_scale=0.1, gram_eps=3e-7)
-    yy = np.array([1e3])
-    big = float32_check(s, beta, 1.0, [1.0], 1e3, yy, argument_bound=10.0, **kw)
-    small = float32_check(s, beta, 1e-6, [1e-6], 1e3, yy, argument_bound=10.0, **kw)
-    wide = float32_check(s, beta, 1.0, [1.0], 1e3, yy, argument_bound=1e6, **kw)
-    assert big.ok and not small.ok and not wide.ok
-    assert small.mean_error > big.mean_error and wide.std_error > big.std_error
-    assert small.df_error > big.df_error
-    flat = float32_check(s, beta, 1.0, [1.0], 1e3, np.array([0.0]), argument_bound=10.0, **kw)
+    """The estimates grow as α shrinks, with the features' rounding, the products' rounding and
+    an offset of y (the raw y in the float32 product input); a zero y scale is safe."""
+    kw = dict(block_rows=8192, feature_scale=np.sqrt(2 / 64))
+    fine = Float32Rounding(feature_sd=1e-8, product_rel=1e-7, **kw)
+
+    def check(alpha, rounding=fine, alphas=None, **fit):
+        path, beta, stats = _random_fit(alpha, **fit)
+        return float32_check(path, beta, alpha, [alpha] if alphas is None else alphas, stats, rounding)
+
+    big, small = check(1.0), check(1e-9)
+    assert big.ok and not small.ok
+    assert small.mean_error > big.mean_error and small.std_error > big.std_error and small.df_error > big.df_error
+    wide = check(1.0, Float32Rounding(feature_sd=1e-3, product_rel=1e-7, **kw))
+    coarse = check(1.0, Float32Rounding(feature_sd=1e-8, product_rel=1e-4, **kw))
+    assert wide.mean_error > big.mean_error and coarse.mean_error > big.mean_error and coarse.std_error > big.std_error
+    assert check(1.0, y_shift=1e4).mean_error > 100 * big.mean_error
+    assert not check(1.0, Float32Rounding(feature_sd=np.inf, product_rel=1e-7, **kw)).ok
+    path, beta, stats = _random_fit(1.0)
+    flat = float32_check(dataclasses.replace(path, yy=np.zeros(1)), beta, 1.0, [1.0], stats, fine)
     assert np.isfinite(flat.mean_error)
-    assert not float32_check(s, beta, 1.0, [1.0], 1e3, yy, argument_bound=np.inf, **kw).ok
     # a grid reaching below the resolved αs: the smallest resolved one may not be chosen
     grid = np.geomspace(1e-9, 1.0, 19)
-    inner = float32_check(s, beta, 1.0, grid, 1e3, yy, argument_bound=10.0, **kw)
+    inner = check(1.0, alphas=grid)
     assert inner.ok and 1e-9 < inner.alpha_floor < 1.0
-    edge = float32_check(s, beta, inner.alpha_floor, grid, 1e3, yy, argument_bound=10.0, **kw)
+    edge = check(inner.alpha_floor, alphas=grid)
     assert not edge.ok
+
+
+def test_product_rounding_is_measured_and_bounded():
+    """This BLAS's float32 product error is a few u (blocked sums); a GPU's is bounded by the
+    sequential sum's u√r/3, which is larger."""
+    u = np.finfo(np.float32).eps / 2
+    rho = product_rounding(8192)
+    assert u <= rho <= 30 * u
+    assert product_rounding(8192, 514) <= 30 * u
+    assert product_rounding(8192, sequential=True) == pytest.approx(u * np.sqrt(8192) / 3)
+
+
+def test_feature_rounding_grows_with_the_argument():
+    """The probe's feature rounding is about u·|ωᵀx + b|·c, and zero-width ranges are fine."""
+    from bigkernel.numerics.fourier_features import make_feature_map
+
+    fm = make_feature_map("rbf", 2, 256, 0, gamma=1.0)
+    near = feature_rounding(fm, np.zeros(2), np.ones(2))
+    far = feature_rounding(fm, np.zeros(2), np.full(2, 1e3))
+    assert 0 < near < far and far > 100 * near
+    assert feature_rounding(fm, np.zeros(2), np.array([1.0, np.inf])) == np.inf
+
+
+def _table_like(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The acceptance job's kind of table: 8 columns on raw scales (income ~ 2e4, score ~ 600),
+    one-hot city, target with an offset (~ 5)."""
+    rng = np.random.default_rng(seed)
+    age, income = rng.uniform(18, 80, n), rng.lognormal(10, 0.5, n)
+    rooms, dist = rng.integers(1, 8, n).astype(float), rng.exponential(5, n)
+    score, tenure, ratio, temp = (
+        rng.normal(600, 80, n),
+        rng.uniform(0, 30, n),
+        rng.uniform(0, 1, n),
+        rng.normal(15, 8, n),
+    )
+    city = rng.choice(4, n, p=[0.4, 0.3, 0.2, 0.1])
+    y = (np.sin(age / 10) + np.log(income) / 3 + 0.3 * rooms - 0.1 * dist + (score - 600) / 100
+         + np.cos(tenure / 5) + ratio**2 + 0.05 * temp + np.array([2.0, 1.0, 0.5, -1.0])[city]
+         + rng.normal(0, 0.3, n))  # fmt: skip
+    X = np.column_stack([age, income, rooms, dist, score, tenure, ratio, temp, np.eye(4)[city]])
+    return X, y
+
+
+def _measured(auto, X, y, E, params):
+    """(max |Δμ|/sd(y), max relative Δstd) of the kept float32 model against float64 features."""
+    ref = RandomFeatureRidge(random_state=0, dtype="float64", **params).fit(X, y)
+    assert ref.alpha_ == pytest.approx(auto.alpha_, rel=1e-6)  # the same grid point chosen
+    mu, std = auto.predict(E, return_std=True)
+    mu64, std64 = ref.predict(E, return_std=True)
+    return np.max(np.abs(mu - mu64)) / y.std(), np.max(np.abs(std - std64) / std64)
+
+
+@pytest.mark.parametrize("n", [40_000, pytest.param(160_000, marks=pytest.mark.slow)])
+def test_user_table_stays_float32_and_the_estimate_bounds_it(n):
+    """The acceptance table's kind of fit (γ = 0.1, D = 512, α by GCV, standardized; the session-9
+    estimate redid the pass in float64 at n = 160k) keeps float32, and the estimates lie above
+    the measured differences but not far above (a loose upper limit: the check must not drift
+    back to worst-case sums)."""
+    X, y = _table_like(n)
+    params = dict(gamma=0.1, n_components=512, alpha="gcv", standardize=True)
+    auto = RandomFeatureRidge(random_state=0, **params).fit(X, y)
+    assert auto.dtype_ == "float32" and auto.dtype_check_["ok"]
+    mean_diff, std_diff = _measured(auto, X, y, _table_like(5000, seed=1)[0], params)
+    check = auto.dtype_check_
+    assert mean_diff <= check["mean_error"] <= 100 * mean_diff
+    assert std_diff <= check["std_error"] <= 1000 * std_diff
+
+
+@pytest.mark.parametrize(("gamma", "alpha"), [(0.5, "gcv"), (0.5, 1.0), (2.0, "gcv")])
+def test_friedman_estimate_bounds_the_measured_difference(gamma, alpha):
+    """Friedman #1 (d = 10, standardized): kept float32, estimates above the measured
+    differences."""
+    from bigkernel.data.synthetic import SyntheticSpec, generate_rows
+
+    a = generate_rows(SyntheticSpec("friedman1", 40_000, 10, 1.0, 0), 0, 40_000)
+    X, y = a[:, :10], a[:, 10]
+    params = dict(gamma=gamma, n_components=256, alpha=alpha, standardize=True)
+    auto = RandomFeatureRidge(random_state=0, **params).fit(X, y)
+    assert auto.dtype_ == "float32"
+    E = generate_rows(SyntheticSpec("friedman1", 3000, 10, 1.0, 7), 0, 3000)[:, :10]
+    mean_diff, std_diff = _measured(auto, X, y, E, params)
+    assert mean_diff <= auto.dtype_check_["mean_error"] <= 100 * mean_diff
+    assert std_diff <= auto.dtype_check_["std_error"]
+
+
+def test_sparse_estimate_bounds_the_measured_difference():
+    """Sparse X (d = 2000, 20 stored entries a row): the check probes sparse rows like the
+    data's; the fit keeps float32 and its estimates lie above the float32-vs-float64 differences
+    measured on the training rows and on new rows, not far above; the sparse probe's feature
+    rounding is below the dense probe's (which sums d terms no training row has)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    n, d = 4000, 2000
+    X = sp.random(n, d, density=1e-2, format="csr", random_state=4, data_rvs=rng.standard_normal)
+    y = np.sin(X @ rng.standard_normal(d)) + 0.1 * rng.standard_normal(n)
+    E = sp.random(1000, d, density=1e-2, format="csr", random_state=5, data_rvs=rng.standard_normal)
+    params = dict(gamma=0.05, n_components=256, alpha="gcv")
+    auto = RandomFeatureRidge(random_state=0, **params).fit(X, y)
+    assert auto.dtype_ == "float32" and auto.dtype_check_["ok"]
+    ref = RandomFeatureRidge(random_state=0, dtype="float64", **params).fit(X, y)
+    assert ref.alpha_ == pytest.approx(auto.alpha_, rel=1e-6)
+    mean_diff = max(np.max(np.abs(auto.predict(Z) - ref.predict(Z))) for Z in (X, E)) / y.std()
+    (_, std), (_, std64) = auto.predict(E, return_std=True), ref.predict(E, return_std=True)
+    std_diff = np.max(np.abs(std - std64) / std64)
+    check = auto.dtype_check_
+    assert mean_diff <= check["mean_error"] <= 100 * mean_diff
+    assert std_diff <= check["std_error"] <= 100 * std_diff
+    nnz = auto.stats_.x_nnz[0] / auto.stats_.n[0]
+    assert nnz == pytest.approx(X.nnz / n)
+    sparse_sd = feature_rounding(auto.feature_map_, auto.data_min_, auto.data_max_, nnz_per_row=nnz)
+    assert 0 < sparse_sd < feature_rounding(auto.feature_map_, auto.data_min_, auto.data_max_)
+
+
+def test_row_weights_scale_the_block_sums():
+    """Weights w enter the float32 products as √w·φ, so a block's sums grow with them: the fit
+    with every weight 100 at α·100 is the unweighted fit at α (the same relative rounding), and
+    its estimates are the same."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 10, (5000, 1))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(5000)
+    plain = RandomFeatureRidge(gamma=10.0, n_components=128, alpha=1.0, random_state=0).fit(X, y)
+    heavy = RandomFeatureRidge(gamma=10.0, n_components=128, alpha=100.0, random_state=0)
+    heavy.fit(X, y, sample_weight=np.full(5000, 100.0))
+    for key in ("mean_error", "std_error"):
+        assert heavy.dtype_check_[key] == pytest.approx(plain.dtype_check_[key], rel=0.2)

@@ -255,6 +255,55 @@ def test_sparse_pass_never_densifies():
     assert peak < dense_bytes / 15
 
 
+def test_sparse_float32_check_probes_sparse_rows(tmp_path):
+    """The float32 check of a sparse fit probes the map with sparse rows (the data's mean stored
+    entries per row, counted in the pass) through the sparse path: no dense-path weight cache
+    (d × D) is built, and the probe itself holds far less than one dense copy of the map's
+    weights, where the dense probe's caches held 1.5 (float64 + float32 [ω; b])."""
+    import pickle
+
+    from bigkernel.numerics.precision import feature_rounding
+
+    n, d, D = 600, 100_000, 32
+    rng = np.random.default_rng(11)
+    counts = rng.integers(1, 10, n)  # 1–9 stored entries a row (sp.random is slow at this width)
+    cols = np.concatenate([np.sort(rng.choice(d, size=k, replace=False)) for k in counts])
+    X = sp.csr_matrix((rng.standard_normal(cols.size), cols, np.r_[0, np.cumsum(counts)]), shape=(n, d))
+    y = rng.standard_normal(n)
+    w = rng.uniform(0.5, 2.0, n)
+    est = RandomFeatureRidge(n_components=D, random_state=0, chunk_rows=256).fit(X, y, sample_weight=w)
+    assert est.dtype_ == "float32" and est.dtype_check_ is not None  # the check ran
+    # the stored entries ride with the pass, weighted like n
+    row_nnz = np.diff(X.indptr)
+    assert est.stats_.x_nnz[0] == pytest.approx(float(w @ row_nnz), rel=1e-12)
+    dense_keys = [
+        k for k in est.feature_map_.__dict__.get("_cast_cache", {}) if isinstance(k, tuple) and k[0] == "augmented"
+    ]
+    assert not dense_keys, f"the check built the dense path's weights {dense_keys}"
+    # the probe alone, on a map without caches (a pickled copy drops them)
+    fm = pickle.loads(pickle.dumps(est.feature_map_))
+    weights_bytes = d * D * 8
+    tracemalloc.start()
+    try:
+        sd = feature_rounding(fm, est.data_min_, est.data_max_, nnz_per_row=row_nnz.mean())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert 0 < sd < np.inf
+    # the float32 cast of ω (d × D × 4, which the pass itself holds), the range's reach (O(d))
+    # and small batches (the dense probe: 66 MB)
+    assert peak < 0.5 * weights_bytes + 32 * d + 1e6, f"probe {peak / 1e6:.1f} MB, ω {weights_bytes / 1e6:.0f} MB"
+    # saved and loaded, the count stays; partial_fit adds the batch's
+    from bigkernel.io.model_store import load, save_model
+
+    save_model(est, tmp_path / "m")
+    loaded = load(tmp_path / "m")
+    assert loaded.stats_.x_nnz[0] == pytest.approx(est.stats_.x_nnz[0])
+    loaded.partial_fit(X[:100], y[:100])
+    assert loaded.stats_.x_nnz[0] == pytest.approx(est.stats_.x_nnz[0] + row_nnz[:100].sum())
+    assert loaded.dtype_check_ is not None
+
+
 def test_npz_reader_reads_row_blocks(tmp_path):
     X = sp.random(700, 25, density=0.1, format="csr", random_state=7)
     for compressed in (False, True):

@@ -5,8 +5,9 @@ holdout or folds, multinomial counts for bootstrap replicates), the statistics o
 
     n = Σ w,  Σφ = Φᵀw,  Σy = Yᵀw,  Σy² = (Y²)ᵀw,  ΦᵀWΦ,  ΦᵀWY
 
-all float64, and the per-feature range (min and max of X over the rows with w > 0). They add
-(the range: min/max) across blocks, so a whole data set reduces to one small object.
+all float64, the per-feature range (min and max of X over the rows with w > 0) and, for sparse X,
+the stored entries ``Σ w·nnz(x)``. They add (the range: min/max) across blocks, so a whole data
+set reduces to one small object.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class SufficientStats:
     x_min, x_max : ndarray of shape (m, d) or None
         Per-feature minimum and maximum of X over the set's rows (+inf / -inf for an empty
         set); None when not tracked (e.g. the difference of two sets, :func:`cv.subtract`).
+    x_nnz : ndarray of shape (m,) or None
+        Stored entries of sparse X over the set's rows, weighted like ``n`` (``x_nnz / n`` is
+        the mean per row: the float32 check probes the map with rows like them); None for dense
+        X or when not tracked.
     """
 
     n: np.ndarray
@@ -52,6 +57,7 @@ class SufficientStats:
     phi_y: np.ndarray
     x_min: np.ndarray | None = None
     x_max: np.ndarray | None = None
+    x_nnz: np.ndarray | None = None
 
     @classmethod
     def zeros(
@@ -75,7 +81,8 @@ class SufficientStats:
     def to_host(self) -> SufficientStats:
         """The same statistics as numpy arrays (a device→host copy of each array for a GPU)."""
         arrays = [None if a is None else to_host(a) for a in (
-            self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y, self.x_min, self.x_max)]  # fmt: skip
+            self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y, self.x_min, self.x_max,
+            self.x_nnz)]  # fmt: skip
         return SufficientStats(*arrays)
 
     def __add__(self, other: SufficientStats) -> SufficientStats:
@@ -89,6 +96,7 @@ class SufficientStats:
             self.phi_y + other.phi_y,
             lo,
             hi,
+            _nnz_union(self, other),
         )
 
     def __iadd__(self, other: SufficientStats) -> SufficientStats:
@@ -99,6 +107,7 @@ class SufficientStats:
         self.gram += other.gram
         self.phi_y += other.phi_y
         self.x_min, self.x_max = _range_union(self, other)
+        self.x_nnz = _nnz_union(self, other)
         return self
 
     def select(self, i: int) -> SufficientStats:
@@ -107,7 +116,7 @@ class SufficientStats:
         lo, hi = (None, None) if self.x_min is None else (self.x_min[s], self.x_max[s])
         return SufficientStats(
             self.n[s], self.sum_phi[s], self.sum_y[s], self.sum_yy[s], self.gram[s], self.phi_y[s],
-            lo, hi,
+            lo, hi, None if self.x_nnz is None else self.x_nnz[s],
         )  # fmt: skip
 
     def total(self) -> SufficientStats:
@@ -118,6 +127,7 @@ class SufficientStats:
         return SufficientStats(
             *(a.sum(axis=0, keepdims=True) for a in
               (self.n, self.sum_phi, self.sum_y, self.sum_yy, self.gram, self.phi_y)), lo, hi,
+            None if self.x_nnz is None else self.x_nnz.sum(axis=0, keepdims=True),
         )  # fmt: skip
 
 
@@ -126,6 +136,14 @@ def _range_union(a: SufficientStats, b: SufficientStats) -> tuple[np.ndarray | N
     if a.x_min is None or b.x_min is None:
         return None, None
     return np.minimum(a.x_min, b.x_min), np.maximum(a.x_max, b.x_max)
+
+
+def _nnz_union(a: SufficientStats, b: SufficientStats) -> np.ndarray | None:
+    """Stored entries of the union of two sets' rows; unknown (None) if either is unknown
+    (dense X, or statistics saved without them)."""
+    if a.x_nnz is None or b.x_nnz is None:
+        return None
+    return a.x_nnz + b.x_nnz
 
 
 def sums_precision(dtype) -> float:
@@ -284,8 +302,9 @@ def _pass(maps: list, X: Any, Y: Any, start: int, sets: tuple, dtype, block_rows
     # the range rides along the pass (d columns: no extra read); one array per set, shared by
     # the maps (every map sees the same rows)
     x_lo, x_hi = accs[0].x_min, accs[0].x_max
-    for acc in accs[1:]:
-        acc.x_min, acc.x_max = x_lo, x_hi
+    x_nnz = np.zeros(m) if sparse else None  # sparse X: its stored entries too
+    for acc in accs:
+        acc.x_min, acc.x_max, acc.x_nnz = x_lo, x_hi, x_nnz
     buffers = _ProductBuffers(dtype, min(block_rows, X.shape[0]))
     for lo, hi in sub_block_edges(start, stop, block_rows):
         rows = slice(lo - start, hi - start)
@@ -299,6 +318,8 @@ def _pass(maps: list, X: Any, Y: Any, start: int, sets: tuple, dtype, block_rows
         else:
             pieces = [(0, slice(0, hi - lo))]
         _accumulate_range(xp, x_lo, x_hi, x, pieces, None if W is None else W[:, rows])
+        if sparse:
+            _accumulate_nnz(x_nnz, x, pieces, None if W is None else W[:, rows])
         for f, acc in zip(maps, accs):
             for i, sl in pieces:
                 if sl.stop == sl.start:
@@ -438,3 +459,14 @@ def _accumulate_range(xp, lo: Any, hi: Any, x: Any, pieces, W: np.ndarray | None
         elif xs.shape[0]:
             lo[i, ...] = xp.minimum(lo[i, ...], xp.astype(xp.min(xs, axis=0), lo.dtype))
             hi[i, ...] = xp.maximum(hi[i, ...], xp.astype(xp.max(xs, axis=0), hi.dtype))
+
+
+def _accumulate_nnz(nnz: np.ndarray, x: Any, pieces, W: np.ndarray | None) -> None:
+    """Add a sparse (CSR) sub-block's stored entries to each set: the rows of piece ``i``, or,
+    with host weights ``W`` (m × rows), ``W[j] · nnz(row)`` (weighted like ``n``)."""
+    row_nnz = np.diff(x.indptr).astype(np.float64)
+    if W is None:
+        for i, sl in pieces:
+            nnz[i] += row_nnz[sl].sum()
+    else:
+        nnz += W @ row_nnz

@@ -32,10 +32,16 @@ from bigkernel.errors import DataError
 from bigkernel.graph.stream import column_sums_graph, stats_graph
 from bigkernel.numerics.fourier_features import FeatureMap
 from bigkernel.numerics.posterior import PrimalPosterior, primal_posterior
-from bigkernel.numerics.precision import Float32Check, float32_check, fourier_argument_bound
+from bigkernel.numerics.precision import (
+    Float32Check,
+    Float32Rounding,
+    feature_rounding,
+    float32_check,
+    product_rounding,
+)
 from bigkernel.numerics.primal import PathSpectrum, PrimalSolution, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
-from bigkernel.numerics.sums import SufficientStats, sums_precision
+from bigkernel.numerics.sums import FLOAT32_REDUCTION_ROWS, SufficientStats, sums_precision
 from bigkernel.runtime import compute
 from bigkernel.solvers.base import Solution
 
@@ -227,10 +233,12 @@ class OnePassPrimal:
         solution = self.solve(fixed, stats, single=single, dtype=dtype)
         if not self._auto() or dtype != "float32":
             return solution
-        solution, ok = self.checked(fixed, solution)
+        values = _row_weight_values(weights)  # a block's sums grow with its rows' weights
+        weight_max = float(np.max(values, initial=1.0)) if values is not None else 1.0
+        solution, ok = self.checked(fixed, solution, weight_max)
         if ok:
             return solution
-        check = self.check_float32(fixed.fmap, solution)
+        check = self.check_float32(fixed, solution, weight_max)
         logger.warning(
             "float32 features could move this model beyond the tolerance (%s); redoing the pass in "
             "float64 (pass dtype='float64' to skip the float32 pass, or a larger alpha)",
@@ -240,12 +248,12 @@ class OnePassPrimal:
         solution = self.solve(fixed, stats, single=single, dtype="float64")
         return _with_check(solution, check, "float32 beyond tolerance: refitted in float64")
 
-    def checked(self, fixed: PrimalFixed, solution: Solution) -> tuple[Solution, bool]:
+    def checked(self, fixed: PrimalFixed, solution: Solution, weight_max: float = 1.0) -> tuple[Solution, bool]:
         """``solution`` with the float32 check recorded (``dtype="auto"``, float32 pass), and
         whether it passed; unchanged and True otherwise. Logs the check."""
         if not self._auto() or solution.details.dtype != "float32":
             return solution, True
-        check = self.check_float32(fixed.fmap, solution)
+        check = self.check_float32(fixed, solution, weight_max)
         if check.ok:
             logger.info("feature dtype float32 (auto): %s", _describe(check))
             return _with_check(solution, check, "float32 within tolerance"), True
@@ -254,20 +262,28 @@ class OnePassPrimal:
     def _auto(self) -> bool:
         return isinstance(self.spec.dtype, str) and self.spec.dtype == "auto"
 
-    def check_float32(self, fmap: Any, solution: Solution) -> Float32Check:
-        """The float32 check of a solution fitted on float32 Fourier features (its eigenvalues,
-        β at the chosen α, the scale of y and the largest feature argument over the training
-        range of the pass)."""
+    def check_float32(self, fixed: PrimalFixed, solution: Solution, weight_max: float = 1.0) -> Float32Check:
+        """The float32 check of a solution fitted on float32 Fourier features: its
+        eigendecomposition, β at the chosen α, the pass's sums, and the roundings measured for
+        the map over the training range (:func:`~bigkernel.numerics.precision.feature_rounding`)
+        and for the device's float32 products (:func:`~bigkernel.numerics.precision.product_rounding`;
+        a GPU's: the bound of a sequential sum). ``weight_max``: the largest row weight (a block's
+        sums grow with it)."""
         fit: PrimalFit = solution.details
-        path, stats = fit.primal.path, fit.stats
-        if stats.x_min is None:
-            bound = np.inf
-        else:
-            bound = fourier_argument_bound(fmap.weights, fmap.offsets, stats.x_min[0], stats.x_max[0])
-        return float32_check(
-            path.eigvals, solution.coef, solution.alpha, solution.alphas, path.n, path.yy, feature_scale=float(fmap.scale),
-            argument_bound=bound, gram_eps=sums_precision("float32"),
-        )  # fmt: skip
+        fmap, stats = fixed.fmap, fit.stats
+        gpu = bool(getattr(fixed.device, "is_gpu", False))
+        # rows one float32 product sums: the sub-block (a GPU's slices), or all rows when fewer
+        rows = FLOAT32_REDUCTION_ROWS if gpu else feature_block_rows(self.spec.n_components, "float32")
+        rows = min(rows, 2 ** int(np.ceil(np.log2(max(float(fit.primal.path.n), 1.0)))))
+        # sparse X: probe with sparse rows of the data's mean stored entries (its own pass's path)
+        nnz = None if stats.x_nnz is None else float(stats.x_nnz[0]) / max(float(stats.n[0]), 1.0)
+        feature_sd = (
+            np.inf if stats.x_min is None else feature_rounding(fmap, stats.x_min[0], stats.x_max[0], nnz_per_row=nnz)
+        )
+        width = int(fmap.n_components) + int(stats.phi_y.shape[-1]) + 1  # P = [φ | y | 1]
+        rho = product_rounding(rows, width, sequential=gpu)
+        rounding = Float32Rounding(feature_sd, rho, rows * max(weight_max, 1.0), float(fmap.scale))
+        return float32_check(fit.primal.path, solution.coef, solution.alpha, solution.alphas, stats, rounding)
 
     def solve(
         self, fixed: PrimalFixed, stats: SufficientStats, *, single: bool, alpha: Any = None, dtype: str | None = None
@@ -366,8 +382,14 @@ def _with_check(solution: Solution, check: Float32Check, reason: str) -> Solutio
 
 
 def stats_state(stats: SufficientStats | None) -> dict[str, np.ndarray]:
-    """``stats_`` as saved arrays (``stats_<field>``; the range is ``data_min``/``data_max``)."""
-    return {} if stats is None else {f"stats_{f}": getattr(stats, f) for f in STATS_FIELDS}
+    """``stats_`` as saved arrays (``stats_<field>``; the range is ``data_min``/``data_max``;
+    sparse X's stored entries ``stats_x_nnz``)."""
+    if stats is None:
+        return {}
+    arrays = {f"stats_{f}": getattr(stats, f) for f in STATS_FIELDS}
+    if stats.x_nnz is not None:
+        arrays["stats_x_nnz"] = stats.x_nnz
+    return arrays
 
 
 def stats_from_state(arrays: dict[str, np.ndarray], n_components: int, lo: Any, hi: Any) -> SufficientStats | None:
@@ -381,6 +403,8 @@ def stats_from_state(arrays: dict[str, np.ndarray], n_components: int, lo: Any, 
         raise DataError(f"saved statistics have ΦᵀΦ of shape {st.gram.shape}, expected (1, {D}, {D})")
     if lo is not None:
         st.x_min, st.x_max = lo[np.newaxis].copy(), hi[np.newaxis].copy()
+    if "stats_x_nnz" in arrays:  # stores of sparse fits written since it was saved
+        st.x_nnz = np.asarray(arrays["stats_x_nnz"], dtype=np.float64).reshape(1)
     return st
 
 
