@@ -1,6 +1,8 @@
 """Jobs through the real CLI: the quickstart end to end, holdout metrics, dry runs, make-data and
 the example configs. Bad inputs through the CLI are in tests/test_bad_inputs.py."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -47,10 +49,20 @@ def _job(tmp_path, data_dir, extra="", alpha="1.0e-2", data=None):
     return p
 
 
-def test_job_end_to_end_in_process(tmp_path, data_dir, capsys):
+@pytest.fixture(scope="module")
+def end_to_end(tmp_path_factory, data_dir):
+    """One in-process job with a predict section: its output folder and what it printed (two
+    tests read it: the outputs, and the holdout metrics against a direct computation)."""
+    tmp_path = tmp_path_factory.mktemp("end_to_end")
     extra = f"predict:\n  path: {data_dir / 'new.zarr'}\n  output: pred.zarr\n"
-    assert main(["-q", "run", str(_job(tmp_path, data_dir, extra))]) == 0
-    out = tmp_path / "out"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["-q", "run", str(_job(tmp_path, data_dir, extra))]) == 0
+    return tmp_path / "out", printed.getvalue()
+
+
+def test_job_end_to_end_in_process(end_to_end, data_dir):
+    out, printed = end_to_end
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["scores"]["holdout"]["n_samples"] + metrics["scores"]["train"]["n_samples"] == 20_000
     assert 0.7 < metrics["scores"]["holdout"]["r2"] < 1.0  # D=64 features; noise caps R² near 0.96
@@ -60,19 +72,19 @@ def test_job_end_to_end_in_process(tmp_path, data_dir, capsys):
     np.testing.assert_allclose(zarr.open_group(out / "pred.zarr", mode="r")["y_pred"][:], model.predict(Xn), rtol=1e-10)
     for name in ("summary.txt", "job.log", "config.resolved.yaml"):
         assert (out / name).stat().st_size > 0
-    assert "RMSE" in capsys.readouterr().out
+    assert "RMSE" in printed
 
 
-def test_holdout_metrics_match_direct_computation(tmp_path, data_dir):
+def test_holdout_metrics_match_direct_computation(end_to_end, data_dir):
     """The train/holdout split and RMSE from the job equal a direct numpy computation."""
     from bigkernel.numerics.splits import HoldoutSplit
 
-    assert main(["-q", "run", str(_job(tmp_path, data_dir))]) == 0
-    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    out, _ = end_to_end
+    metrics = json.loads((out / "metrics.json").read_text())
     g = zarr.open_group(data_dir / "train.zarr", mode="r")
     X, y = g["X"][:], g["y"][:]
     hold = HoldoutSplit(0, 0.25).groups(0, len(y)) == 1
-    m = bigkernel.load(tmp_path / "out" / "model.zarr")
+    m = bigkernel.load(out / "model.zarr")
     rmse = np.sqrt(np.mean((m.predict(X[hold]) - y[hold]) ** 2))
     # rel 1e-6: the job predicts per chunk, float32 features (the default) round per row block
     assert metrics["scores"]["holdout"]["rmse"] == pytest.approx(rmse, rel=1e-6)

@@ -453,6 +453,7 @@ def _peak_rss() -> int:
     return _status_bytes("VmHWM:")
 
 
+@pytest.mark.spawn  # the worker's memory as a user's job starts it (not forked from the suite's forkserver)
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
 def test_worker_peak_memory_is_within_the_documented_estimate(data):
     """docs/deployment.md sizes workers with fit_worker_memory: a real worker's peak resident
