@@ -31,6 +31,7 @@ model:
 cluster:
   local: {{n_workers: 1, threads_per_worker: 1}}
 progress: false
+plots: false
 """
 
 
@@ -102,22 +103,6 @@ def test_dry_run_computes_nothing(tmp_path, data_dir, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_real_subprocess_quickstart_style_job(tmp_path, data_dir):
-    """`bigkernel run JOB -q` (-q after the subcommand): nothing below WARNING on the terminal,
-    while job.log keeps the job's full INFO log."""
-    r = subprocess.run(
-        [sys.executable, "-m", "bigkernel.cli", "run", str(_job(tmp_path, data_dir)), "-q"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    assert "holdout" in r.stdout and (tmp_path / "out" / "metrics.json").exists()
-    assert not [line for line in r.stderr.splitlines() if line.startswith(("INFO", "DEBUG"))], r.stderr
-    log = (tmp_path / "out" / "job.log").read_text()
-    assert " INFO bigkernel.jobs.runner: chunk plan: " in log and "saved RandomFeatureRidge to " in log
-
-
 @pytest.mark.parametrize("argv, quiet, verbose", [
     (["-q", "run", "j.yaml"], True, False),
     (["run", "-q", "j.yaml"], True, False),
@@ -181,8 +166,10 @@ def _nan_prediction_data(tmp_path, data_dir):
 def test_a_job_failing_mid_run_records_its_error(tmp_path, data_dir):
     """Real CLI: the job fails at the predict stage, after fit and save. The terminal shows one
     error line; job.log has the run's log and the error (no traceback: a bigkernel error);
-    status.json says failed; no metrics.json or summary.txt. A fixed rerun clears status.json, and
-    a refused rerun (finished folder, no overwrite) marks nothing."""
+    status.json says failed; no metrics.json or summary.txt. A fixed rerun (`bigkernel run JOB
+    -q`, -q after the subcommand, a real subprocess too) prints nothing below WARNING while its
+    job.log keeps the full INFO log, and clears status.json; a refused rerun (finished folder, no
+    overwrite) marks nothing."""
     job = _job(tmp_path, data_dir, f"predict: {{path: {_nan_prediction_data(tmp_path, data_dir)}}}\n")
     r = subprocess.run(
         [sys.executable, "-m", "bigkernel.cli", "run", "-q", str(job)], capture_output=True, text=True, timeout=300
@@ -204,9 +191,17 @@ def test_a_job_failing_mid_run_records_its_error(tmp_path, data_dir):
     assert status["status"] == "failed" and status["job"] == "t" and status["log"] == "job.log"
     assert status["error"]["type"] == "NonFiniteError" and "first at row 2500" in status["error"]["message"]
     # the same job without the bad prediction data: finished, and no stale failure marker
-    assert main(["-q", "run", str(_job(tmp_path, data_dir, "overwrite: true\n"))]) == 0
-    assert (out / "metrics.json").exists() and not (out / "status.json").exists()
+    r = subprocess.run(
+        [sys.executable, "-m", "bigkernel.cli", "run", str(_job(tmp_path, data_dir, "overwrite: true\n")), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "holdout" in r.stdout and (out / "metrics.json").exists() and not (out / "status.json").exists()
+    assert not [line for line in r.stderr.splitlines() if line.startswith(("INFO", "DEBUG"))], r.stderr
     log = (out / "job.log").read_text()
+    assert " INFO bigkernel.jobs.runner: chunk plan: " in log and "saved RandomFeatureRidge to " in log
     assert " ERROR " not in log
     # a rerun refused because the folder now holds a finished job leaves that job untouched
     assert main(["-q", "run", str(_job(tmp_path, data_dir))]) == 2  # OutputExistsError
