@@ -249,7 +249,9 @@ def _write_in_worker(store: BootstrapStore, r: int) -> None:
 def test_write_from_another_process(tmp_path):
     store = _create(tmp_path / "bs.zarr")
     assert pickle.loads(pickle.dumps(store)) == store
-    ctx = multiprocessing.get_context("spawn")
+    # forked from the suite's preloaded forkserver (tests/conftest.py): the store is pickled to a
+    # process of its own all the same, without a fresh interpreter's imports
+    ctx = multiprocessing.get_context("forkserver")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
         list(pool.map(_write_in_worker, [store] * 2, [2, 5]))
     assert store.missing() == [0, 1, 3, 4]

@@ -75,7 +75,8 @@ cluster: {{local: {{n_workers: 1, threads_per_worker: 1}}}}
 progress: false
 """
     )
-    _cli("run", "-q", str(tmp_path / "job.yaml"))
+    # in-process: the example config above is the real `bigkernel` subprocess
+    assert main(["-q", "run", str(tmp_path / "job.yaml")]) == 0
     m = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert m["model"]["classes"] == ["inner", "outer"]
     assert m["scores"]["holdout"]["accuracy"] > 0.8

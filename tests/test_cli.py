@@ -1,6 +1,8 @@
 """Jobs through the real CLI: the quickstart end to end, holdout metrics, dry runs, make-data and
 the example configs. Bad inputs through the CLI are in tests/test_bad_inputs.py."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -29,6 +31,7 @@ model:
 cluster:
   local: {{n_workers: 1, threads_per_worker: 1}}
 progress: false
+plots: false
 """
 
 
@@ -47,10 +50,20 @@ def _job(tmp_path, data_dir, extra="", alpha="1.0e-2", data=None):
     return p
 
 
-def test_job_end_to_end_in_process(tmp_path, data_dir, capsys):
+@pytest.fixture(scope="module")
+def end_to_end(tmp_path_factory, data_dir):
+    """One in-process job with a predict section: its output folder and what it printed (two
+    tests read it: the outputs, and the holdout metrics against a direct computation)."""
+    tmp_path = tmp_path_factory.mktemp("end_to_end")
     extra = f"predict:\n  path: {data_dir / 'new.zarr'}\n  output: pred.zarr\n"
-    assert main(["-q", "run", str(_job(tmp_path, data_dir, extra))]) == 0
-    out = tmp_path / "out"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["-q", "run", str(_job(tmp_path, data_dir, extra))]) == 0
+    return tmp_path / "out", printed.getvalue()
+
+
+def test_job_end_to_end_in_process(end_to_end, data_dir):
+    out, printed = end_to_end
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["scores"]["holdout"]["n_samples"] + metrics["scores"]["train"]["n_samples"] == 20_000
     assert 0.7 < metrics["scores"]["holdout"]["r2"] < 1.0  # D=64 features; noise caps R² near 0.96
@@ -60,19 +73,19 @@ def test_job_end_to_end_in_process(tmp_path, data_dir, capsys):
     np.testing.assert_allclose(zarr.open_group(out / "pred.zarr", mode="r")["y_pred"][:], model.predict(Xn), rtol=1e-10)
     for name in ("summary.txt", "job.log", "config.resolved.yaml"):
         assert (out / name).stat().st_size > 0
-    assert "RMSE" in capsys.readouterr().out
+    assert "RMSE" in printed
 
 
-def test_holdout_metrics_match_direct_computation(tmp_path, data_dir):
+def test_holdout_metrics_match_direct_computation(end_to_end, data_dir):
     """The train/holdout split and RMSE from the job equal a direct numpy computation."""
     from bigkernel.numerics.splits import HoldoutSplit
 
-    assert main(["-q", "run", str(_job(tmp_path, data_dir))]) == 0
-    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    out, _ = end_to_end
+    metrics = json.loads((out / "metrics.json").read_text())
     g = zarr.open_group(data_dir / "train.zarr", mode="r")
     X, y = g["X"][:], g["y"][:]
     hold = HoldoutSplit(0, 0.25).groups(0, len(y)) == 1
-    m = bigkernel.load(tmp_path / "out" / "model.zarr")
+    m = bigkernel.load(out / "model.zarr")
     rmse = np.sqrt(np.mean((m.predict(X[hold]) - y[hold]) ** 2))
     # rel 1e-6: the job predicts per chunk, float32 features (the default) round per row block
     assert metrics["scores"]["holdout"]["rmse"] == pytest.approx(rmse, rel=1e-6)
@@ -88,22 +101,6 @@ def test_dry_run_computes_nothing(tmp_path, data_dir, capsys):
     out = capsys.readouterr().out
     assert "chunk_plan" in out and "n_chunks: 5" in out
     assert not (tmp_path / "out").exists()
-
-
-def test_real_subprocess_quickstart_style_job(tmp_path, data_dir):
-    """`bigkernel run JOB -q` (-q after the subcommand): nothing below WARNING on the terminal,
-    while job.log keeps the job's full INFO log."""
-    r = subprocess.run(
-        [sys.executable, "-m", "bigkernel.cli", "run", str(_job(tmp_path, data_dir)), "-q"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    assert "holdout" in r.stdout and (tmp_path / "out" / "metrics.json").exists()
-    assert not [line for line in r.stderr.splitlines() if line.startswith(("INFO", "DEBUG"))], r.stderr
-    log = (tmp_path / "out" / "job.log").read_text()
-    assert " INFO bigkernel.jobs.runner: chunk plan: " in log and "saved RandomFeatureRidge to " in log
 
 
 @pytest.mark.parametrize("argv, quiet, verbose", [
@@ -169,8 +166,10 @@ def _nan_prediction_data(tmp_path, data_dir):
 def test_a_job_failing_mid_run_records_its_error(tmp_path, data_dir):
     """Real CLI: the job fails at the predict stage, after fit and save. The terminal shows one
     error line; job.log has the run's log and the error (no traceback: a bigkernel error);
-    status.json says failed; no metrics.json or summary.txt. A fixed rerun clears status.json, and
-    a refused rerun (finished folder, no overwrite) marks nothing."""
+    status.json says failed; no metrics.json or summary.txt. A fixed rerun (`bigkernel run JOB
+    -q`, -q after the subcommand, a real subprocess too) prints nothing below WARNING while its
+    job.log keeps the full INFO log, and clears status.json; a refused rerun (finished folder, no
+    overwrite) marks nothing."""
     job = _job(tmp_path, data_dir, f"predict: {{path: {_nan_prediction_data(tmp_path, data_dir)}}}\n")
     r = subprocess.run(
         [sys.executable, "-m", "bigkernel.cli", "run", "-q", str(job)], capture_output=True, text=True, timeout=300
@@ -192,9 +191,17 @@ def test_a_job_failing_mid_run_records_its_error(tmp_path, data_dir):
     assert status["status"] == "failed" and status["job"] == "t" and status["log"] == "job.log"
     assert status["error"]["type"] == "NonFiniteError" and "first at row 2500" in status["error"]["message"]
     # the same job without the bad prediction data: finished, and no stale failure marker
-    assert main(["-q", "run", str(_job(tmp_path, data_dir, "overwrite: true\n"))]) == 0
-    assert (out / "metrics.json").exists() and not (out / "status.json").exists()
+    r = subprocess.run(
+        [sys.executable, "-m", "bigkernel.cli", "run", str(_job(tmp_path, data_dir, "overwrite: true\n")), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "holdout" in r.stdout and (out / "metrics.json").exists() and not (out / "status.json").exists()
+    assert not [line for line in r.stderr.splitlines() if line.startswith(("INFO", "DEBUG"))], r.stderr
     log = (out / "job.log").read_text()
+    assert " INFO bigkernel.jobs.runner: chunk plan: " in log and "saved RandomFeatureRidge to " in log
     assert " ERROR " not in log
     # a rerun refused because the folder now holds a finished job leaves that job untouched
     assert main(["-q", "run", str(_job(tmp_path, data_dir))]) == 2  # OutputExistsError

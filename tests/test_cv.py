@@ -125,7 +125,7 @@ def test_gamma_list_and_alpha_cv_through_the_job(tmp_path):
     job.write_text(
         "name: cv\noutput: out\ndata:\n  make: {kind: friedman1, n_samples: 20000, path: d.zarr}\n"
         "model:\n  gamma: [0.1, 0.5]\n  alpha: cv\n  cv: 3\n  n_components: 64\n"
-        "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
+        "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\nplots: false\n"
     )
     assert main(["-q", "run", str(job)]) == 0
     import json

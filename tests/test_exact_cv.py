@@ -215,7 +215,7 @@ def test_yaml_exact_search_through_the_cli(tmp_path):
     job.write_text(
         "name: exact-cv\noutput: out\ndata:\n  make: {kind: friedman1, n_samples: 1200, path: d.zarr}\n"
         "  holdout_fraction: 0.25\nmodel:\n  solver: exact\n  gamma: [0.05, 0.2, 0.8]\n  alpha: loo\n"
-        "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\nprogress: false\n"
+        "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\nprogress: false\nplots: false\n"
     )
     assert main(["-q", "run", str(job)]) == 0
     out = tmp_path / "out"

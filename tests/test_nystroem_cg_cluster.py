@@ -16,6 +16,9 @@ from bigkernel.data.synthetic import SyntheticSpec, make_data
 
 distributed = pytest.importorskip("distributed")
 
+#: workers started as a user's job starts them: these tests are about the worker processes
+pytestmark = pytest.mark.spawn
+
 KW = dict(gamma=0.5, n_components=200, landmarks="uniform", random_state=0, solver="cg", tol=1e-8,
           alpha=[3.0, 30.0])  # fmt: skip
 

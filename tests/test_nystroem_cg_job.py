@@ -24,7 +24,7 @@ from tests._yaml import error_of, with_model
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
-def _csv_job(tmp_path, model: str, task: str = "regression") -> str:
+def _csv_job(tmp_path, model: str, task: str = "regression", plots: str = "auto") -> str:
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(2500, 3))
     f = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2]
@@ -43,6 +43,7 @@ def _csv_job(tmp_path, model: str, task: str = "regression") -> str:
             model: {model}
             cluster: {{local: {{n_workers: 1, threads_per_worker: 1}}}}
             progress: false
+            plots: {plots}
             """
         )
     )
@@ -86,7 +87,7 @@ def test_cg_regression_job_through_the_cli(tmp_path, capsys):
 
 
 def test_cg_classification_job_through_the_cli(tmp_path):
-    job = _csv_job(tmp_path, MODEL, task="classification")
+    job = _csv_job(tmp_path, MODEL, task="classification", plots="false")  # figures: the regression job above
     assert main(["-q", "run", job]) == 0
     out = tmp_path / "out"
     resolved = yaml.safe_load((out / "config.resolved.yaml").read_text())

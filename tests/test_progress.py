@@ -63,7 +63,7 @@ def test_a_job_prints_stage_lines_with_rows(tmp_path, monkeypatch, capfd):
     job.write_text(
         f"name: t\noutput: out\ndata:\n  train: {{path: {tmp_path / 'd.zarr'}}}\n  chunk_rows: 1000\n"
         "  holdout_fraction: 0.25\nmodel: {gamma: 0.5, n_components: 256, alpha: 0.1}\n"
-        "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
+        "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\nplots: false\n"
     )
     assert main(["run", str(job)]) == 0
     err = capfd.readouterr().err

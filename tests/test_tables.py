@@ -61,7 +61,7 @@ def test_table_through_a_job(sources, tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(
         f"name: t\noutput: out\ndata:\n  train:\n    path: {sources / 'd.parquet'}\n    x: {json.dumps(COLS)}\n"
-        "    y: target\nmodel: {gamma: 0.5, n_components: 32, alpha: 0.1, dtype: float64}\n"
+        "    y: target\nmodel: {gamma: 0.5, n_components: 32, alpha: 0.1, dtype: float64}\nplots: false\n"
         "cluster:\n  local: {n_workers: 1, threads_per_worker: 1}\n"
     )
     assert main(["-q", "run", str(job)]) == 0

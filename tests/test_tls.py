@@ -34,7 +34,7 @@ def test_job_over_tls(tmp_path, caplog):
         assert address.startswith("tls://")
         job = tmp_path / "job.yaml"
         base = (
-            f"name: tls\noutput: out\ndata:\n  train: {{path: {data}}}\nmodel: {{gamma: 0.5, n_components: 32, alpha: 0.1}}\n"
+            f"name: tls\noutput: out\ndata:\n  train: {{path: {data}}}\nmodel: {{gamma: 0.5, n_components: 32, alpha: 0.1}}\nplots: false\n"
             f"cluster:\n  address: {address}\n"
         )
         job.write_text(
