@@ -32,6 +32,7 @@ def falkon_pass_graph(
     panel_rows: int = 1024,
     device: Any = None,
     sketch: Any = None,
+    factor: Any = None,
 ) -> Delayed:
     """Delayed :class:`~bigkernel.numerics.nystroem_block.BlockProducts` of the whole data set.
 
@@ -47,20 +48,24 @@ def falkon_pass_graph(
     split, weights, dtype, panel_rows, device, sketch
         See :func:`~bigkernel.numerics.nystroem_block.kernel_block_products` (``device``: the
         fit's resolved Device, which enters every task as that object).
+    factor : ndarray, Delayed or None
+        The first pass's ``T`` (see ``kernel_block_products``): a reference, as ``fmap``.
 
     Returns
     -------
     Delayed
     """
     return block_sums_graph(
-        X, Y, _block, fmap, V, split, weights, dtype=dtype, panel_rows=panel_rows, device=device, sketch=sketch
+        X, Y, _block, fmap, V, split, weights, factor, dtype=dtype, panel_rows=panel_rows, device=device,
+        sketch=sketch,
     )  # fmt: skip
 
 
-def _block(fmap, V, split, weights, X, Y, start, *, dtype, panel_rows, device, sketch):
+def _block(fmap, V, split, weights, factor, X, Y, start, *, dtype, panel_rows, device, sketch):
     # a module-level function: the tasks' key prefix names the pass in logs and dashboards
     return kernel_block_products(
-        fmap, V, split, weights, X, Y, start, dtype=dtype, panel_rows=panel_rows, device=device, sketch=sketch
+        fmap, V, split, weights, X, Y, start, dtype=dtype, panel_rows=panel_rows, device=device, sketch=sketch,
+        factor=factor,
     )  # fmt: skip
 
 

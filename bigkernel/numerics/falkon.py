@@ -39,7 +39,14 @@ from bigkernel.numerics.cholesky import DEFAULT_BLOCK, panel_cholesky
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JITTER_EPS_MULTIPLE", "FalkonPreconditioner", "FalkonResult", "Preconditioner", "falkon_solve"]
+__all__ = [
+    "JITTER_EPS_MULTIPLE",
+    "FalkonPreconditioner",
+    "FalkonResult",
+    "Preconditioner",
+    "factor_kmm",
+    "falkon_solve",
+]
 
 #: default jitter: this many machine epsilons × the mean diagonal of K_MM × M (≈ 1.1e-13 · M ·
 #: mean diag, Falkon's ``pc_epsilon`` of 1e-13 for float64 with ``εM`` on the diagonal)
@@ -177,19 +184,10 @@ class FalkonPreconditioner:
         copy of it (retried with a small shift when round-off leaves a negative pivot).
         """
         K, jitter = check_kmm(K_MM, jitter)
-        M = K.shape[0]
         alphas = check_alphas(alphas)
         n_w = check_positive("n_w", n_w)
-        W = K if overwrite and K.dtype == np.float64 else np.array(K, dtype=np.float64)
-        W[np.diag_indices(M)] += jitter
-        try:
-            T = panel_cholesky(W, block=block, overwrite=True)
-        except NotPSDError as exc:
-            raise NotPSDError(
-                f"K_MM + jitter·I (M = {M}, jitter = {jitter:.3g}) is not positive definite: {exc} "
-                f"Pass a larger jitter (e.g. {10 * max(jitter, 1e-300):.3g}) or distinct centres."
-            ) from None
-        del W
+        T, jitter = factor_kmm(K, jitter, block=block, overwrite=overwrite)
+        M = T.shape[0]
         distinct = np.unique(alphas)
         if sketch is not None:
             if mean is not None or centre_weights is not None:
@@ -201,6 +199,39 @@ class FalkonPreconditioner:
             P = _nystroem_inner(T, check_vector("mean", mean, M), check_vector("centre_weights", centre_weights, M))
         factors = _a_factors(P, distinct, n_w, block)
         logger.debug("Falkon preconditioner: M = %d, %d distinct alpha, jitter %.3g", M, distinct.size, jitter)
+        return cls(T, factors, alphas, n_w, jitter)
+
+    @classmethod
+    def from_inner(
+        cls, T: np.ndarray, P: np.ndarray, alphas: ArrayLike, n_w: float, jitter: float, *, block: int = DEFAULT_BLOCK
+    ) -> FalkonPreconditioner:
+        """The preconditioner of a factor ``T`` (:func:`factor_kmm`) and an inner matrix ``P``
+        formed by the caller: ``T⁻ᵀ S T⁻¹``, ``S ≈ G / n_w`` (e.g. summed over row blocks in a
+        pass, :func:`~bigkernel.numerics.nystroem_block.kernel_block_products` with ``factor``).
+
+        Parameters
+        ----------
+        T : ndarray of shape (M, M)
+            Upper factor of ``K_MM + jitter·I``.
+        P : ndarray of shape (M, M)
+            Symmetric (positive semi-definite up to round-off); overwritten by nothing (copied per α).
+        alphas : array-like of shape (m,) or float
+        n_w : float
+        jitter : float
+            What :func:`factor_kmm` added to ``K_MM``'s diagonal.
+        block : int, default=4096
+
+        Returns
+        -------
+        FalkonPreconditioner
+        """
+        alphas = check_alphas(alphas)
+        n_w = check_positive("n_w", n_w)
+        M = T.shape[0]
+        P = np.asarray(P, dtype=np.float64)
+        if P.shape != (M, M) or not np.all(np.isfinite(P)):
+            raise DataError(f"the inner matrix must be a finite ({M}, {M}) array, found shape {P.shape}")
+        factors = _a_factors(P, np.unique(alphas), n_w, block)
         return cls(T, factors, alphas, n_w, jitter)
 
     @staticmethod
@@ -339,6 +370,43 @@ def _sketch_panels_inner(T: np.ndarray, panels: Callable[[], Iterable[np.ndarray
     iu = np.triu_indices(M, 1)
     P[iu[1], iu[0]] = P[iu]
     return np.ascontiguousarray(P)
+
+
+def factor_kmm(
+    K_MM: ArrayLike, jitter: float | None = None, *, block: int = DEFAULT_BLOCK, overwrite: bool = False
+) -> tuple[np.ndarray, float]:
+    """``T`` (upper, ``TᵀT = K_MM + jitter·I``) and the jitter (see :meth:`FalkonPreconditioner.build`).
+
+    Parameters
+    ----------
+    K_MM : array-like of shape (M, M)
+    jitter : float, optional
+        Default ``JITTER_EPS_MULTIPLE · eps · mean(diag K_MM) · M``.
+    block : int, default=4096
+    overwrite : bool, default=False
+        Factor over ``K_MM`` (when float64).
+
+    Returns
+    -------
+    T : ndarray of shape (M, M)
+    jitter : float
+
+    Raises
+    ------
+    NotPSDError
+        ``K_MM + jitter·I`` is not positive definite (the message says what to raise).
+    """
+    K, jitter = check_kmm(K_MM, jitter)
+    M = K.shape[0]
+    W = K if overwrite and K.dtype == np.float64 else np.array(K, dtype=np.float64)
+    W[np.diag_indices(M)] += jitter
+    try:
+        return panel_cholesky(W, block=block, overwrite=True), jitter
+    except NotPSDError as exc:
+        raise NotPSDError(
+            f"K_MM + jitter·I (M = {M}, jitter = {jitter:.3g}) is not positive definite: {exc} "
+            f"Pass a larger jitter (e.g. {10 * max(jitter, 1e-300):.3g}) or distinct centres."
+        ) from None
 
 
 def check_kmm(K_MM: ArrayLike, jitter: float | None) -> tuple[np.ndarray, float]:

@@ -11,7 +11,11 @@ and, per block, forms the kernel block ``K_b = k(X_b, C)`` in panels of ``panel_
   column sums of ``K_nM``, for the intercept's centring, and the right-hand sides), the sums
   ``[Σw, Σwy]``, the held-out rows' targets and weights, and (``sketch``) a seeded uniform
   sample of the training rows with their weights, from which the client estimates
-  ``K_nMᵀWK_nM / n_w`` for the preconditioner (:func:`sketch_panels`).
+  ``K_nMᵀWK_nM / n_w`` for the preconditioner (:func:`sketch_panels`), or (``factor``: the
+  upper Cholesky factor ``T`` of ``K_MM + jitter·I``) the preconditioner's inner matrix over
+  every training row of the block, ``Σ w_i T⁻ᵀk_i k_iᵀT⁻¹`` (uncentred: the client centres it,
+  :func:`centred_inner`), in the same panels as the moments: the kernel block is computed once
+  for both.
 
 Every sum leaves the block in float64, whatever the kernel panels' dtype.
 """
@@ -24,12 +28,13 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import blas
 
 from bigkernel._sparse import column_min_max
 from bigkernel.devices import task_device, to_host
 from bigkernel.numerics.namespace import device_of
 
-__all__ = ["BlockProducts", "kernel_block_products", "panel_rows_for", "sketch_panels"]
+__all__ = ["BlockProducts", "centred_inner", "kernel_block_products", "panel_rows_for", "sketch_panels"]
 
 #: bytes of one kernel panel (rows × M) per task: cache-sized, as every panel is swept by the
 #: exp, a cast and two products (diamonds, M = 1,000, one thread: 2,048-row panels 0.36 s a
@@ -74,6 +79,8 @@ class BlockProducts:
         Range of the training rows (first pass only).
     sketch : dict of int to (rows, weights)
         Per block start: its sampled training rows (first pass with ``sketch`` only).
+    inner : ndarray of shape (M, M) or None
+        ``Σ w_i T⁻ᵀk_i k_iᵀT⁻¹`` over training rows, upper triangle (first pass with ``factor`` only).
     """
 
     g: np.ndarray
@@ -82,12 +89,14 @@ class BlockProducts:
     x_min: np.ndarray | None = None
     x_max: np.ndarray | None = None
     sketch: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)
+    inner: np.ndarray | None = None
 
     def __add__(self, other: BlockProducts) -> BlockProducts:
         lo = _fold(np.fmin, self.x_min, other.x_min)
         hi = _fold(np.fmax, self.x_max, other.x_max)
         held, sketch = {**self.held, **other.held}, {**self.sketch, **other.sketch}
-        return BlockProducts(self.g + other.g, self.sums + other.sums, held, lo, hi, sketch)
+        inner = _fold(np.add, self.inner, other.inner)
+        return BlockProducts(self.g + other.g, self.sums + other.sums, held, lo, hi, sketch, inner)
 
     def sketch_rows(self) -> tuple[Any, np.ndarray] | None:
         """The sampled rows and their weights in row order (None when none was sampled)."""
@@ -122,6 +131,7 @@ def kernel_block_products(
     panel_rows: int = 1024,
     device: Any = None,
     sketch: Any = None,
+    factor: np.ndarray | None = None,
 ) -> BlockProducts:
     """The products of one row block (see the module docstring).
 
@@ -148,6 +158,9 @@ def kernel_block_products(
     sketch : HoldoutSplit or None
         First pass: its group-1 rows of positive training weight are returned (rows and
         weights) for the preconditioner's estimate of ``K_nMᵀWK_nM``.
+    factor : ndarray of shape (M, M) or None
+        First pass on the host: the upper factor ``T`` of ``K_MM + jitter·I``; the block then
+        also returns ``inner`` (:func:`moments_and_inner`, in panels of ``panel_rows``).
 
     Returns
     -------
@@ -165,12 +178,16 @@ def kernel_block_products(
         sums[-1] = np.count_nonzero(w_train)
     rows = _Rows(X, Y, w_train, held)
     dev = None if device is None else task_device(device)
-    if dev is not None and dev.is_gpu:
+    inner = None
+    if V is None and factor is not None:
+        g, inner = moments_and_inner(fmap, factor, rows, dtype, panel_rows)
+        images = []
+    elif dev is not None and dev.is_gpu:
         with dev.activate():
             g, images = block_products_in(dev.xp, fmap, V, rows, dtype, device_panel_rows(fmap, dtype))
     else:
         g, images = block_products_in(None, fmap, V, rows, dtype, panel_rows)
-    out = BlockProducts(g, sums)
+    out = BlockProducts(g, sums, inner=inner)
     if held.any():
         out.held[start] = np.column_stack([Y[held], w[held]]) if V is None else np.concatenate(images, axis=0)
     if V is None and np.any(w_train > 0):
@@ -221,6 +238,75 @@ def sketch_panels(
             yield K * scale[lo : lo + panel_rows, None]
 
     return panels
+
+
+def moments_and_inner(
+    fmap: Any, T: np.ndarray, rows: _Rows, dtype: str, panel_rows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first pass's ``g = K_bᵀ[w, w ⊙ Y]`` and the uncentred inner matrix
+    ``Σ w_i T⁻ᵀk_i k_iᵀT⁻¹`` (upper triangle, F-ordered) over the block's training rows, from the
+    same host panels (``2·M²`` flops a row: a triangular solve and a rank-k update, as the
+    client's :func:`sketch_panels` build; the kernel values are the passes', float64 products).
+
+    Parameters
+    ----------
+    fmap : NystroemMap
+    T : ndarray of shape (M, M)
+        Upper factor of ``K_MM + jitter·I``.
+    rows : _Rows
+    dtype : {"float64", "float32"}
+        The kernel panels' precision.
+    panel_rows : int
+
+    Returns
+    -------
+    g : ndarray of shape (M, k + 1)
+    inner : ndarray of shape (M, M)
+    """
+    M = fmap.n_components
+    L = np.asarray(T, dtype=np.float64).T  # lower, F-ordered: L⁻¹ = T⁻ᵀ
+    g = np.zeros((M, rows.Y.shape[1] + 1))
+    inner = np.zeros((M, M), order="F")
+    keep = np.flatnonzero(rows.w_train > 0)
+    for lo in range(0, keep.size, panel_rows):
+        idx = keep[lo : lo + panel_rows]
+        K = np.asarray(fmap.transform_unscaled(rows.X[idx], dtype), dtype=np.float64)
+        w = rows.w_train[idx]
+        g += K.T @ (w[:, None] * np.column_stack([np.ones(idx.size), rows.Y[idx]]))
+        K *= np.sqrt(w)[:, None]  # a fresh array: scaled and solved in place (its .T is F-ordered)
+        Yp = blas.dtrsm(1.0, L, K.T, side=0, lower=1, trans_a=0, overwrite_b=1)
+        inner = blas.dsyrk(1.0, Yp, beta=1.0, c=inner, trans=0, lower=0, overwrite_c=1)
+    return g, inner
+
+
+def centred_inner(T: np.ndarray, inner: np.ndarray, g_w: np.ndarray, n_w: float) -> np.ndarray:
+    """``T⁻ᵀ K̃ᵀWK̃ T⁻¹ / n_w`` (symmetric, C-ordered) from the summed uncentred ``inner`` (upper
+    triangle) of :func:`moments_and_inner` and ``g_w = K_nMᵀw``: with ``u = T⁻ᵀ g_w`` it is
+    ``(inner − u uᵀ / n_w) / n_w``, the centring done after the triangular solve (every
+    ``T⁻ᵀk_i`` has norm at most ``√k(x_i, x_i)``, so the rank-one correction costs no more
+    accuracy than the rank-k update itself; centred before it, through ``T⁻¹`` on both sides, it
+    would lose ``cond(K_MM)``).
+
+    Parameters
+    ----------
+    T : ndarray of shape (M, M)
+    inner : ndarray of shape (M, M)
+        Upper triangle read.
+    g_w : ndarray of shape (M,)
+    n_w : float
+
+    Returns
+    -------
+    ndarray of shape (M, M)
+    """
+    u = blas.dtrsm(1.0, np.asarray(T, dtype=np.float64).T, np.array(g_w, dtype=np.float64, order="F")[:, None],
+                   side=0, lower=1, trans_a=0)[:, 0]  # fmt: skip
+    P = np.triu(inner)
+    P = P + np.triu(P, 1).T
+    v = u / np.sqrt(n_w)
+    P -= np.outer(v, v)  # exactly symmetric
+    P /= n_w
+    return np.ascontiguousarray(P)
 
 
 @dataclass(frozen=True)

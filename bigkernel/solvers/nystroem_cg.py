@@ -12,7 +12,12 @@ centres; ``fit`` runs
 1. one pass for the moments: ``K_nMᵀ[w, w ⊙ y]`` and ``[Σw, Σwy]`` (μ, ȳ and the right-hand
    sides), plus the held-out rows' targets when α is a grid, and a seeded uniform sample of
    about 8 training rows per centre, or every row when that costs at most 25 passes
-   (:func:`sketch_rows`);
+   (:func:`sketch_rows`). With every row (the exact preconditioner) on the host, ``T`` is
+   factored before the pass and the pass's tasks form ``Σ w_i T⁻ᵀk_i k_iᵀT⁻¹`` from the same
+   kernel panels as the moments (:func:`~bigkernel.numerics.nystroem_block.moments_and_inner`):
+   the kernel block is computed once for both, and no rows travel to the client. Data of fewer
+   than :data:`SPLIT_PARTS` row chunks are split into that many (:func:`split_rows`), so that a
+   pass over an in-memory array is not one task on one core;
 2. the preconditioner on the client: :class:`~bigkernel.numerics.falkon.FalkonPreconditioner`
    (Cholesky factors of ``K_MM`` and, per α, of ``T⁻ᵀST⁻¹ + α/n_w I``, ``S`` the sample's
    estimate of ``K̃ᵀWK̃ / n_w``, exact when every row is sampled; Falkon's centres when too
@@ -45,11 +50,11 @@ from sklearn.exceptions import ConvergenceWarning
 from bigkernel.data.sources import Dataset
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.nystroem_pass import falkon_pass_graph
-from bigkernel.numerics.falkon import FalkonPreconditioner, falkon_solve
+from bigkernel.numerics.falkon import FalkonPreconditioner, factor_kmm, falkon_solve
 from bigkernel.numerics.falkon_eigen import EigenFalkonPreconditioner
-from bigkernel.numerics.nystroem_block import BlockProducts, panel_rows_for, sketch_panels
+from bigkernel.numerics.nystroem_block import BlockProducts, centred_inner, panel_rows_for, sketch_panels
 from bigkernel.numerics.splits import HoldoutSplit, row_weights_of
-from bigkernel.runtime import active_client, compute, persist
+from bigkernel.runtime import ROW_ALIGN, active_client, compute, persist
 from bigkernel.solvers.base import Solution
 from bigkernel.solvers.budget import resolve_memory_budget
 from bigkernel.solvers.nystroem import NystroemSolver, NystroemSpec
@@ -92,6 +97,14 @@ PASS_ENTRY_FLOPS = 100
 #: bytes of one panel of the sampled rows (the preconditioner's build)
 SKETCH_PANEL_BYTES = 32 * 2**20
 SKETCH_SEED_SALT = 0x5CE7C4
+
+#: the moments pass forms the exact preconditioner's inner matrix in its tasks (each returns one
+#: ``M × M`` partial sum) when it takes at most this many bytes; else the client forms it from
+#: the sampled rows the pass returns
+INNER_IN_PASS_BYTES = 64 * 2**20
+
+#: a fit splits data of fewer row chunks into this many (2 tasks per thread of a 2-core machine)
+SPLIT_PARTS = 4
 
 #: offsets the held-out split's seed from the centres' (same ``random_state``, independent draws)
 HOLDOUT_SEED_SALT = 0xFA1C0
@@ -259,6 +272,7 @@ class _CGRun:
         self.passes, self.pass_seconds, self.last_images = 0, 0.0, None
         self.held_pred: np.ndarray | None = None
         self.prec_seconds, self.prec_bytes, self.sketch_used = 0.0, 0, 0
+        self.factor, self.inner, self.n_samples = None, None, 0
 
     def _persist_inputs(self) -> None:
         """Keep X and Y in memory across the passes when they fit (else every pass reads them)."""
@@ -267,6 +281,7 @@ class _CGRun:
         self.persisted = nbytes <= PERSIST_FRACTION * budget
         if self.in_task:
             return  # a replicate's rows are in the task's memory already
+        self.X, self.Y = split_rows(self.X, self.Y)
         if self.persisted:
             self.X, self.Y = persist(self.X, self.Y, client=self.client, label="falkon-persist")
         logger.info(
@@ -286,12 +301,18 @@ class _CGRun:
             return dask.compute(graph, scheduler="sync")[0]
         return compute(graph, client=self.client, label=label)[0]
 
-    def run_pass(self, V: np.ndarray | None, label: str, sketch: Any = None) -> BlockProducts:
-        """One pass over the data (the moments, and the ``sketch`` rows, when ``V`` is None)."""
+    def run_pass(self, V: np.ndarray | None, label: str, sketch: Any = None, factor: Any = None) -> BlockProducts:
+        """One pass over the data (the moments, and the ``sketch`` rows or with ``factor`` the
+        preconditioner's inner matrix, when ``V`` is None)."""
         t = time.perf_counter()
+        rows = (
+            self.panel_rows
+            if factor is None
+            else panel_rows_for(self.fmap.n_components, np.float64, SKETCH_PANEL_BYTES)
+        )
         graph = falkon_pass_graph(
             self.X, self.Y, self.fmap_ref, V, split=self.split, weights=self.weights_ref, dtype=self.dtype,
-            panel_rows=self.panel_rows, device=self.fixed.device, sketch=sketch,
+            panel_rows=rows, device=self.fixed.device, sketch=sketch, factor=factor,
         )  # fmt: skip
         out = self._compute(graph, label)
         self.passes += 1
@@ -308,16 +329,12 @@ class _CGRun:
         small = float(np.min(self.alpha_values)) / n_rows < SKETCH_SMALL_RELATIVE_ALPHA
         exact = max(SKETCH_EXACT_BUDGET, self.spec.max_iter // 2) if small else SKETCH_EXACT_BUDGET
         self.sketch_target = sketch_rows(n_rows, M, self.X.shape[1], cols, entry, exact) if cholesky else 0
-        sketch = None
-        if self.sketch_target:
-            seed = int_seed(self.spec.random_state) ^ SKETCH_SEED_SALT
-            sketch = HoldoutSplit(seed, min(1.0, self.sketch_target / self.X.shape[0]))
-        first = self.run_pass(None, "falkon-moments", sketch)
-        self.sketch = first.sketch_rows()
+        first = self._first_pass(gpu)
         n_w = float(first.sums[0])
         if not n_w > 0:
             raise DataError("no training rows of positive weight: nothing to fit")
         self.n_w, self.mu, y_mean = n_w, first.g[:, 0] / n_w, first.sums[1:-1] / n_w
+        self.n_samples = int(first.sums[-1])
         held = first.held_rows()  # [y_v | w_v]
         rhs_k = first.g[:, 1:] - n_w * np.outer(self.mu, y_mean)
         m_alpha, k = self.alpha_values.size, self.k
@@ -340,6 +357,30 @@ class _CGRun:
                     diagnostics["seconds"])  # fmt: skip
         sel = slice(best * k, (best + 1) * k)
         return Solution(beta[:, sel].copy(), intercept[best].copy(), alpha, self.alpha_values, diagnostics, fit)
+
+    def _first_pass(self, gpu: bool) -> BlockProducts:
+        """The moments pass. When every training row is sampled on the host and ``M²·8`` bytes
+        fit :data:`INNER_IN_PASS_BYTES`, ``T`` is factored first and the pass's tasks form the
+        preconditioner's inner matrix from the same kernel panels as the moments (the kernel
+        block once, not again on the client; the triangular solves and rank-k updates spread
+        over the tasks); else the pass returns the sampled rows (``sketch``)."""
+        M, n_rows = self.fmap.n_components, self.X.shape[0]
+        self.factor = None
+        if self.sketch_target >= n_rows and not gpu and M * M * 8 <= INNER_IN_PASS_BYTES:
+            t = time.perf_counter()
+            K_MM = self.fmap.kernel.block(self.fmap.landmarks, self.fmap.landmarks, np.dtype(np.float64))
+            self.factor = factor_kmm(K_MM, overwrite=True)
+            self.prec_seconds += time.perf_counter() - t
+            first = self.run_pass(None, "falkon-moments", factor=self._reference(self.factor[0], "falkon-factor"))
+            self.inner, self.sketch = first.inner, None
+            return first
+        sketch = None
+        if self.sketch_target:
+            seed = int_seed(self.spec.random_state) ^ SKETCH_SEED_SALT
+            sketch = HoldoutSplit(seed, min(1.0, self.sketch_target / n_rows))
+        first = self.run_pass(None, "falkon-moments", sketch)
+        self.sketch = first.sketch_rows()
+        return first
 
     def _warn_unconverged_choice(self, res: Any, best: int, alpha: float) -> None:
         """A held-out score of a column CG has not converged scores an early-stopped model: say
@@ -382,7 +423,7 @@ class _CGRun:
         n_w, mu = self.n_w, self.mu
         t_prec = time.perf_counter()
         prec = self._preconditioner(col_alpha)
-        self.prec_seconds = time.perf_counter() - t_prec
+        self.prec_seconds += time.perf_counter() - t_prec
         self.prec_bytes = prec.nbytes
 
         def gram(V: np.ndarray) -> np.ndarray:
@@ -403,6 +444,12 @@ class _CGRun:
         iterations at α/n = 1e-7, M = 200); the eigendecomposition route and too small a sample
         take Falkon's centres."""
         n_w, mu, M = self.n_w, self.mu, self.fmap.n_components
+        if self.factor is not None:  # every training row, formed in the moments pass
+            T, jitter = self.factor
+            self.sketch_used = int(self.n_samples)
+            P = centred_inner(T, self.inner, mu * n_w, n_w)
+            self.inner = None
+            return FalkonPreconditioner.from_inner(T, P, col_alpha, n_w, jitter)
         K_MM = self.fmap.kernel.block(self.fmap.landmarks, self.fmap.landmarks, np.dtype(np.float64))
         if self.route == "eigen":
             return EigenFalkonPreconditioner.build(K_MM, col_alpha, n_w, mean=mu, overwrite=True)
@@ -437,7 +484,7 @@ class _CGRun:
             "passes": self.passes, "pass_seconds": round(self.pass_seconds, 3),
             "seconds": round(time.perf_counter() - self.t0, 3), "converged": bool(np.all(res.converged)),
             "preconditioner": self.route, "preconditioner_seconds": round(self.prec_seconds, 3),
-            "preconditioner_rows": int(self.sketch_used),
+            "preconditioner_rows": int(self.sketch_used), "inner_in_pass": self.factor is not None,
             "residual_max": float(np.max(res.residual)),
             "preconditioner_bytes": int(self.prec_bytes), "panel_rows": self.panel_rows,
             "data_in_memory": self.persisted, "held_out": None if self.split is None else self.split.fraction,
@@ -465,3 +512,25 @@ def sketch_rows(
         return n_rows
     m = int(min(SKETCH_ROWS_PER_CENTRE * M, SKETCH_PASS_BUDGET * pass_flops / row_flops))
     return m if m >= SKETCH_MIN_ROWS_PER_CENTRE * M else 0
+
+
+def split_rows(X: Any, Y: Any, parts: int = SPLIT_PARTS) -> tuple[Any, Any]:
+    """``X`` and ``Y`` in ``parts`` row chunks of at least :data:`ROW_ALIGN` rows when they have
+    fewer chunks: a pass is one task per chunk, so a numpy input (one chunk: diamonds' 43k rows)
+    ran every pass on one core. The rule depends on the data only, never on the scheduler, so a
+    cluster's fit sums the same chunks as the threaded one (and equals it to round-off).
+
+    Parameters
+    ----------
+    X, Y : dask arrays with the same row chunks
+    parts : int, default=SPLIT_PARTS
+
+    Returns
+    -------
+    X, Y
+    """
+    n = X.shape[0]
+    if X.numblocks[0] >= parts or n < 2 * ROW_ALIGN:
+        return X, Y
+    rows = max(ROW_ALIGN, -(-n // parts))
+    return X.rechunk({0: rows}), Y.rechunk({0: rows})
