@@ -9,7 +9,9 @@ candidates are listed):
 
 - ``a``: n=400,000, D=2048, float32 features, data in memory (``--repeat`` times: the limit grid,
   the fit with both thread splits, the pass alone, the solve after the pass alone (factored
-  eigendecomposition) and a dense ``eigh`` for reference, the load average);
+  eigendecomposition) and a dense ``eigh`` for reference, the load average; in the first
+  repetition the post-pass candidates on 1 and 2 BLAS threads: eigh drivers, ``dsytrd`` alone,
+  with ``dsterf`` / ``dstemr``, the factored route, Cholesky);
   scikit-learn RBFSampler + Ridge on the same data; holdout RMSE on 100,000 fresh rows.
 - ``b``: n=10,000,000, D=1024, float32, read from a zarr store on disk; the limit grid is timed
   on 2M rows and scaled to n; peak RSS at n = 1M, 3M, 10M to show it is flat in n.
@@ -132,6 +134,52 @@ def m_solve(D: int) -> dict:
     t = time.perf_counter()
     solve_primal(st, ALPHA, True, sums_precision("float32"))
     return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb()}
+
+
+def m_lapack(D: int, blas: int = 1) -> dict:
+    """The post-pass candidates on one D × D system (best of 2 each, ``blas`` BLAS threads):
+    dense eigh drivers, the tridiagonal reduction alone and with eigenvalues / MRRR, the fit's
+    factored route with Vᵀb and β, and a Cholesky solve."""
+    import numpy as np
+    import scipy.linalg as sl
+    from scipy.linalg import lapack
+    from threadpoolctl import threadpool_limits
+
+    from bigkernel.numerics.tridiagonal import factored_eigh
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((D, 2 * D))
+    G, b = A @ A.T, rng.standard_normal((D, 1))
+
+    def trd(x):
+        work, _ = lapack.dsytrd_lwork(D, lower=1)
+        return lapack.dsytrd(x.T, lower=1, lwork=int(work), overwrite_a=1)[1:3]
+
+    def factored(x):
+        s, F = factored_eigh(x, overwrite=True)
+        return F.apply(F.apply_transpose(b) / (s + ALPHA)[:, None])
+
+    steps = {
+        "np.linalg.eigh": np.linalg.eigh,
+        "eigh evd": lambda x: sl.eigh(x, driver="evd", check_finite=False, overwrite_a=True),
+        "eigh evr": lambda x: sl.eigh(x, driver="evr", check_finite=False, overwrite_a=True),
+        "dsytrd": trd,
+        "dsytrd+dsterf": lambda x: lapack.dsterf(*trd(x)),
+        "dsytrd+dstemr": lambda x: sl.eigh_tridiagonal(*trd(x), lapack_driver="stemr"),
+        "factored+Vtb+beta": factored,
+        "cholesky+solve": lambda x: sl.cho_solve(sl.cho_factor(x, overwrite_a=True), b),
+    }
+    out = {}
+    with threadpool_limits(blas):
+        for name, fn in steps.items():
+            times = []
+            for _ in range(2):
+                x = G.copy()
+                t = time.perf_counter()
+                fn(x)
+                times.append(time.perf_counter() - t)
+            out[name] = min(times)
+    return {"steps_s": out, "blas": blas, "load": os.getloadavg()}
 
 
 #: the limit's candidates: syrk block sizes and (threads, BLAS threads per thread) splits
@@ -345,7 +393,7 @@ def m_prepass(source: str, chunk_rows: int, dask_threads: int) -> dict:
 
 
 MEASUREMENTS = {
-    "syrk": m_syrk, "pass": m_pass, "eigh": m_eigh, "solve": m_solve, "ours": m_ours, "sklearn": m_sklearn, "prepass": m_prepass,
+    "syrk": m_syrk, "pass": m_pass, "eigh": m_eigh, "solve": m_solve, "lapack": m_lapack, "ours": m_ours, "sklearn": m_sklearn, "prepass": m_prepass,
     "default": m_default,
     "kernels": m_kernels,
 }  # fmt: skip
@@ -380,6 +428,10 @@ def case_a(n: int, D: int, with_sklearn: bool, repeat: int = 1, routes: tuple[st
         r = run("eigh", D=D)
         rows.append({"case": case, "what": f"  (for reference: a dense eigh (evd) of {D}×{D})", **r,
                      "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
+        if rep == 1:
+            for blas in (1, 2):
+                r = run("lapack", D=D, blas=blas)
+                rows.append({"case": case, "what": f"post-pass steps {D}×{D}, {blas} BLAS thread(s)", "lapack": r})
         rows.append({"case": case, "what": "uptime load average after this repetition", "load": os.getloadavg()})
     if with_sklearn:
         r = run("sklearn", n=n, D=D, n_test=100_000)
@@ -485,6 +537,11 @@ def _table(rows: list[dict]) -> str:
                 f"poly-f64 {k['polycos64_ns']:.2f} (err {k['polycos64_err']:.0e}); syrk s f64 {k['syrk64_s']:.3f} "
                 f"f32 {k['syrk32_s']:.3f}"
             )
+            continue
+        if "lapack" in r:
+            k = r["lapack"]
+            steps = "; ".join(f"{name} {t:.2f}" for name, t in k.get("steps_s", {}).items()) or k.get("error")
+            lines.append(f"{r['case']:8s} {r['what']:58s} s: {steps}")
             continue
         if "load" in r:
             lines.append(f"{r['case']:8s} {r['what']:58s} {' '.join(f'{v:.2f}' for v in r['load'])}")

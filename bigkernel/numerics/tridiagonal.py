@@ -10,8 +10,9 @@ something asks for it (:meth:`FactoredEigenvectors.dense`: the posterior varianc
 coefficients of many α).
 
 Measured on the project's shared 2-core AMD EPYC (OpenBLAS 0.3.30, D = 2048, one BLAS thread,
-load average 5-6; see docs/benchmarks.md): ``scipy.linalg.eigh`` (``evd``) 2.2 s, ``evr`` 2.3 s;
-``dsytrd`` + ``dstemr`` + applying ``V``/``Vᵀ`` to a vector: about 0.9 s.
+load average 3; ``bench_rff.py _measure lapack``, docs/benchmarks.md): ``scipy.linalg.eigh``
+(``evd``) 2.00 s, ``evr`` 2.18 s; ``dsytrd`` 0.61 s, with ``dstemr`` 1.22 s, with ``Vᵀb`` and
+``β`` (this module's route) 1.29 s.
 """
 
 from __future__ import annotations
