@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dask
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from bigkernel.errors import ClusterError
+from bigkernel.numerics.threads import threadpool_controller
 
 logger = logging.getLogger(__name__)
 
@@ -312,9 +312,6 @@ def _killed_worker_message(exc, label: str, client) -> str:
     )
 
 
-_controller: ThreadpoolController | None = None
-
-
 def _blas_limits(threads: int):
     """``threadpool_limits`` through one cached controller: a fresh ``threadpool_limits`` scans
     every loaded library (~9 ms), too much per CG matvec.
@@ -325,13 +322,11 @@ def _blas_limits(threads: int):
     :func:`compute` run with other BLAS threads than the code around them, so an exact
     bootstrap replicate no longer matched the weighted fit bit for bit.
     """
-    global _controller
-    if _controller is None:
-        _controller = ThreadpoolController()
+    controller = threadpool_controller()  # shared with the LAPACK thread limits
     current: dict[str, int] = {}
-    for lib in _controller.lib_controllers:
+    for lib in controller.lib_controllers:
         current[lib.user_api] = max(current.get(lib.user_api, 0), lib.num_threads)
-    return _controller.limit(limits={api: min(threads, n) for api, n in current.items()})
+    return controller.limit(limits={api: min(threads, n) for api, n in current.items()})
 
 
 def persist(*graphs, client=None, label: str = "persist"):

@@ -8,7 +8,10 @@ accumulated into float64, on 1 thread × 2 BLAS threads and 2 threads × 1 BLAS 
 candidates are listed):
 
 - ``a``: n=400,000, D=2048, float32 features, data in memory (``--repeat`` times: the limit grid,
-  the fit with both thread splits, the pass alone and the eigh alone, the load average);
+  the fit with both thread splits, the pass alone, the solve after the pass alone (factored
+  eigendecomposition) and a dense ``eigh`` for reference, the load average; in the first
+  repetition the post-pass candidates on 1 and 2 BLAS threads: eigh drivers, ``dsytrd`` alone,
+  with ``dsterf`` / ``dstemr``, the factored route, Cholesky);
   scikit-learn RBFSampler + Ridge on the same data; holdout RMSE on 100,000 fresh rows.
 - ``b``: n=10,000,000, D=1024, float32, read from a zarr store on disk; the limit grid is timed
   on 2M rows and scaled to n; peak RSS at n = 1M, 3M, 10M to show it is flat in n.
@@ -116,6 +119,69 @@ def m_eigh(D: int) -> dict:
     return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb()}
 
 
+def m_solve(D: int) -> dict:
+    """The fit's solve after the pass (``solve_primal``: the factored eigendecomposition of the
+    centred D × D system, β, df, GCV and the evidence at α) on sums of D × 2D random features."""
+    import numpy as np
+
+    from bigkernel.numerics.primal import solve_primal
+    from bigkernel.numerics.sums import SufficientStats, sums_precision
+
+    rng = np.random.default_rng(0)
+    P, y = rng.standard_normal((2 * D, D)), rng.standard_normal((2 * D, 1))
+    st = SufficientStats(np.array([2.0 * D]), P.sum(0)[None], y.sum(0)[None], (y**2).sum(0)[None],
+                         (P.T @ P)[None], (P.T @ y)[None])  # fmt: skip
+    t = time.perf_counter()
+    solve_primal(st, ALPHA, True, sums_precision("float32"))
+    return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb()}
+
+
+def m_lapack(D: int, blas: int = 1) -> dict:
+    """The post-pass candidates on one D × D system (best of 2 each, ``blas`` BLAS threads):
+    dense eigh drivers, the tridiagonal reduction alone and with eigenvalues / MRRR, the fit's
+    factored route with Vᵀb and β, and a Cholesky solve."""
+    import numpy as np
+    import scipy.linalg as sl
+    from scipy.linalg import lapack
+    from threadpoolctl import threadpool_limits
+
+    from bigkernel.numerics.tridiagonal import factored_eigh
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((D, 2 * D))
+    G, b = A @ A.T, rng.standard_normal((D, 1))
+
+    def trd(x):
+        work, _ = lapack.dsytrd_lwork(D, lower=1)
+        return lapack.dsytrd(x.T, lower=1, lwork=int(work), overwrite_a=1)[1:3]
+
+    def factored(x):
+        s, F = factored_eigh(x, overwrite=True)
+        return F.apply(F.apply_transpose(b) / (s + ALPHA)[:, None])
+
+    steps = {
+        "np.linalg.eigh": np.linalg.eigh,
+        "eigh evd": lambda x: sl.eigh(x, driver="evd", check_finite=False, overwrite_a=True),
+        "eigh evr": lambda x: sl.eigh(x, driver="evr", check_finite=False, overwrite_a=True),
+        "dsytrd": trd,
+        "dsytrd+dsterf": lambda x: lapack.dsterf(*trd(x)),
+        "dsytrd+dstemr": lambda x: sl.eigh_tridiagonal(*trd(x), lapack_driver="stemr"),
+        "factored+Vtb+beta": factored,
+        "cholesky+solve": lambda x: sl.cho_solve(sl.cho_factor(x, overwrite_a=True), b),
+    }
+    out = {}
+    with threadpool_limits(blas):
+        for name, fn in steps.items():
+            times = []
+            for _ in range(2):
+                x = G.copy()
+                t = time.perf_counter()
+                fn(x)
+                times.append(time.perf_counter() - t)
+            out[name] = min(times)
+    return {"steps_s": out, "blas": blas, "load": os.getloadavg()}
+
+
 #: the limit's candidates: syrk block sizes and (threads, BLAS threads per thread) splits
 LIMIT_BLOCKS = (8192, 16384, 32768, 65536)
 LIMIT_SPLITS = ((1, 2), (2, 1))
@@ -150,12 +216,21 @@ def m_ours(
     save_coef: str | None = None,
     standardize: bool = False,
     gamma: float = GAMMA,
+    route: str = "factored",
 ) -> dict:
-    """RandomFeatureRidge.fit on the local threaded scheduler; holdout RMSE on fresh rows."""
+    """RandomFeatureRidge.fit on the local threaded scheduler; holdout RMSE on fresh rows.
+    ``route="dense"``: the solve forms the eigenvectors (LAPACK ``evd``, the route before the
+    factored eigendecomposition), for a before/after comparison in one run."""
     import dask
     import numpy as np
 
     from bigkernel import RandomFeatureRidge, open_source
+
+    if route == "dense":
+        from bigkernel.numerics import primal
+
+        real = primal.eigen_path
+        primal.eigen_path = lambda *a, **kw: real(*a, **{**kw, "factored": False})
 
     est = RandomFeatureRidge(
         gamma=gamma,
@@ -318,7 +393,7 @@ def m_prepass(source: str, chunk_rows: int, dask_threads: int) -> dict:
 
 
 MEASUREMENTS = {
-    "syrk": m_syrk, "pass": m_pass, "eigh": m_eigh, "ours": m_ours, "sklearn": m_sklearn, "prepass": m_prepass,
+    "syrk": m_syrk, "pass": m_pass, "eigh": m_eigh, "solve": m_solve, "lapack": m_lapack, "ours": m_ours, "sklearn": m_sklearn, "prepass": m_prepass,
     "default": m_default,
     "kernels": m_kernels,
 }  # fmt: skip
@@ -328,7 +403,7 @@ run = measurement_runner(__file__)
 
 
 # ----------------------------------------------------------------------------- cases
-def case_a(n: int, D: int, with_sklearn: bool, repeat: int = 1) -> list[dict]:
+def case_a(n: int, D: int, with_sklearn: bool, repeat: int = 1, routes: tuple[str, ...] = ("factored",)) -> list[dict]:
     rows = []
     for rep in range(1, repeat + 1):
         case = f"a#{rep}"
@@ -336,17 +411,27 @@ def case_a(n: int, D: int, with_sklearn: bool, repeat: int = 1) -> list[dict]:
         rows += grid
         rows.append({"case": case, "what": f"LIMIT: best syrk above, {n:,}×{D} float32→float64", "time_s": limit,
                      "ratio": 1.0, "peak_rss_mb": float("nan")})  # fmt: skip
+        order = routes if rep % 2 else routes[::-1]  # alternate: no order advantage
         for threads, label in ((2, "2 dask threads × 1 BLAS"), (1, "1 dask thread × 2 BLAS")):
-            r = run("ours", n=n, D=D, dtype="float32", source=None, chunk_rows=131_072, dask_threads=threads,
-                    n_test=100_000)  # fmt: skip
-            rows.append({"case": case, "what": f"bigkernel fit float32, {label}", **r,
-                         "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
+            for route in order:
+                r = run("ours", n=n, D=D, dtype="float32", source=None, chunk_rows=131_072, dask_threads=threads,
+                        n_test=100_000, route=route)  # fmt: skip
+                tag = "" if routes == ("factored",) else f" [{route}]"
+                rows.append({"case": case, "what": f"bigkernel fit float32, {label}{tag}", **r,
+                             "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
         r = run("pass", n=n, D=D, dtype="float32", chunk_rows=131_072, dask_threads=2)
         rows.append({"case": case, "what": "  of which the pass (2 dask threads)", **r,
                      "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
-        r = run("eigh", D=D)
-        rows.append({"case": case, "what": f"  of which the eigh of {D}×{D} float64", **r,
+        r = run("solve", D=D)
+        rows.append({"case": case, "what": f"  of which the solve of {D}×{D} (factored eigh)", **r,
                      "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
+        r = run("eigh", D=D)
+        rows.append({"case": case, "what": f"  (for reference: a dense eigh (evd) of {D}×{D})", **r,
+                     "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
+        if rep == 1:
+            for blas in (1, 2):
+                r = run("lapack", D=D, blas=blas)
+                rows.append({"case": case, "what": f"post-pass steps {D}×{D}, {blas} BLAS thread(s)", "lapack": r})
         rows.append({"case": case, "what": "uptime load average after this repetition", "load": os.getloadavg()})
     if with_sklearn:
         r = run("sklearn", n=n, D=D, n_test=100_000)
@@ -453,6 +538,11 @@ def _table(rows: list[dict]) -> str:
                 f"f32 {k['syrk32_s']:.3f}"
             )
             continue
+        if "lapack" in r:
+            k = r["lapack"]
+            steps = "; ".join(f"{name} {t:.2f}" for name, t in k.get("steps_s", {}).items()) or k.get("error")
+            lines.append(f"{r['case']:8s} {r['what']:58s} s: {steps}")
+            continue
         if "load" in r:
             lines.append(f"{r['case']:8s} {r['what']:58s} {' '.join(f'{v:.2f}' for v in r['load'])}")
             continue
@@ -475,6 +565,11 @@ def main() -> None:
     p.add_argument("--n", type=float, default=None, help="rows (default 4e5 for a/chunking, 1e7 for b)")
     p.add_argument("--D", type=int, default=None, help="features (default 2048 for a/chunking, 1024 for b)")
     p.add_argument("--no-sklearn", action="store_true")
+    p.add_argument(
+        "--solve-route", choices=["factored", "dense", "both"], default="factored",
+        help="case a: the solve after the pass with factored eigenvectors (default), the dense evd "
+        "route before it, or both in the same run (before/after ratios)",
+    )  # fmt: skip
     p.add_argument("--repeat", type=int, default=2, help="repetitions of case a (limit grid and fits)")
     p.add_argument("--no-rss-sweep", action="store_true", help="case b at n only (not also n/10 and 3n/10)")
     p.add_argument("--data-dir", default="bench_results/data")
@@ -484,7 +579,8 @@ def main() -> None:
     rows: list[dict] = []
     t0 = time.perf_counter()
     if args.case in ("a", "all"):
-        rows += case_a(int(args.n or 4e5), args.D or 2048, not args.no_sklearn, args.repeat)
+        routes = ("dense", "factored") if args.solve_route == "both" else (args.solve_route,)
+        rows += case_a(int(args.n or 4e5), args.D or 2048, not args.no_sklearn, args.repeat, routes)
     if args.case in ("b", "all"):
         n = int(args.n or 1e7)
         rows += case_b(n, args.D or 1024, args.data_dir, [] if args.no_rss_sweep else [n // 10, (3 * n) // 10])

@@ -140,11 +140,11 @@ def _spy_block_stats(*args, device, **kwargs):
     return _REAL["block_stats"](*args, device=CPU, **kwargs)
 
 
-def _spy_eigh(G, device):
+def _spy_eigh(G, device, **kwargs):
     from bigkernel.devices import CPU, task_device
 
     _SEEN.append(("eigh", device, task_device(device)))
-    return _REAL["eigh"](G, CPU)
+    return _REAL["eigh"](G, CPU, **kwargs)
 
 
 def _spy_on_the_tasks(monkeypatch) -> list:

@@ -79,7 +79,7 @@ def fold_solutions(folds: SufficientStats, alphas: np.ndarray, fit_intercept: bo
         # target a column (a stacked (D, D) @ (A, D, k) is A matrix-vector products: 2-7× slower)
         scaled = path.z[np.newaxis] / (path.eigvals[np.newaxis, :, None] + alphas[:, None, None])
         A, D, k = scaled.shape
-        coef = (path.eigvecs @ scaled.transpose(1, 0, 2).reshape(D, A * k)).reshape(D, A, k).transpose(1, 0, 2)
+        coef = path.rotate(scaled.transpose(1, 0, 2).reshape(D, A * k)).reshape(D, A, k).transpose(1, 0, 2)
         yield fold, coef, path.mean_y[np.newaxis] - (path.mean_phi @ coef)
 
 

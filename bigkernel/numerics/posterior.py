@@ -37,7 +37,9 @@ The classes return the *unit* variance (σ² = 1); the estimators multiply by ea
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,6 +70,8 @@ __all__ = [
 #: directions with sⱼ/(sⱼ + α) below this are dropped: the variance is then over-estimated by
 #: at most POSTERIOR_RTOL/(1 − POSTERIOR_RTOL) of itself (see the module docstring)
 POSTERIOR_RTOL = 1e-3
+#: held while a posterior forms its kept eigenvectors from a factored decomposition
+_DIRECTIONS_LOCK = threading.Lock()
 #: ``return_cov`` refuses more points than this: the covariance is a dense m × m float64 matrix
 #: (4096² × 8 B = 128 MiB), and the dual path holds one more of that size
 COV_MAX_ROWS = 4096
@@ -93,8 +97,9 @@ class PrimalPosterior:
         Anything with ``transform_unscaled(X, dtype)`` and ``scale``.
     mean_phi : ndarray of shape (D,)
         μ (zeros without intercept).
-    vecs : ndarray of shape (D, r)
-        The kept eigenvectors of ΦcᵀΦc.
+    directions : ndarray of shape (D, r), or a callable returning it
+        The kept eigenvectors of ΦcᵀΦc, or what forms them on first use (:attr:`vecs`: a fit
+        whose eigenvectors were left factored pays for them only when a variance is asked for).
     weights : ndarray of shape (r,)
         Their ``s/(s + α)``.
     alpha : float
@@ -110,7 +115,7 @@ class PrimalPosterior:
 
     fmap: Any
     mean_phi: np.ndarray
-    vecs: np.ndarray
+    directions: np.ndarray | Callable[[], np.ndarray]
     weights: np.ndarray
     alpha: float
     n: float
@@ -118,6 +123,22 @@ class PrimalPosterior:
     rtol: float = POSTERIOR_RTOL
     dtype: str = "float64"
     block_rows: int = 4096
+
+    @property
+    def vecs(self) -> np.ndarray:
+        """The kept eigenvectors, shape (D, r) (formed on first use, once)."""
+        d = self.directions
+        if callable(d):
+            with _DIRECTIONS_LOCK:  # threads of one predict graph: form them once
+                d = self.directions
+                if callable(d):
+                    d = np.ascontiguousarray(d())
+                    object.__setattr__(self, "directions", d)
+        return d
+
+    def __getstate__(self) -> dict:
+        self.vecs  # noqa: B018 - a pickled posterior (dask tasks) carries the directions, not their factors
+        return dict(self.__dict__)
 
     def _centred(self, X: np.ndarray) -> np.ndarray:
         """``φ(X) − μ`` in float64, shape (m, D)."""
@@ -197,15 +218,16 @@ def primal_posterior(
     path: EigenPath, alpha: float, fmap, *, dtype: str, rtol: float = POSTERIOR_RTOL
 ) -> PrimalPosterior:
     """The :class:`PrimalPosterior` of a fitted primal path at ``alpha``: keeps the directions
-    with ``s/(s + α) >= rtol``."""
+    with ``s/(s + α) >= rtol``, formed from ``path`` when first used (``path.eigvec_columns``:
+    a factored path forms only the kept columns, and only if a variance is asked for)."""
     w = path.eigvals / (path.eigvals + alpha)
     keep = w >= rtol
-    D = path.eigvecs.shape[0]
+    D = path.eigvals.shape[0]
     # float64 feature blocks of ≤ 32 MiB
     rows = int(max(256, min(8192, (32 * 2**20) // (8 * max(D, 1)))))
     logger.info("posterior: %d of %d directions kept (s/(s+α) >= %.0e)", int(keep.sum()), D, rtol)
     return PrimalPosterior(
-        fmap, np.asarray(path.mean_phi, dtype=np.float64), np.ascontiguousarray(path.eigvecs[:, keep]),
+        fmap, np.asarray(path.mean_phi, dtype=np.float64), functools.partial(path.eigvec_columns, keep),
         w[keep].copy(), float(alpha), float(path.n), bool(path.fit_intercept), float(rtol), dtype, rows,
     )  # fmt: skip
 

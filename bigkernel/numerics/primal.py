@@ -10,6 +10,12 @@ One eigendecomposition ΦcᵀΦc = V diag(s) Vᵀ then gives, for every α at on
     df(α) = [1 if intercept] + Σ s / (s + α)                  (trace of the hat matrix)
     RSS(α) = ycᵀyc - Σ z² (s + 2α) / (s + α)²
     GCV(α) = n · RSS(α) / (n - df(α))²
+
+On the host the eigenvectors are left factored (:mod:`bigkernel.numerics.tridiagonal`:
+``V = Q W``, Householder reflectors of the tridiagonal reduction and the eigenvectors of the
+tridiagonal matrix): z and β(α) cost ``O(D²)`` each, and the dense ``V`` (``2D³`` flops, LAPACK's
+back-transformation) is formed only when read (:attr:`EigenPath.eigvecs`: the posterior
+variance forms its kept columns on first use).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.evidence import EvidencePath, evidence_path
 from bigkernel.numerics.sums import SufficientStats
 from bigkernel.numerics.threads import lapack_limit
+from bigkernel.numerics.tridiagonal import FactoredEigenvectors, factored_eigh
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +110,16 @@ class PathSpectrum:
 
 @dataclass(frozen=True)
 class EigenPath:
-    """Eigendecomposition of a (centred) primal system, reusable for any α."""
+    """Eigendecomposition of a (centred) primal system, reusable for any α.
+
+    ``vectors`` is the dense ``V`` or, from the host's tridiagonal route, a
+    :class:`~bigkernel.numerics.tridiagonal.FactoredEigenvectors` (``V = Q W`` never formed
+    unless :attr:`eigvecs` is read): β(α), df, GCV and the evidence need only ``V x`` and
+    ``Vᵀb``.
+    """
 
     eigvals: np.ndarray  # (D,), clipped at 0
-    eigvecs: np.ndarray  # (D, D)
+    vectors: np.ndarray | FactoredEigenvectors  # V (D, D), dense or factored
     z: np.ndarray  # (D, k) = Vᵀ Φcᵀ yc
     mean_phi: np.ndarray  # (D,) μ (zeros without intercept)
     mean_y: np.ndarray  # (k,) ȳ (zeros without intercept)
@@ -115,9 +128,25 @@ class EigenPath:
     fit_intercept: bool
     eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
 
+    @property
+    def eigvecs(self) -> np.ndarray:
+        """``V``, shape (D, D) (formed on first use when factored: ``2D³`` flops)."""
+        v = self.vectors
+        return v.dense() if isinstance(v, FactoredEigenvectors) else v
+
+    def rotate(self, X: np.ndarray) -> np.ndarray:
+        """``V X`` for X of shape (D, m), without forming ``V`` when it is factored."""
+        v = self.vectors
+        return v.apply(X) if isinstance(v, FactoredEigenvectors) else v @ X
+
+    def eigvec_columns(self, keep: np.ndarray) -> np.ndarray:
+        """The eigenvectors selected by ``keep`` (mask or indices), shape (D, r), C order."""
+        v = self.vectors
+        return v.columns(keep) if isinstance(v, FactoredEigenvectors) else np.ascontiguousarray(v[:, keep])
+
     def coef(self, alpha: float) -> np.ndarray:
         """β(α), shape (D, k)."""
-        return self.eigvecs @ (self.z / (self.eigvals + alpha)[:, np.newaxis])
+        return self.rotate(self.z / (self.eigvals + alpha)[:, np.newaxis])
 
     def intercept(self, coef: np.ndarray) -> np.ndarray:
         """b = ȳ - μᵀβ, shape (k,)."""
@@ -166,14 +195,19 @@ def centred_system(
 EIGH_DEVICE_MIN_FEATURES = 8192
 
 
-def symmetric_eigh(G: np.ndarray, device: Device = CPU) -> tuple[np.ndarray, np.ndarray]:
+def symmetric_eigh(
+    G: np.ndarray, device: Device = CPU, *, factored: bool = False, overwrite: bool = False
+) -> tuple[np.ndarray, np.ndarray | FactoredEigenvectors]:
     """Eigenvalues and eigenvectors of the symmetric float64 matrix ``G`` (host arrays).
 
-    On the host (LAPACK ``evd``, on the BLAS threads other processes leave idle:
-    :func:`~bigkernel.numerics.threads.lapack_limit`), unless ``device`` is a GPU and ``G`` has
-    more than :data:`EIGH_DEVICE_MIN_FEATURES` rows: then ``xp.linalg.eigh`` in float64 on that GPU
-    (the fit's :class:`~bigkernel.devices.Device`, taken by :func:`~bigkernel.devices.task_device`:
-    in a bootstrap task on a dask-cuda worker, that worker's GPU).
+    On the host (on the BLAS threads other processes leave idle:
+    :func:`~bigkernel.numerics.threads.lapack_limit`): LAPACK ``evd``, or with ``factored`` the
+    tridiagonal route :func:`~bigkernel.numerics.tridiagonal.factored_eigh` (the eigenvectors
+    as reflectors and the tridiagonal matrix's eigenvectors; ``overwrite`` lets it reduce ``G``
+    in place). If ``device`` is a GPU and ``G`` has more than :data:`EIGH_DEVICE_MIN_FEATURES`
+    rows: ``xp.linalg.eigh`` in float64 on that GPU, dense ``V`` (the fit's
+    :class:`~bigkernel.devices.Device`, taken by :func:`~bigkernel.devices.task_device`: in a
+    bootstrap task on a dask-cuda worker, that worker's GPU).
     """
     dev = task_device(device)
     if G.shape[0] > EIGH_DEVICE_MIN_FEATURES:
@@ -181,22 +215,32 @@ def symmetric_eigh(G: np.ndarray, device: Device = CPU) -> tuple[np.ndarray, np.
             with dev.activate():
                 s, V = dev.xp.linalg.eigh(dev.asarray(G))
                 return to_host(s), to_host(V)
+    if factored:
+        return factored_eigh(G, overwrite=overwrite)
     with lapack_limit(G.shape[0]):
-        return scipy.linalg.eigh(G, driver="evd", check_finite=False)
+        return scipy.linalg.eigh(G, driver="evd", check_finite=False, overwrite_a=overwrite)
 
 
 def eigen_path(
-    stats: SufficientStats, fit_intercept: bool = True, eps: float = 1e-13, device: Device = CPU
+    stats: SufficientStats,
+    fit_intercept: bool = True,
+    eps: float = 1e-13,
+    device: Device = CPU,
+    factored: bool = True,
 ) -> EigenPath:
     """Eigendecompose the centred system of ``stats`` (one set) once, for any α.
 
     ``eps`` is the relative precision of the sums (``sums.sums_precision(dtype)``); ``device``
-    where a large system is decomposed (:func:`symmetric_eigh`).
+    where a large system is decomposed (:func:`symmetric_eigh`); ``factored`` (default) keeps
+    the eigenvectors as the tridiagonal reduction's factors on the host (``V`` formed only when
+    read: :attr:`EigenPath.eigvecs`), False forms them (LAPACK ``evd``).
     """
     G, b, yy, mu, ybar, n = centred_system(stats, fit_intercept)
-    G = 0.5 * (G + G.T)  # exact symmetry; float32 block products are symmetric only to rounding
-    s, V = symmetric_eigh(G, device)
-    return EigenPath(np.maximum(s, 0.0), V, V.T @ b, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept, eps)
+    G = G + G.T  # exact symmetry; float32 block products are symmetric only to rounding
+    G *= 0.5
+    s, V = symmetric_eigh(G, device, factored=factored, overwrite=True)
+    z = V.apply_transpose(b) if isinstance(V, FactoredEigenvectors) else V.T @ b
+    return EigenPath(np.maximum(s, 0.0), V, z, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept, eps)
 
 
 #: the ``alpha`` words: a default grid scored by GCV, or by the evidence (maximum marginal likelihood)

@@ -40,6 +40,7 @@ __all__ = [
     "lapack_limit",
     "lapack_threads",
     "others_busy_cores",
+    "threadpool_controller",
 ]
 
 #: seconds over which the other processes' CPU use is sampled
@@ -100,13 +101,17 @@ def others_busy_cores(seconds: float = SAMPLE_SECONDS) -> float | None:
 _controller: ThreadpoolController | None = None
 
 
-def _threadpools() -> ThreadpoolController:
-    """One cached controller: a fresh ``threadpool_info`` / ``threadpool_limits`` scans every
-    loaded library (~10 ms), too much around the many small solves of the SVM's Newton steps."""
+def threadpool_controller() -> ThreadpoolController:
+    """One cached controller for the process (this module and :mod:`bigkernel.runtime`): a
+    fresh ``threadpool_info`` / ``threadpool_limits`` scans every loaded library (~10 ms; the
+    first one 0.05-0.1 s here), too much around the many small solves of the SVM's Newton steps."""
     global _controller
     if _controller is None:
         _controller = ThreadpoolController()
     return _controller
+
+
+_threadpools = threadpool_controller
 
 
 def _blas_threads() -> int:
