@@ -227,9 +227,28 @@ def convergence_findings(est, *, job: bool = False) -> list[Finding]:
     )]  # fmt: skip
 
 
+def held_out_findings(est, *, job: bool = False) -> list[Finding]:
+    """A Nyström CG fit whose chosen α scores no better on its held-out rows than predicting the
+    training mean (held-out R² <= 0): whatever α the grid offered, the model learnt nothing."""
+    info = _first(est, "solver_info_")
+    if not isinstance(info, dict) or "held_out_mse" not in info:
+        return []
+    mse, constant = float(info["held_out_mse"]), float(info["held_out_constant_mse"])
+    if not (np.isfinite(mse) and mse >= constant):
+        return []
+    return [Finding(
+        "held_out_r2_not_positive",
+        f"the chosen α scores a held-out MSE of {mse:.4g}, no better than predicting the training mean "
+        f"({constant:.4g}): the model learnt nothing. If CG did not converge, see that warning; else check the "
+        f"bandwidth γ for the data's scale (or set {_set('standardize', 'true', job)}) and the α grid.",
+    )]  # fmt: skip
+
+
 def fit_findings(est, *, job: bool = False) -> list[Finding]:
-    """Every finding about a fitted model: grid edges, feature scales, CG convergence."""
-    return grid_edge_findings(est, job=job) + feature_scale_findings(est, job=job) + convergence_findings(est, job=job)
+    """Every finding about a fitted model: grid edges, feature scales, CG convergence, a held-out
+    score no better than the mean."""
+    return (grid_edge_findings(est, job=job) + feature_scale_findings(est, job=job)
+            + convergence_findings(est, job=job) + held_out_findings(est, job=job))  # fmt: skip
 
 
 def log_fit(est) -> None:

@@ -399,3 +399,27 @@ def test_float32_panels_converge_where_float32_products_broke_down(monkeypatch):
     p64, p32 = (fits[dt].predict(X[:500]) for dt in ("float64", "float32"))
     # the float32 kernel values (relative 6e-8) move this nearly unpenalised fit by ~1e-4
     assert np.linalg.norm(p32 - p64) <= 1e-3 * np.linalg.norm(p64)
+
+
+def test_a_fit_no_better_than_the_mean_on_its_held_out_rows_is_flagged():
+    """The chosen α's held-out MSE against predicting the training mean on the same rows (both
+    recomputed here from the split): on pure noise the kernel fit overfits and is flagged; on
+    the signal it is not."""
+    from bigkernel.diagnostics import fit_findings
+    from bigkernel.numerics.splits import HoldoutSplit
+
+    X, y = _data(3000)
+    noise = np.random.default_rng(5).normal(size=y.size)
+    kw = {**KW, "gamma": 0.5, "n_components": 300, "alpha": [3e-5, 3e-3]}
+    flagged = NystroemRidge(solver="cg", **kw).fit(X, noise)
+    held = HoldoutSplit(_split_seed(flagged), 0.1).groups(0, y.size) == 1
+    info = flagged.solver_info_
+    constant = np.mean((noise[held] - noise[~held].mean()) ** 2)
+    np.testing.assert_allclose(info["held_out_constant_mse"], constant, rtol=1e-10)
+    np.testing.assert_allclose(info["held_out_mse"], np.mean((flagged.predict(X[held]) - noise[held]) ** 2), rtol=1e-6)
+    assert info["held_out_mse"] > info["held_out_constant_mse"]
+    finding = [f for f in fit_findings(flagged, job=True) if f.code == "held_out_r2_not_positive"]
+    assert finding and "`standardize: true`" in finding[0].message
+    good = NystroemRidge(solver="cg", **kw).fit(X, y)
+    assert good.solver_info_["held_out_mse"] < 0.1 * good.solver_info_["held_out_constant_mse"]
+    assert not [f for f in fit_findings(good) if f.code == "held_out_r2_not_positive"]

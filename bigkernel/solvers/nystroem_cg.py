@@ -351,6 +351,10 @@ class _CGRun:
             n_samples=int(first.sums[-1]), n_features_in=int(self.X.shape[1]), x_min=first.x_min, x_max=first.x_max,
         )  # fmt: skip
         diagnostics = self._diagnostics(res)
+        if scores is not None:  # for the useless-fit check: the chosen α against predicting the mean
+            y_v, w_v = held[:, :k], held[:, k]
+            constant = np.einsum("i,ik->k", w_v, (y_v - y_mean) ** 2) / w_v.sum()
+            diagnostics.update(held_out_mse=float(scores[best].mean()), held_out_constant_mse=float(constant.mean()))
         alpha = float(self.alpha_values[best])
         self._warn_unconverged_choice(res, best, alpha)
         logger.info("Nyström CG: α=%.3g after %d iterations (%d passes, %.1f s)", alpha, res.n_iter, self.passes,
