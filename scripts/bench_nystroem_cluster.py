@@ -51,14 +51,15 @@ def _estimator(M: int, n: int, max_iter: int):
                          max_iter=max_iter, random_state=0)  # fmt: skip
 
 
-def _kill_when_running(client, prefix: str, after: float, out: dict) -> None:
-    """SIGKILL the worker processing a ``prefix`` task, ``after`` seconds from now at the earliest."""
+def _kill_when_running(client, prefix: str, after: float, out: dict, done) -> None:
+    """SIGKILL the worker processing a ``prefix`` task, ``after`` seconds from now at the
+    earliest; give up when ``done`` (a threading.Event: the fit ended first) is set."""
     import signal
 
     pids, t0 = client.run(os.getpid), time.monotonic()
-    time.sleep(after)
-    deadline = time.monotonic() + 3600
-    while time.monotonic() < deadline:
+    if done.wait(after):
+        return
+    while not done.is_set():
         for worker, keys in client.processing().items():
             if any(str(k).startswith(prefix) for k in keys):
                 os.kill(pids[worker], signal.SIGKILL)
@@ -85,14 +86,17 @@ def m_fit(path: str, mode: str, M: int, max_iter: int, coef_path: str, kill_afte
             est.fit(src.X, src.y)
     else:
         with process_cluster(2, out) as (rss, client):
-            killer = None
+            killer, done = None, threading.Event()
             if mode == "cluster-kill":
-                killer = threading.Thread(target=_kill_when_running, args=(client, "falkon-block", kill_after, out))
+                killer = threading.Thread(
+                    target=_kill_when_running, args=(client, "falkon-block", kill_after, out, done)
+                )
                 killer.start()
             with LoadTimer() as t:
                 est.fit(src.X, src.y)
             if killer is not None:
-                killer.join(timeout=1.0)
+                done.set()
+                killer.join()
                 out["worker_replaced"] = out.get("killed_pid") not in client.run(os.getpid).values()
     np.save(coef_path, np.asarray(est.coef_))
     info = est.solver_info_

@@ -111,12 +111,9 @@ def threadpool_controller() -> ThreadpoolController:
     return _controller
 
 
-_threadpools = threadpool_controller
-
-
 def _blas_threads() -> int:
     """The BLAS library's current thread count (its setting, or a caller's limit)."""
-    counts = [int(i.get("num_threads") or 1) for i in _threadpools().info() if i.get("user_api") == "blas"]
+    counts = [int(i.get("num_threads") or 1) for i in threadpool_controller().info() if i.get("user_api") == "blas"]
     return max(counts) if counts else 1
 
 
@@ -146,7 +143,7 @@ def blas_thread_limit(threads: int | None = None) -> Iterator[int]:
     """Run the block with ``threads`` BLAS threads (default :func:`lapack_threads`); yields the
     count."""
     threads = lapack_threads() if threads is None else max(1, int(threads))
-    with _threadpools().limit(limits=threads, user_api="blas"):
+    with threadpool_controller().limit(limits=threads, user_api="blas"):
         yield threads
 
 

@@ -62,16 +62,23 @@ class FactoredEigenvectors:
         D = (self.W if self._dense is None else self._dense).shape[0]
         return D, D
 
-    def _apply_q(self, X: np.ndarray, trans: str) -> np.ndarray:
+    def _parts(self) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``(V or None, (reflectors, tau, W))`` read together: :meth:`dense` may drop the factors
+        from another thread (a predict graph's tasks) between two attribute reads."""
+        with self._lock:
+            return self._dense, (self.reflectors, self.tau, self.W)
+
+    @staticmethod
+    def _apply_q(reflectors: np.ndarray, tau: np.ndarray, X: np.ndarray, trans: str) -> np.ndarray:
         """``Q X`` (``trans="N"``) or ``Qᵀ X`` (``"T"``) for X of shape (D, m), a new array."""
         out = np.array(X, dtype=np.float64, order="F", ndmin=2)
-        if self.tau.size == 0 or out.shape[1] == 0:
+        if tau.size == 0 or out.shape[1] == 0:
             return out
         c = np.asfortranarray(out[1:])
-        _, work, info = lapack.dormqr("L", trans, self.reflectors, self.tau, c, -1)
+        _, work, info = lapack.dormqr("L", trans, reflectors, tau, c, -1)
         lwork = max(int(work[0]), 1)
         with lapack_limit(out.shape[0]):
-            cq, _, info = lapack.dormqr("L", trans, self.reflectors, self.tau, c, lwork, overwrite_c=1)
+            cq, _, info = lapack.dormqr("L", trans, reflectors, tau, c, lwork, overwrite_c=1)
         if info != 0:  # only an illegal argument: a bug here, not bad data
             raise RuntimeError(f"LAPACK dormqr failed (info={info})")
         out[1:] = cq
@@ -80,31 +87,32 @@ class FactoredEigenvectors:
     def apply(self, X: np.ndarray) -> np.ndarray:
         """``V X`` for X of shape (D, m) (or (D,)), float64."""
         X = np.asarray(X, dtype=np.float64)
-        if self._dense is not None:
-            return self._dense @ X
-        out = self._apply_q(self.W @ X.reshape(X.shape[0], -1), "N")
-        return out.reshape(X.shape)
+        V, (refl, tau, W) = self._parts()
+        if V is not None:
+            return V @ X
+        return self._apply_q(refl, tau, W @ X.reshape(X.shape[0], -1), "N").reshape(X.shape)
 
     def apply_transpose(self, X: np.ndarray) -> np.ndarray:
         """``Vᵀ X`` for X of shape (D, m) (or (D,)), float64."""
         X = np.asarray(X, dtype=np.float64)
-        if self._dense is not None:
-            return self._dense.T @ X
-        out = self.W.T @ self._apply_q(X.reshape(X.shape[0], -1), "T")
-        return out.reshape(X.shape)
+        V, (refl, tau, W) = self._parts()
+        if V is not None:
+            return V.T @ X
+        return (W.T @ self._apply_q(refl, tau, X.reshape(X.shape[0], -1), "T")).reshape(X.shape)
 
     def columns(self, keep: np.ndarray) -> np.ndarray:
         """The eigenvectors selected by ``keep`` (boolean mask or indices), shape (D, r),
         C order: ``Q W[:, keep]`` (``O(D²r)``), or a slice of :meth:`dense` once formed."""
-        if self._dense is not None:
-            return np.ascontiguousarray(self._dense[:, keep])
-        return np.ascontiguousarray(self._apply_q(self.W[:, keep], "N"))
+        V, (refl, tau, W) = self._parts()
+        if V is not None:
+            return np.ascontiguousarray(V[:, keep])
+        return np.ascontiguousarray(self._apply_q(refl, tau, W[:, keep], "N"))
 
     def dense(self) -> np.ndarray:
         """``V`` as a (D, D) array (formed once, ``2D³`` flops; the factors are then dropped)."""
         with self._lock:
             if self._dense is None:
-                self._dense = np.ascontiguousarray(self._apply_q(self.W, "N"))
+                self._dense = np.ascontiguousarray(self._apply_q(self.reflectors, self.tau, self.W, "N"))
                 self.reflectors = self.tau = self.W = None  # type: ignore[assignment]
             return self._dense
 
