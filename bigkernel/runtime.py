@@ -18,7 +18,7 @@ import dask
 import numpy as np
 
 from bigkernel.errors import ClusterError
-from bigkernel.numerics.threads import threadpool_controller
+from bigkernel.numerics.threads import measured_pass, threadpool_controller
 
 logger = logging.getLogger(__name__)
 
@@ -241,7 +241,10 @@ def compute(*graphs, client=None, label: str = "pass"):
             running = [f for f in futures if not f.done()]
             if running:  # a failed or interrupted pass must not keep running on the cluster
                 client.cancel(running)
-    with _blas_limits(blas_threads_for(local_threads())), _local_progress(show, label):
+    # worker processes' CPU time is not this process's own: only a threaded pass measures the load
+    processes = dask.config.get("scheduler", None) in ("processes", "multiprocessing")
+    window = contextlib.nullcontext() if processes else measured_pass()
+    with _blas_limits(blas_threads_for(local_threads())), _local_progress(show, label), window:
         return dask.compute(*graphs, scheduler=_local_scheduler())
 
 

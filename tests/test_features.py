@@ -76,6 +76,25 @@ def test_map_depends_on_seed_not_on_rows():
     assert not np.array_equal(f.weights, make_feature_map("laplacian", 4, 50, seed=4, gamma=1.0).weights)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_tiled_transform_into_a_strided_buffer_equals_the_formula(dtype):
+    """The numpy transform works in row tiles (TILE_BYTES) and may write into a view of a wider
+    buffer (the pass's product input): every tile, the partial last one too, is cos(Xω + b)."""
+    from bigkernel.numerics import fourier_features as ff
+
+    D, d = 2048, 5
+    tile = ff.TILE_BYTES // (D * np.dtype(dtype).itemsize)
+    X = np.random.default_rng(5).normal(size=(2 * tile + tile // 3, d))
+    f = make_feature_map("rbf", d, D, seed=2, gamma=0.3)
+    buf = np.full((X.shape[0], D + 3), 7.0, dtype=dtype)
+    got = f.transform_unscaled(X, dtype, out=buf[:, :D])
+    assert np.shares_memory(got, buf)
+    want = np.cos(X @ f.weights + f.offsets)
+    np.testing.assert_allclose(buf[:, :D], want, atol=2e-5 if dtype == "float32" else 1e-12)
+    assert (buf[:, D:] == 7.0).all()  # the columns beside the features are untouched
+    np.testing.assert_array_equal(buf[:, :D], f.transform_unscaled(X, dtype))
+
+
 def test_fourier_basis_matches_lecture_formula():
     x = np.linspace(0, 1, 7)[:, np.newaxis]
     f = make_feature_map("fourier", 1, 6, seed=0)

@@ -123,3 +123,36 @@ def test_fold_coefficients_as_one_gemm_equal_the_stacked_products():
         for a_i, a in enumerate(alphas):
             np.testing.assert_allclose(coef[a_i], path.coef(a), rtol=1e-10, atol=1e-12)
             np.testing.assert_allclose(intercept[a_i], path.intercept(path.coef(a)), rtol=1e-10, atol=1e-12)
+
+
+def test_a_local_pass_measures_the_load_for_the_lapack_call_after_it(monkeypatch):
+    """After a threaded pass of ≥ 1 s, the eigh's thread count comes from the load measured over
+    the pass (no 0.1 s sample); a short pass, or a call long after, samples as before."""
+    import dask
+    import dask.array as da
+
+    from bigkernel.runtime import compute
+
+    samples = []
+    monkeypatch.setattr(threads, "_last", {})
+    monkeypatch.setattr(threads, "_pass_window", None)
+    monkeypatch.setattr(threads, "others_busy_cores", lambda seconds=0.1: samples.append(1) or 0.0)
+    monkeypatch.setattr(threads, "_allowed_cpus", lambda: {0, 1})
+    monkeypatch.setattr(threads, "_blas_threads", lambda: 2)
+    monkeypatch.setattr(threads, "PASS_WINDOW_MIN_SECONDS", 0.0)
+    # 1.5 s of this process's busy time is seen over the pass: 0.3 others (of 2 cores) → 2 threads
+    ticks = iter([(1000, 5000), (1000 + round(1.5 * threads.os.sysconf("SC_CLK_TCK")), 5200)])
+    clock = iter([0.0, 1.0])
+    cpu = iter([0.0, 1.2])
+    real_time = threads.time
+    fake = type("T", (), {"perf_counter": staticmethod(lambda: next(clock)), "process_time": staticmethod(lambda: next(cpu)),
+                          "monotonic": staticmethod(real_time.monotonic), "sleep": staticmethod(real_time.sleep)})  # fmt: skip
+    monkeypatch.setattr(threads, "_busy_ticks", lambda cpus: next(ticks))
+    monkeypatch.setattr(threads, "time", fake)
+    with dask.config.set(scheduler="threads"):
+        compute(da.ones(10).sum())
+    assert threads._pass_window is not None and threads._pass_window[1] == pytest.approx(0.3, abs=1e-9)
+    assert threads.lapack_threads() == 2 and samples == []  # the pass's figure, no sample
+    monkeypatch.setattr(threads, "_last", {})
+    monkeypatch.setattr(threads, "_pass_window", (real_time.monotonic() - threads.REUSE_SECONDS - 1, 0.0))
+    assert threads.lapack_threads() == 2 and samples == [1]  # too old: sampled again

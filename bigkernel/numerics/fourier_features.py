@@ -68,6 +68,12 @@ def _unit_frequencies(kernel: str, sampler: str, nu: float, d: int, m: int, rng:
     raise ParameterError(f"no spectral sampler for kernel {kernel!r}")
 
 
+#: bytes of one row tile of the numpy transform (the GEMM's output, read back by the cosines):
+#: within a core's L2 here (1 MiB); measured on an 8,192 × 2,048 float32 block, 1 thread: 54 ms
+#: in one piece, 47-48 ms in tiles of 64-1,024 rows (the cosines alone 36 ms)
+TILE_BYTES = 2**20
+
+
 @dataclass(frozen=True, eq=False)
 class FeatureMap:
     """A fitted feature map: frequencies ``weights`` (d, m) and offsets ``offsets`` (m,).
@@ -141,11 +147,16 @@ class FeatureMap:
         if out is None:
             out = np.empty((X.shape[0], self.n_components), dtype=dtype)
         if self.form == "cos":
-            # [x, 1] @ [ω; b]: the offsets ride in the GEMM instead of one more pass over n × D
+            # [x, 1] @ [ω; b]: the offsets ride in the GEMM instead of one more pass over n × D;
+            # in row tiles, so the cosines read the GEMM's output from cache, not from memory
             aug = np.empty((X.shape[0], X.shape[1] + 1), dtype=dtype)
             aug[:, :-1], aug[:, -1] = X, 1.0
-            z = np.matmul(aug, self._augmented_weights(dtype), out=out)
-            return np.cos(z, out=z)
+            weights = self._augmented_weights(dtype)
+            tile = max(1, TILE_BYTES // (self.n_components * dtype.itemsize))
+            for lo in range(0, X.shape[0], tile):
+                z = np.matmul(aug[lo : lo + tile], weights, out=out[lo : lo + tile])
+                np.cos(z, out=z)
+            return out
         z = X.astype(dtype, copy=False) @ self._params_as(dtype)[0]
         np.cos(z, out=out[:, : z.shape[1]])
         np.sin(z, out=out[:, z.shape[1] :])

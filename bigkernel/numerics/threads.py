@@ -39,6 +39,7 @@ __all__ = [
     "blas_thread_limit",
     "lapack_limit",
     "lapack_threads",
+    "measured_pass",
     "others_busy_cores",
     "threadpool_controller",
 ]
@@ -84,18 +85,47 @@ def others_busy_cores(seconds: float = SAMPLE_SECONDS) -> float | None:
     """Cores busy with other processes (or stolen by the host) over the next ``seconds``:
     the machine's busy time on the CPUs this process may use, less this process's CPU time.
     None where ``/proc/stat`` is not available."""
+    with _busy_window() as window:
+        time.sleep(seconds)
+    return window.get("others")
+
+
+@contextlib.contextmanager
+def _busy_window() -> Iterator[dict]:
+    """Measure the other processes' busy cores while the block runs; the yielded dict gets
+    ``others`` (cores) and ``wall`` (seconds) when the block ends, nothing off Linux."""
+    out: dict = {}
     cpus = _allowed_cpus()
     first = _busy_ticks(cpus)
-    if first is None:
-        return None
     c0, t0 = time.process_time(), time.perf_counter()
-    time.sleep(seconds)
-    second = _busy_ticks(cpus)
+    yield out
+    second = None if first is None else _busy_ticks(cpus)
     wall, own = time.perf_counter() - t0, time.process_time() - c0
     if second is None or wall <= 0:
-        return None
+        return
     busy = (second[0] - first[0]) / os.sysconf("SC_CLK_TCK")
-    return min(float(len(cpus)), max(0.0, (busy - own) / wall))  # ticks of 10 ms: ±0.2 cores at 0.1 s
+    out["others"] = min(float(len(cpus)), max(0.0, (busy - own) / wall))  # ticks of 10 ms: ±0.2 cores at 0.1 s
+    out["wall"] = wall
+
+
+#: a local pass of at least this many seconds measures the other processes' load for the
+#: LAPACK call after it (:func:`measured_pass`), instead of a fresh sample
+PASS_WINDOW_MIN_SECONDS = 1.0
+_pass_window: tuple[float, float] | None = None  # (when the last measured pass ended, others' cores)
+
+
+@contextlib.contextmanager
+def measured_pass() -> Iterator[None]:
+    """Around a pass on this process's own threads (dask's local scheduler): the other
+    processes' busy cores over the pass, which :func:`lapack_threads` uses for a call within
+    :data:`REUSE_SECONDS` after it instead of sleeping through a 0.1 s sample (the eigh after a
+    one-pass fit: 0.1 s of ~1 s). This process's threads are its own CPU time, so the pass
+    never counts itself; a pass on worker processes must not be measured this way."""
+    global _pass_window
+    with _busy_window() as window:
+        yield
+    if window.get("wall", 0.0) >= PASS_WINDOW_MIN_SECONDS:
+        _pass_window = (time.monotonic(), window["others"])
 
 
 _controller: ThreadpoolController | None = None
@@ -127,7 +157,8 @@ def lapack_threads() -> int:
     last = _last.get(cap)
     if last is not None and now - last[0] < REUSE_SECONDS:
         return last[1]
-    others = others_busy_cores()
+    recent = _pass_window is not None and now - _pass_window[0] < REUSE_SECONDS
+    others = _pass_window[1] if recent else others_busy_cores()
     if others is None:
         return cap
     idle = len(_allowed_cpus()) - others
