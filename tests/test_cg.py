@@ -169,6 +169,33 @@ def test_breakdown_on_indefinite_operator():
     assert "not positive definite" in str(info.value)
 
 
+def test_a_broken_down_column_stops_and_the_others_finish():
+    """on_breakdown="stop": the column whose operator is indefinite stops (marked, not
+    converged, its iterate the one before the breakdown); the others reach the dense solution,
+    with the step callback never stepping the stopped column."""
+    A = random_spd(30, 1e2, 3)
+    bad = np.diag(np.r_[np.ones(29), -1e3])  # pᵀAp < 0 once the last coordinate dominates
+    rng = np.random.default_rng(4)
+    B = rng.normal(size=(30, 3))
+    B[-1, 1] = 10.0
+
+    def column_mv(V, cols):
+        return np.column_stack([(bad if c == 1 else A) @ V[:, i] for i, c in enumerate(cols)])
+
+    stepped = []
+    res = conjugate_gradient(column_mv, B, tol=1e-10, column_matvec=True, on_breakdown="stop",
+                             step_callback=lambda cols, step: stepped.append(cols))  # fmt: skip
+    assert res.breakdown.tolist() == [False, True, False]
+    assert res.converged.tolist() == [True, False, True]
+    np.testing.assert_allclose(res.x[:, [0, 2]], np.linalg.solve(A, B[:, [0, 2]]), rtol=1e-7, atol=1e-9)
+    assert all(1 not in cols for cols in stepped) and np.all(res.x[:, 1] == 0)  # broke down at iteration 1
+    with pytest.raises(NotPSDError, match="column 1 at iteration 1"):
+        conjugate_gradient(column_mv, B, tol=1e-10, column_matvec=True)
+    assert conjugate_gradient(mv(A), B[:, 0], tol=1e-10).breakdown is None  # "raise": not tracked
+    with pytest.raises(ParameterError, match="on_breakdown"):
+        conjugate_gradient(mv(A), B, on_breakdown="skip")
+
+
 def test_breakdown_from_negative_shift():
     with pytest.raises(NotPSDError):
         conjugate_gradient(mv(np.eye(5)), np.ones(5), shift=-2.0)

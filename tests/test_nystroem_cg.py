@@ -7,6 +7,7 @@ ExactKernelRidge when the centres are all training rows, dense numpy for the pas
 import numpy as np
 import pytest
 import zarr
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import bigkernel
@@ -423,3 +424,62 @@ def test_a_fit_no_better_than_the_mean_on_its_held_out_rows_is_flagged():
     good = NystroemRidge(solver="cg", **kw).fit(X, y)
     assert good.solver_info_["held_out_mse"] < 0.1 * good.solver_info_["held_out_constant_mse"]
     assert not [f for f in fit_findings(good) if f.code == "held_out_r2_not_positive"]
+
+
+def _one_d(n=4000):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (n, 1))
+    return X, np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+
+
+def test_a_breakdown_at_one_alpha_of_a_grid_leaves_that_alpha_out():
+    """1-d rbf centres, every row sampled, α/n = 1e-14: round-off makes the computed system
+    indefinite and CG breaks down in that column. In a grid the column stops, is left out of the
+    choice (warned, named in solver_info_) and the other α finish as they would alone; one α
+    alone still raises NotPSDError saying what to change."""
+    from bigkernel.errors import NotPSDError
+
+    X, y = _one_d()
+    n = len(y)
+    kw = dict(gamma=1.0, n_components=300, landmarks="uniform", random_state=0, solver="cg", tol=1e-6)
+    with pytest.warns(ConvergenceWarning, match=r"broke down .*α=4e-11 .*left out of the held-out choice"):
+        grid = NystroemRidge(alpha=[1e-14 * n, 1e-6 * n, 1e-3 * n], **kw).fit(X, y)
+    assert grid.solver_info_["breakdown_alphas"] == [1e-14 * n] and grid.alpha_ != 1e-14 * n
+    assert grid.solver_info_["converged"]  # the other columns converged
+    pair = NystroemRidge(alpha=[1e-6 * n, 1e-3 * n], **kw).fit(X, y)
+    assert grid.alpha_ == pair.alpha_
+    # (another preconditioner: the grid's smallest α buys every row; the same model to tol)
+    assert _rel(grid.predict(X), pair.predict(X)) < 1e-4
+    np.testing.assert_allclose(grid.validation_scores_[1:], pair.validation_scores_, rtol=1e-4)
+    with pytest.raises(NotPSDError, match=r"CG broke down .*the only α.* larger α"):
+        NystroemRidge(alpha=1e-14 * n, **kw).fit(X, y)
+
+
+def test_an_early_stopped_alpha_must_clearly_beat_the_converged_ones(monkeypatch):
+    """An α whose CG stopped at max_iter is chosen over the best converged α only when its
+    held-out MSE is EARLY_STOPPED_MARGIN lower: the held-out rows lie among the training rows,
+    where CG has shrunk the iterate's error, and cannot see it elsewhere (diamonds, M = 8,000:
+    1.4 % better held out, test RMSE 0.197 against 0.100). Falkon's centres (the eigen route)
+    leave α = 0.03 above tol = 1e-3 after 20 passes while α = 0.3 converges."""
+    from bigkernel.solvers import nystroem_cg
+
+    monkeypatch.setattr(nystroem_cg, "EIGEN_MIN_ALPHAS", 2)
+    X, y = _data(3000)
+    kw = dict(alpha=[0.03, 0.3], solver="cg", tol=1e-3, max_iter=20, **KW)
+    with pytest.warns(ConvergenceWarning, match="did not converge for 1 of 2"):
+        est = NystroemRidge(**kw).fit(X, y)
+    stopped, done = est.residuals_[-1] > 1e-3
+    assert stopped and not done
+    early, converged = est.validation_scores_
+    assert early < converged < early / (1 - nystroem_cg.EARLY_STOPPED_MARGIN)  # better, but not by the margin
+    assert est.alpha_ == 0.3 and est.solver_info_["early_stopped_alpha_passed_over"] == 0.03
+    assert est.solver_info_["held_out_mse"] == converged
+    # far better held out (α = 30 converged, underfits): the early-stopped α is kept, with the warning
+    with pytest.warns(ConvergenceWarning) as seen:
+        kept = NystroemRidge(**{**kw, "alpha": [0.03, 30.0]}).fit(X, y)
+    assert any("chosen on the held-out split, did not reach tol" in str(w.message) for w in seen)
+    assert kept.alpha_ == 0.03 and "early_stopped_alpha_passed_over" not in kept.solver_info_
+    from bigkernel.diagnostics import fit_findings
+
+    stopped_model = [f.code for f in fit_findings(kept)] + [f.code for f in fit_findings(est)]
+    assert stopped_model.count("cg_not_converged") == 1  # the model's own α stopped early: kept's only

@@ -56,6 +56,9 @@ class CGResult:
     n_matvec : int
         Calls of ``matvec`` (iterations plus residual recomputations), the cost that matters
         when every matvec is a pass over the Gram matrix.
+    breakdown : bool or ndarray of shape (m,) or None
+        With ``on_breakdown="stop"``: the columns CG stopped at a breakdown (``pᵀAp`` or
+        ``rᵀM⁻¹r`` not > 0; ``x`` holds their last iterate before it). None with ``"raise"``.
     """
 
     x: np.ndarray
@@ -63,6 +66,7 @@ class CGResult:
     residual: Any
     converged: Any
     n_matvec: int = 0
+    breakdown: Any = None
 
 
 class _Operator:
@@ -139,10 +143,16 @@ def _check_options(max_iter: int | None, recompute_every: int, n: int) -> int:
     return 10 * n if max_iter is None else check_int("max_iter", max_iter, 1)
 
 
-def _breakdown(what: str, values: Any, cols: np.ndarray, it: int) -> None:
-    """Raise NotPSDError if any of ``values`` (pᵀAp or rᵀz, any namespace) is not > 0."""
+def _breakdown(what: str, values: Any, cols: np.ndarray, it: int, broken: np.ndarray | None = None) -> np.ndarray:
+    """The columns among ``cols`` whose ``values`` (pᵀAp or rᵀz, any namespace) are not > 0:
+    marked in ``broken`` (``on_breakdown="stop"``), else NotPSDError (None: raise)."""
     values = to_host(values)
     bad = ~(values > 0)
+    if broken is not None:
+        if bad.any():
+            broken[cols[bad]] = True
+            logger.info("CG breakdown at iteration %d in column(s) %s: %s <= 0; stopped", it, cols[bad].tolist(), what)
+        return bad
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         raise NotPSDError(
@@ -152,6 +162,7 @@ def _breakdown(what: str, values: Any, cols: np.ndarray, it: int) -> None:
             + " is not positive definite. Check the kernel with check_psd, increase alpha, or "
             "use a PSD kernel / SPD preconditioner."
         )
+    return bad
 
 
 def conjugate_gradient(
@@ -168,6 +179,7 @@ def conjugate_gradient(
     column_matvec: bool = False,
     step_callback: Callable[[np.ndarray, np.ndarray], None] | None = None,
     warn_not_converged: bool = True,
+    on_breakdown: str = "raise",
 ) -> CGResult:
     """Solve ``(A + shift_j I) x_j = b_j`` for every column ``j`` by preconditioned CG.
 
@@ -221,6 +233,10 @@ def conjugate_gradient(
     warn_not_converged : bool, default=True
         Warn when a column has not converged; a caller with its own, more specific warning
         turns this off.
+    on_breakdown : {"raise", "stop"}, default="raise"
+        ``"stop"``: a column whose ``pᵀAp`` or ``rᵀM⁻¹r`` is not > 0 stops there (its last
+        iterate kept, ``CGResult.breakdown`` marks it, not converged) and the other columns
+        go on — for a grid of penalties where round-off breaks the smallest one down.
 
     Returns
     -------
@@ -231,6 +247,7 @@ def conjugate_gradient(
     NotPSDError
         Breakdown: ``pᵀ(A + shift I)p <= 0`` (the operator is not positive definite) or
         ``rᵀM⁻¹r <= 0`` (the preconditioner is not); the message names column and iteration.
+        Not with ``on_breakdown="stop"``.
 
     Warns
     -----
@@ -273,21 +290,30 @@ def conjugate_gradient(
 
     # the active columns only, compacted: converged ones leave the working arrays (and the
     # matvec) and their solutions go back into X
+    if on_breakdown not in ("raise", "stop"):
+        raise ParameterError(f"on_breakdown must be 'raise' or 'stop', found {on_breakdown!r}")
+    broken = np.zeros(m, bool) if on_breakdown == "stop" else None
     active = np.flatnonzero(~converged)
     Xa, Ra, Ba = (take_rows(xp, A, active, axis=1) for A in (X, R, Bm))
     Pa, rz = Ra, None
     if active.size:
         Z = prec(Ra, active)
         rz = _col_dot(xp, Ra, Z)
-        _breakdown("rᵀM⁻¹r", rz, active, 0)
+        bad = _breakdown("rᵀM⁻¹r", rz, active, 0, broken)
         Pa = Z
+        if bad.any():  # stopped before a step: x0 (or zero) is their iterate
+            X, active, (Xa, Ra, Ba, Pa, rz) = _retire(xp, X, active, bad, Xa, Ra, Ba, Pa, rz)
 
     it = 0
     while active.size and it < max_iter:
         it += 1
         APa = op(Pa, active)
         pAp = _col_dot(xp, Pa, APa)
-        _breakdown("pᵀAp", pAp, active, it)
+        bad = _breakdown("pᵀAp", pAp, active, it, broken)
+        if bad.any():  # no step for them: their iterate is the last one
+            X, active, (Xa, Ra, Ba, Pa, rz, APa, pAp) = _retire(xp, X, active, bad, Xa, Ra, Ba, Pa, rz, APa, pAp)
+            if not active.size:
+                break
         step = rz / pAp
         if step_callback is not None:
             step_callback(active.copy(), np.array(to_host(step), dtype=np.float64))
@@ -304,24 +330,37 @@ def conjugate_gradient(
             X = _put_columns(xp, X, Xa, active)
             callback(it, X, residual)
         if done.any():
-            X = _put_columns(xp, X, Xa, active, done)
-            keep = np.flatnonzero(~done)
-            active = active[keep]
+            X, active, (Xa, Ra, Ba, Pa, rz) = _retire(xp, X, active, done, Xa, Ra, Ba, Pa, rz)
             if not active.size:
                 break
-            Xa, Ra, Ba, Pa, rz = (take_rows(xp, A, keep, axis=A.ndim - 1) for A in (Xa, Ra, Ba, Pa, rz))
         Z = prec(Ra, active)
         rz_new = _col_dot(xp, Ra, Z)
-        _breakdown("rᵀM⁻¹r", rz_new, active, it)
+        bad = _breakdown("rᵀM⁻¹r", rz_new, active, it, broken)
+        if bad.any():  # this iteration's step was taken: its iterate stands
+            X, active, (Xa, Ra, Ba, Pa, rz, Z, rz_new) = _retire(xp, X, active, bad, Xa, Ra, Ba, Pa, rz, Z, rz_new)
+            if not active.size:
+                break
         Pa = Z + Pa * (rz_new / rz)
         rz = rz_new
     if active.size:
         X = _put_columns(xp, X, Xa, active)
 
-    _report(n_iter, residual, converged, tols, max_iter, op.calls, warn_not_converged)
+    _report(n_iter, residual, converged | (False if broken is None else broken), tols, max_iter, op.calls,
+            warn_not_converged)  # fmt: skip
     if squeeze:
-        return CGResult(X[:, 0], int(n_iter[0]), float(residual[0]), bool(converged[0]), op.calls)
-    return CGResult(X, n_iter, residual, converged, op.calls)
+        b0 = None if broken is None else bool(broken[0])
+        return CGResult(X[:, 0], int(n_iter[0]), float(residual[0]), bool(converged[0]), op.calls, b0)
+    return CGResult(X, n_iter, residual, converged, op.calls, broken)
+
+
+def _retire(
+    xp: Any, X: Any, active: np.ndarray, stop: np.ndarray, Xa: Any, *others: Any
+) -> tuple[Any, np.ndarray, list]:
+    """Columns ``stop`` (a mask over ``active``) leave the loop: their iterates go into ``X``, and
+    the working arrays (``Xa`` first, columns last axis) keep the others."""
+    X = _put_columns(xp, X, Xa, active, stop)
+    keep = np.flatnonzero(~stop)
+    return X, active[keep], [take_rows(xp, A, keep, axis=A.ndim - 1) for A in (Xa, *others)]
 
 
 def _is_array(a: Any) -> bool:

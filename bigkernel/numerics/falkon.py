@@ -529,6 +529,8 @@ class FalkonResult:
         ``residual <= tol``.
     n_gram_calls : int
         Calls of ``gram``: ``n_iter``, plus one for the initial residual when ``x0`` is given.
+    breakdown : ndarray of shape (m,)
+        Columns CG stopped at a breakdown (``on_breakdown="stop"``; all False otherwise).
     """
 
     beta: np.ndarray
@@ -538,6 +540,7 @@ class FalkonResult:
     history: np.ndarray
     converged: np.ndarray
     n_gram_calls: int
+    breakdown: np.ndarray | None = None
 
 
 class _System:
@@ -574,6 +577,7 @@ def falkon_solve(
     step_hook: StepHook | None = None,
     x0: ArrayLike | None = None,
     exact_kmm: bool = False,
+    on_breakdown: str = "raise",
 ) -> FalkonResult:
     """Solve ``(G + α_j K_MM) β_j = rhs_j`` for every column ``j`` by Falkon's preconditioned CG.
 
@@ -616,6 +620,11 @@ def falkon_solve(
         (:meth:`FalkonPreconditioner.kmm_matvec`); CG can then break down
         (:class:`~bigkernel.errors.NotPSDError`) when ``K_MM`` is numerically singular
         (smooth kernel, few dimensions, close centres: measured in 1-D rbf data).
+    on_breakdown : {"raise", "stop"}, default="raise"
+        ``"stop"``: a column whose CG breaks down (round-off makes the computed operator
+        indefinite at a tiny α) stops at its last iterate, marked in
+        ``FalkonResult.breakdown``, and the others go on (a grid of α); ``"raise"``:
+        :class:`~bigkernel.errors.NotPSDError`.
 
     Returns
     -------
@@ -624,7 +633,8 @@ def falkon_solve(
     Raises
     ------
     NotPSDError
-        CG breakdown: ``gram`` is not PSD (the message names column and iteration).
+        CG breakdown: ``gram`` is not PSD (the message names column and iteration), unless
+        ``on_breakdown="stop"``.
     ParameterError, DataError
         ``alphas`` do not match ``prec``; shapes that do not match ``M``.
 
@@ -659,6 +669,7 @@ def falkon_solve(
     res = conjugate_gradient(
         system, b, x0=g0, tol=tol, max_iter=max_iter, recompute_every=max_iter + 1,
         callback=record, column_matvec=True, step_callback=step_hook, warn_not_converged=False,
+        on_breakdown=on_breakdown,
     )  # fmt: skip
     beta = prec.apply(res.x, cols)
     result = FalkonResult(
@@ -669,6 +680,7 @@ def falkon_solve(
         history=_history(b, rows, system, g0 is not None),
         converged=res.converged,
         n_gram_calls=system.calls,
+        breakdown=np.zeros(m, bool) if res.breakdown is None else np.asarray(res.breakdown, bool),
     )
     _report(result, alphas, tol, max_iter, prec)
     return result
@@ -713,7 +725,9 @@ def _report(result: FalkonResult, alphas: np.ndarray, tol: float, max_iter: int,
             float(np.max(result.residual, initial=0.0)),
         )
         return
-    bad = np.flatnonzero(~np.asarray(result.converged))
+    bad = np.flatnonzero(~np.asarray(result.converged) & ~result.breakdown)
+    if not bad.size:
+        return  # the broken-down columns are the caller's to report (on_breakdown="stop")
     shown = ", ".join(f"column {j} (alpha={alphas[j]:.3g}): {result.residual[j]:.3g}" for j in bad[:5])
     warnings.warn(
         f"Falkon CG did not converge for {bad.size} of {alphas.size} column(s) after max_iter={max_iter} "
