@@ -31,6 +31,7 @@ def _cap() -> int:
 ])  # fmt: skip
 def test_lapack_threads_follow_the_idle_cores(monkeypatch, others, cores, cap, expected):
     monkeypatch.setattr(threads, "_last", {})
+    monkeypatch.setattr(threads, "_pass_window", None)  # a real pass of an earlier test must not answer
     monkeypatch.setattr(threads, "others_busy_cores", lambda seconds=threads.SAMPLE_SECONDS: others)
     monkeypatch.setattr(threads, "_allowed_cpus", lambda: set(range(cores)))
     monkeypatch.setattr(threads, "_blas_threads", lambda: cap)
@@ -57,6 +58,7 @@ def test_a_decision_is_reused_for_a_burst_of_calls_then_sampled_again(monkeypatc
 
     clock = {"t": 100.0}
     monkeypatch.setattr(threads, "_last", {})
+    monkeypatch.setattr(threads, "_pass_window", None)
     monkeypatch.setattr(threads, "others_busy_cores", others)
     monkeypatch.setattr(threads, "_allowed_cpus", lambda: {0, 1})
     monkeypatch.setattr(threads, "_blas_threads", lambda: 2)

@@ -157,7 +157,7 @@ def lapack_threads() -> int:
     last = _last.get(cap)
     if last is not None and now - last[0] < REUSE_SECONDS:
         return last[1]
-    recent = _pass_window is not None and now - _pass_window[0] < REUSE_SECONDS
+    recent = _pass_window is not None and 0.0 <= now - _pass_window[0] < REUSE_SECONDS
     others = _pass_window[1] if recent else others_busy_cores()
     if others is None:
         return cap
