@@ -17,7 +17,9 @@ On an idle machine two threads gain ~1.7× (``eigh`` at n = 2000: 0.6 s against 
 thread count follows the cores the *other* processes leave idle, measured just before the call
 from ``/proc/stat`` (this process's own CPU time subtracted, so a fit never counts itself),
 capped by the BLAS library's current setting (a caller's ``threadpool_limits`` wins). A
-decision is reused for :data:`REUSE_SECONDS`, so a burst of calls pays one 0.1 s sample.
+decision is reused for :data:`REUSE_SECONDS`, so a burst of calls pays one 0.1 s sample; a call
+within that time after a local pass (:func:`measured_pass`, around every threaded
+:func:`bigkernel.runtime.compute`) takes the load measured over the pass and pays none.
 """
 
 from __future__ import annotations
