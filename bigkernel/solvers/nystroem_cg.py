@@ -359,8 +359,10 @@ class _CGRun:
         beta = res.beta
         intercept = y_mean[np.newaxis, :] - (self.mu @ beta).reshape(m_alpha, k)  # (n_alphas, k)
         broken = np.asarray(res.breakdown).reshape(m_alpha, k).any(axis=1)
+        converged = np.asarray(res.converged).reshape(m_alpha, k)
         scores = None if held is None else self._held_out_scores(held, intercept)
-        best = 0 if scores is None else self._choose(scores, np.asarray(res.converged).reshape(m_alpha, k), broken)
+        best = 0 if scores is None else self._choose(scores, converged, broken)
+        sel = slice(best * k, (best + 1) * k)
         fit = CGFit(
             single=self.single, n_iter=int(res.n_iter), residuals=res.history, validation_scores=scores,
             n_samples=int(first.sums[-1]), n_features_in=int(self.X.shape[1]), x_min=first.x_min, x_max=first.x_max,
@@ -372,12 +374,11 @@ class _CGRun:
             diagnostics.update(held_out_mse=float(scores[best].mean()), held_out_constant_mse=float(constant.mean()),
                                **self.choice_note)  # fmt: skip
         alpha = float(self.alpha_values[best])
-        diagnostics["chosen_converged"] = bool(np.all(np.atleast_1d(res.converged)[best * k : (best + 1) * k]))
+        diagnostics["chosen_converged"] = bool(converged[best].all())
         self._warn_broken(broken, diagnostics)
         self._warn_unconverged_choice(res, best, alpha)
         logger.info("Nyström CG: α=%.3g after %d iterations (%d passes, %.1f s)", alpha, res.n_iter, self.passes,
                     diagnostics["seconds"])  # fmt: skip
-        sel = slice(best * k, (best + 1) * k)
         return Solution(beta[:, sel].copy(), intercept[best].copy(), alpha, self.alpha_values, diagnostics, fit)
 
     def _first_pass(self, gpu: bool) -> BlockProducts:
