@@ -184,3 +184,104 @@ def test_estimator_fit_forms_no_eigenvectors_until_a_variance_is_asked(monkeypat
     back = pickle.loads(pickle.dumps(fresh.posterior_))
     assert isinstance(back.directions, np.ndarray)
     np.testing.assert_allclose(back.unit_variance(Xt), lazy.posterior_.unit_variance(Xt), rtol=1e-7)
+
+
+def _eager(monkeypatch):
+    """Make the factored route form the tridiagonal eigenvectors in the decomposition (the
+    route before they were left for first use)."""
+    real = primal.symmetric_eigh
+    monkeypatch.setattr(primal, "symmetric_eigh", lambda *a, **kw: real(*a, **{**kw, "vectors": True}))
+
+
+def test_tridiagonal_pieces_solve_and_rotate():
+    """``Q``, ``(T + αI)⁻¹`` and the lazily formed ``W`` rebuild G: ``Q (T + αI)⁻¹ Qᵀ b`` is
+    ``(G + αI)⁻¹ b``, and ``W`` formed on first use is an eigenbasis of T."""
+    D = 50
+    G = _gram(D, 20, seed=4)
+    s, F = factored_eigh(G, vectors=False)
+    assert not F.formed and F.W is None
+    np.testing.assert_allclose(s, scipy.linalg.eigvalsh(G), atol=100 * D * EPS * s.max())
+    T = np.diag(F.diagonal) + np.diag(F.offdiagonal, 1) + np.diag(F.offdiagonal, -1)
+    b = np.random.default_rng(2).standard_normal((D, 2))
+    np.testing.assert_allclose(F.apply_q(F.apply_q_transpose(b)), b, atol=50 * D * EPS)
+    np.testing.assert_allclose(F.apply_q(T @ F.apply_q_transpose(b)), G @ b, atol=50 * D * EPS * s.max())
+    for a in (1e-6, 1.0, 100.0):
+        x = F.apply_q(F.shifted_solve(a, F.apply_q_transpose(b)))
+        assert_backward_stable(G + a * np.eye(D), x, b, c=20 * D)
+    assert F.shifted_solve(-0.5 * s.max(), b) is None  # T − αI indefinite: declined, not wrong
+    VtX = F.apply_transpose(b)  # forms W
+    assert F.formed and F.W is not None
+    np.testing.assert_allclose(F.apply(s[:, None] * VtX), G @ b, atol=50 * D * EPS * s.max())
+
+
+@pytest.mark.parametrize("D, n, gamma, dtype, k", CASES)
+def test_one_alpha_forms_no_tridiagonal_eigenvectors(monkeypatch, D, n, gamma, dtype, k):
+    """A solve at one α (well above the eigenvalues' rounding) takes β, df, GCV and the
+    evidence from ``(T + αI)⁻¹`` and never forms W; they equal the eigenvector route's, and
+    reading z afterwards (``spectrum_``, the saved state) forms it and agrees."""
+    st = _stats(D, n, gamma, dtype, k=k)
+    eps = sums_precision(dtype)
+    s_max = float(eigen_path(st, True, eps).eigvals.max())
+    alpha = 1e-3 * s_max
+    lazy = solve_primal(st, alpha, True, eps)
+    assert not lazy.path.vectors.formed and not lazy.path.z_source.formed
+    _eager(monkeypatch)
+    eager = solve_primal(st, alpha, True, eps)
+    assert eager.path.vectors.formed
+    np.testing.assert_allclose(lazy.coef, eager.coef, rtol=1e-9, atol=1e-11 * np.abs(eager.coef).max())
+    np.testing.assert_allclose(lazy.intercept, eager.intercept, rtol=1e-9, atol=1e-11 * np.abs(eager.coef).max())
+    np.testing.assert_allclose(lazy.df, eager.df, rtol=1e-12)
+    np.testing.assert_allclose(lazy.gcv, eager.gcv, rtol=1e-9)
+    np.testing.assert_allclose(lazy.evidence.log_likelihood(), eager.evidence.log_likelihood(), rtol=1e-9)
+    # the curves at other α: by the shifted solves too, until z is read
+    grid = alpha * np.logspace(-1, 2, 7)
+    np.testing.assert_allclose(lazy.spectrum.gcv(grid), eager.spectrum.gcv(grid), rtol=1e-9)
+    assert not lazy.path.vectors.formed
+    np.testing.assert_allclose(
+        lazy.spectrum.z**2, eager.spectrum.z**2, rtol=1e-6, atol=1e-9 * (eager.spectrum.z**2).max()
+    )
+    assert lazy.path.vectors.formed  # z read: formed, and every later quantity reads it
+    np.testing.assert_allclose(lazy.spectrum.rss(grid), eager.spectrum.rss(grid), rtol=1e-9)
+
+
+def test_the_shifted_route_declines_near_the_rounding_floor():
+    """Where T has a negative (rounding) eigenvalue, α within ``SHIFT_MARGIN`` of it is served
+    by the clipped spectrum (z formed), as before the shifted route existed."""
+    D = 40
+    G = _gram(D, 10, seed=7)
+    G += 1e-9 * np.random.default_rng(8).standard_normal((D, D))
+    G = 0.5 * (G + G.T)
+    s, F = factored_eigh(G, vectors=False)
+    assert s.min() < 0
+    b = np.random.default_rng(9).standard_normal((D, 1))
+    lazy = primal.LazyProjection(F, b, primal.SHIFT_MARGIN * -s.min())
+    assert lazy.shifted(np.array([-s.min()])) is None and not lazy.formed
+    assert lazy.shifted(np.array([2 * lazy.floor])) is not None and not lazy.formed
+    z = lazy.value()
+    assert lazy.formed and lazy.shifted(np.array([2 * lazy.floor])) is None  # formed: z serves
+    np.testing.assert_allclose(F.apply(z), b, atol=1e-12)
+
+
+def test_estimator_at_one_alpha_keeps_its_spectrum_and_state(tmp_path, monkeypatch):
+    """A fitted RandomFeatureRidge at one α: ``spectrum_`` (df/GCV curves), the evidence, the
+    posterior std and a saved-and-loaded model equal those of the eigenvector route."""
+    import bigkernel
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-2, 2, (700, 3))
+    y = np.cos(X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(700)
+    Xt = rng.uniform(-2, 2, (40, 3))
+    kw = dict(gamma=0.7, n_components=120, alpha=0.3, random_state=1, dtype="float64")
+    lazy = RandomFeatureRidge(**kw).fit(X, y)
+    _eager(monkeypatch)
+    eager = RandomFeatureRidge(**kw).fit(X, y)
+    grid = np.logspace(-3, 2, 6)
+    np.testing.assert_allclose(lazy.coef_, eager.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(lazy.spectrum_.gcv(grid), eager.spectrum_.gcv(grid), rtol=1e-9)
+    np.testing.assert_allclose(lazy.log_marginal_likelihood_, eager.log_marginal_likelihood_, rtol=1e-10)
+    np.testing.assert_allclose(lazy.predict(Xt, return_std=True)[1], eager.predict(Xt, return_std=True)[1], rtol=1e-8)
+    lazy.save(str(tmp_path / "m.zarr"))
+    back = bigkernel.load(str(tmp_path / "m.zarr"))
+    # z is Vᵀb: each eigenvector's sign is arbitrary, so its square is compared
+    np.testing.assert_allclose(back.spectrum_.z**2, eager.spectrum_.z**2, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(back.predict(Xt), eager.predict(Xt), rtol=1e-10)

@@ -15,12 +15,20 @@ On the host the eigenvectors are left factored (:mod:`bigkernel.numerics.tridiag
 ``V = Q W``, Householder reflectors of the tridiagonal reduction and the eigenvectors of the
 tridiagonal matrix): z and β(α) cost ``O(D²)`` each, and the dense ``V`` (``2D³`` flops, LAPACK's
 back-transformation) is formed only when read (:attr:`EigenPath.eigvecs`: the posterior
-variance forms its kept columns on first use).
+variance forms its kept columns on first use). The tridiagonal matrix's eigenvectors (MRRR,
+about half of the decomposition's time at D = 2048) wait too (:class:`LazyProjection`): at α
+well above the rounding of the eigenvalues, β(α) = Q (T + αI)⁻¹ Qᵀb and the path's sums
+
+    Σ z²/(s + α) = cᵀu,  Σ z²/(s + α)² = uᵀu,  u = (T + αI)⁻¹ c,  c = Qᵀb
+
+cost ``O(D)`` per α after ``O(D²)`` for c, so a fit at one α never forms them; z (``spectrum_``,
+the saved state, α near the rounding floor) forms them on first read.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +48,87 @@ logger = logging.getLogger(__name__)
 GCV_GRID = np.logspace(-9, 1, 41)
 
 
+#: the shifted tridiagonal route serves α only above this multiple of the most negative
+#: eigenvalue of T (rounding): there the clipped spectrum (s < 0 counted as 0) and T itself
+#: give the same β(α), RSS and evidence to 1e-6 relative in the rounding directions alone
+SHIFT_MARGIN = 1e6
+
+
+class LazyProjection:
+    """``z = Vᵀb`` of a factored eigendecomposition whose tridiagonal eigenvectors are not formed
+    (module notes): ``c = Qᵀb`` now, ``z`` on first read of :meth:`value`, and until then the
+    path's sums and β at α by ``(T + αI)⁻¹ c`` (:meth:`shifted`).
+
+    Parameters
+    ----------
+    vectors : FactoredEigenvectors
+    b : ndarray of shape (D, k)
+        The right-hand sides (``Φcᵀyc``).
+    floor : float
+        α at or below which :meth:`shifted` declines (``SHIFT_MARGIN`` times the most negative
+        eigenvalue of T; 0 when none is negative).
+    """
+
+    def __init__(self, vectors: FactoredEigenvectors, b: np.ndarray, floor: float) -> None:
+        self.vectors, self.b, self.floor = vectors, np.asarray(b, dtype=np.float64), float(floor)
+        self.qtb = vectors.apply_q_transpose(self.b)
+        self._z: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def formed(self) -> bool:
+        """Whether ``z`` exists (then every path quantity reads it)."""
+        return self._z is not None or self.vectors.formed
+
+    def value(self) -> np.ndarray:
+        """``z = Vᵀb`` (D, k): forms the tridiagonal eigenvectors on first use."""
+        with self._lock:
+            if self._z is None:
+                self._z = self.vectors.apply_transpose(self.b)
+            return self._z
+
+    def shifted(self, alphas: np.ndarray) -> list[np.ndarray] | None:
+        """``[(T + αI)⁻¹ c for α in alphas]``, or None when ``z`` is formed (use it), an α is
+        at or below :attr:`floor`, or ``T + αI`` is not positive definite."""
+        alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+        if self.formed or not np.all(alphas > self.floor):
+            return None
+        out = []
+        for a in alphas:
+            u = self.vectors.shifted_solve(float(a), self.qtb)
+            if u is None:
+                return None
+            out.append(u)
+        return out
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+def _projection(source: np.ndarray | LazyProjection) -> np.ndarray:
+    return source.value() if isinstance(source, LazyProjection) else source
+
+
+def _path_sums(eigvals: np.ndarray, source: np.ndarray | LazyProjection, alphas: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(Σ z²/(s + α), Σ z²/(s + α)²)`` per α and target, each (A, k): by the shifted
+    tridiagonal solves while ``z`` is not formed and every α allows them, else from ``z``."""
+    a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+    if isinstance(source, LazyProjection):
+        us = source.shifted(a)
+        if us is not None:
+            cross = np.stack([np.einsum("dk,dk->k", source.qtb, u) for u in us])
+            return cross, np.stack([np.einsum("dk,dk->k", u, u) for u in us])
+    z2 = _projection(source)[np.newaxis] ** 2
+    shifted = eigvals[np.newaxis, :, np.newaxis] + a[:, np.newaxis, np.newaxis]
+    return (z2 / shifted).sum(axis=1), (z2 / shifted**2).sum(axis=1)
+
+
 @dataclass(frozen=True)
 class PathSpectrum:
     """What df(α), RSS(α) and GCV(α) need for any α: the eigenvalues and Vᵀ Φcᵀ yc, no eigenvectors.
@@ -49,11 +138,16 @@ class PathSpectrum:
     """
 
     eigvals: np.ndarray  # (D,), clipped at 0
-    z: np.ndarray  # (D, k) = Vᵀ Φcᵀ yc
+    z_source: np.ndarray | LazyProjection  # (D, k) = Vᵀ Φcᵀ yc, or what forms it when read
     yy: np.ndarray  # (k,) ycᵀyc
     n: float
     fit_intercept: bool
     eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
+
+    @property
+    def z(self) -> np.ndarray:
+        """``Vᵀ Φcᵀ yc``, shape (D, k) (formed on first read when the path is lazy)."""
+        return _projection(self.z_source)
 
     def df(self, alphas: np.ndarray) -> np.ndarray:
         """Effective degrees of freedom (trace of the hat matrix), shape (A,)."""
@@ -61,12 +155,12 @@ class PathSpectrum:
         return float(self.fit_intercept) + (s / (s + np.asarray(alphas)[:, np.newaxis])).sum(axis=1)
 
     def rss(self, alphas: np.ndarray) -> np.ndarray:
-        """Training residual sum of squares from the sums, shape (A, k)."""
-        s = self.eigvals[np.newaxis, :, np.newaxis]
-        a = np.asarray(alphas, dtype=np.float64)[:, np.newaxis, np.newaxis]
-        explained = (self.z[np.newaxis] ** 2 * (s + 2 * a) / (s + a) ** 2).sum(axis=1)
+        """Training residual sum of squares from the sums, shape (A, k):
+        ``ycᵀyc − Σ z² (s + 2α)/(s + α)²``, the sum split as ``Σ z²/(s + α) + α Σ z²/(s + α)²``."""
+        a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+        cross, norm2 = _path_sums(self.eigvals, self.z_source, a)
         # clip: RSS is a difference of sums and may round just below zero
-        return np.maximum(self.yy[np.newaxis, :] - explained, 0.0)
+        return np.maximum(self.yy[np.newaxis, :] - (cross + a[:, np.newaxis] * norm2), 0.0)
 
     def rss_error(self, alphas: np.ndarray) -> np.ndarray:
         """Rounding-error bound of :meth:`rss`: eps·(yᵀy + 2|βᵀΦᵀy| + s_max‖β‖²), shape (A, k).
@@ -74,11 +168,7 @@ class PathSpectrum:
         RSS is a difference of large sums; with small α, ‖β‖ is large and that difference can
         be pure rounding (even negative), which would make the worst α look best.
         """
-        s = self.eigvals[np.newaxis, :, np.newaxis]
-        a = np.asarray(alphas, dtype=np.float64)[:, np.newaxis, np.newaxis]
-        z2 = self.z[np.newaxis] ** 2
-        cross = (z2 / (s + a)).sum(axis=1)
-        norm2 = (z2 / (s + a) ** 2).sum(axis=1)
+        cross, norm2 = _path_sums(self.eigvals, self.z_source, alphas)
         s_max = float(self.eigvals.max(initial=0.0))
         return self.eps * (self.yy[np.newaxis, :] + 2 * cross + s_max * norm2)
 
@@ -101,7 +191,7 @@ class PathSpectrum:
         NaN (never chosen) where it is not above 10× its rounding error.
         """
         a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
-        explained = (self.z[np.newaxis] ** 2 / (self.eigvals[np.newaxis, :, None] + a[:, None, None])).sum(axis=1)
+        explained = _path_sums(self.eigvals, self.z_source, a)[0]
         num = self.yy[np.newaxis, :] - explained
         err = self.eps * (self.yy[np.newaxis, :] + explained)
         quad = np.where(num > 10 * err, num, np.nan) / a[:, None]
@@ -120,13 +210,18 @@ class EigenPath:
 
     eigvals: np.ndarray  # (D,), clipped at 0
     vectors: np.ndarray | FactoredEigenvectors  # V (D, D), dense or factored
-    z: np.ndarray  # (D, k) = Vᵀ Φcᵀ yc
+    z_source: np.ndarray | LazyProjection  # (D, k) = Vᵀ Φcᵀ yc, or what forms it when read
     mean_phi: np.ndarray  # (D,) μ (zeros without intercept)
     mean_y: np.ndarray  # (k,) ȳ (zeros without intercept)
     yy: np.ndarray  # (k,) ycᵀyc
     n: float
     fit_intercept: bool
     eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
+
+    @property
+    def z(self) -> np.ndarray:
+        """``Vᵀ Φcᵀ yc``, shape (D, k) (formed on first read when lazy)."""
+        return _projection(self.z_source)
 
     @property
     def eigvecs(self) -> np.ndarray:
@@ -145,7 +240,12 @@ class EigenPath:
         return v.columns(keep) if isinstance(v, FactoredEigenvectors) else np.ascontiguousarray(v[:, keep])
 
     def coef(self, alpha: float) -> np.ndarray:
-        """β(α), shape (D, k)."""
+        """β(α), shape (D, k): ``Q (T + αI)⁻¹ Qᵀb`` while the path is lazy and α allows it."""
+        src = self.z_source
+        if isinstance(src, LazyProjection):
+            u = src.shifted(np.array([alpha]))
+            if u is not None:
+                return src.vectors.apply_q(u[0])
         return self.rotate(self.z / (self.eigvals + alpha)[:, np.newaxis])
 
     def intercept(self, coef: np.ndarray) -> np.ndarray:
@@ -154,7 +254,7 @@ class EigenPath:
 
     def spectrum(self) -> PathSpectrum:
         """The eigenvector-free part: df, RSS and GCV for any α."""
-        return PathSpectrum(self.eigvals, self.z, self.yy, self.n, self.fit_intercept, self.eps)
+        return PathSpectrum(self.eigvals, self.z_source, self.yy, self.n, self.fit_intercept, self.eps)
 
     def df(self, alphas: np.ndarray) -> np.ndarray:
         """Effective degrees of freedom (trace of the hat matrix), shape (A,)."""
@@ -196,7 +296,7 @@ EIGH_DEVICE_MIN_FEATURES = 8192
 
 
 def symmetric_eigh(
-    G: np.ndarray, device: Device = CPU, *, factored: bool = False, overwrite: bool = False
+    G: np.ndarray, device: Device = CPU, *, factored: bool = False, overwrite: bool = False, vectors: bool = True
 ) -> tuple[np.ndarray, np.ndarray | FactoredEigenvectors]:
     """Eigenvalues and eigenvectors of the symmetric float64 matrix ``G`` (host arrays).
 
@@ -204,7 +304,8 @@ def symmetric_eigh(
     :func:`~bigkernel.numerics.threads.lapack_limit`): LAPACK ``evd``, or with ``factored`` the
     tridiagonal route :func:`~bigkernel.numerics.tridiagonal.factored_eigh` (the eigenvectors
     as reflectors and the tridiagonal matrix's eigenvectors; ``overwrite`` lets it reduce ``G``
-    in place). If ``device`` is a GPU and ``G`` has more than :data:`EIGH_DEVICE_MIN_FEATURES`
+    in place; ``vectors=False`` leaves the tridiagonal eigenvectors to be formed when read). If
+    ``device`` is a GPU and ``G`` has more than :data:`EIGH_DEVICE_MIN_FEATURES`
     rows: ``xp.linalg.eigh`` in float64 on that GPU, dense ``V`` (the fit's
     :class:`~bigkernel.devices.Device`, taken by :func:`~bigkernel.devices.task_device`: in a
     bootstrap task on a dask-cuda worker, that worker's GPU).
@@ -216,7 +317,7 @@ def symmetric_eigh(
                 s, V = dev.xp.linalg.eigh(dev.asarray(G))
                 return to_host(s), to_host(V)
     if factored:
-        return factored_eigh(G, overwrite=overwrite)
+        return factored_eigh(G, overwrite=overwrite, vectors=vectors)
     with lapack_limit(G.shape[0]):
         return scipy.linalg.eigh(G, driver="evd", check_finite=False, overwrite_a=overwrite)
 
@@ -233,13 +334,17 @@ def eigen_path(
     ``eps`` is the relative precision of the sums (``sums.sums_precision(dtype)``); ``device``
     where a large system is decomposed (:func:`symmetric_eigh`); ``factored`` (default) keeps
     the eigenvectors as the tridiagonal reduction's factors on the host (``V`` formed only when
-    read: :attr:`EigenPath.eigvecs`), False forms them (LAPACK ``evd``).
+    read: :attr:`EigenPath.eigvecs`; the tridiagonal eigenvectors too, :class:`LazyProjection`),
+    False forms them (LAPACK ``evd``).
     """
     G, b, yy, mu, ybar, n = centred_system(stats, fit_intercept)
     G = G + G.T  # exact symmetry; float32 block products are symmetric only to rounding
     G *= 0.5
-    s, V = symmetric_eigh(G, device, factored=factored, overwrite=True)
-    z = V.apply_transpose(b) if isinstance(V, FactoredEigenvectors) else V.T @ b
+    s, V = symmetric_eigh(G, device, factored=factored, overwrite=True, vectors=False)
+    if isinstance(V, FactoredEigenvectors):
+        z = LazyProjection(V, b, SHIFT_MARGIN * max(-float(s.min(initial=0.0)), 0.0))
+    else:
+        z = V.T @ b
     return EigenPath(np.maximum(s, 0.0), V, z, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept, eps)
 
 

@@ -33,7 +33,7 @@ __all__ = ["FactoredEigenvectors", "factored_eigh"]
 
 class FactoredEigenvectors:
     """The eigenvectors ``V = Q W`` of a symmetric matrix, kept as ``dsytrd``'s reflectors and
-    the eigenvectors ``W`` of the tridiagonal matrix.
+    the tridiagonal matrix ``T`` (its eigenvectors ``W`` formed on first use).
 
     Parameters
     ----------
@@ -42,30 +42,58 @@ class FactoredEigenvectors:
         (``a[1:, :-1]``: the unit diagonal is implicit), as ``dormqr`` reads them.
     tau : ndarray of shape (D - 1,)
         Their scalar factors.
-    W : ndarray of shape (D, D)
-        Eigenvectors of the tridiagonal matrix (columns, ascending eigenvalues).
+    W : ndarray of shape (D, D) or None
+        Eigenvectors of the tridiagonal matrix (columns, ascending eigenvalues); None: formed
+        from ``diagonal`` and ``offdiagonal`` (MRRR) when first needed.
+    diagonal, offdiagonal : ndarray of shapes (D,) and (D - 1,), optional
+        ``T`` (required when ``W`` is None).
 
     Notes
     -----
     ``Q e₁ = e₁``: the reflectors act on rows 2…D only. :meth:`dense` caches ``V`` and then
-    drops the factors (``V`` serves every later product).
+    drops the factors (``V`` serves every later product). Until ``W`` is read, a ridge solve at
+    one α needs only ``Q (T + αI)⁻¹ Qᵀ b`` (:meth:`apply_q`, :meth:`shifted_solve`): ``O(D²)``
+    instead of MRRR's eigenvectors (about half of the decomposition's time at D = 2048).
     """
 
-    def __init__(self, reflectors: np.ndarray, tau: np.ndarray, W: np.ndarray) -> None:
+    def __init__(
+        self,
+        reflectors: np.ndarray,
+        tau: np.ndarray,
+        W: np.ndarray | None = None,
+        *,
+        diagonal: np.ndarray | None = None,
+        offdiagonal: np.ndarray | None = None,
+    ) -> None:
+        if W is None and (diagonal is None or offdiagonal is None):
+            raise ValueError("FactoredEigenvectors needs W or the tridiagonal matrix (diagonal, offdiagonal)")
         self.reflectors, self.tau, self.W = reflectors, tau, W
+        self.diagonal, self.offdiagonal = diagonal, offdiagonal
         self._dense: np.ndarray | None = None
         self._lock = threading.Lock()
 
     @property
     def shape(self) -> tuple[int, int]:
         """``(D, D)``."""
-        D = (self.W if self._dense is None else self._dense).shape[0]
+        with self._lock:
+            if self._dense is not None:
+                return self._dense.shape
+            D = (self.W if self.W is not None else self.diagonal).shape[0]
         return D, D
 
-    def _parts(self) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """``(V or None, (reflectors, tau, W))`` read together: :meth:`dense` may drop the factors
-        from another thread (a predict graph's tasks) between two attribute reads."""
+    @property
+    def formed(self) -> bool:
+        """Whether the eigenvectors of ``T`` (or ``V`` itself) exist yet."""
         with self._lock:
+            return self._dense is not None or self.W is not None
+
+    def _parts(self) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``(V or None, (reflectors, tau, W))`` read together, ``W`` formed if needed:
+        :meth:`dense` may drop the factors from another thread (a predict graph's tasks)
+        between two attribute reads."""
+        with self._lock:
+            if self._dense is None and self.W is None:
+                self.W = tridiagonal_eigenvectors(self.diagonal, self.offdiagonal)
             return self._dense, (self.reflectors, self.tau, self.W)
 
     @staticmethod
@@ -84,6 +112,33 @@ class FactoredEigenvectors:
         out[1:] = cq
         return out
 
+    def _reduction(self) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            if self._dense is not None:
+                raise RuntimeError("the reduction's factors were dropped when V was formed; use V")
+            return self.reflectors, self.tau
+
+    def apply_q(self, X: np.ndarray) -> np.ndarray:
+        """``Q X`` (the reduction's orthogonal factor) for X of shape (D, m), float64."""
+        return self._apply_q(*self._reduction(), X, "N")
+
+    def apply_q_transpose(self, X: np.ndarray) -> np.ndarray:
+        """``Qᵀ X`` for X of shape (D, m), float64."""
+        return self._apply_q(*self._reduction(), X, "T")
+
+    def shifted_solve(self, alpha: float, C: np.ndarray) -> np.ndarray | None:
+        """``(T + αI)⁻¹ C`` for C of shape (D, m) (LAPACK ``dptsv``: ``O(D·m)``), or None
+        where ``T + αI`` is not positive definite."""
+        with self._lock:
+            d, e = self.diagonal, self.offdiagonal
+        if d is None:
+            raise RuntimeError("the tridiagonal matrix was dropped when V was formed; use V")
+        C = np.array(C, dtype=np.float64, order="F", ndmin=2)
+        if d.shape[0] == 0:
+            return C
+        _, _, x, info = lapack.dptsv(d + float(alpha), e, C)
+        return x if info == 0 else None
+
     def apply(self, X: np.ndarray) -> np.ndarray:
         """``V X`` for X of shape (D, m) (or (D,)), float64."""
         X = np.asarray(X, dtype=np.float64)
@@ -100,6 +155,13 @@ class FactoredEigenvectors:
             return V.T @ X
         return (W.T @ self._apply_q(refl, tau, X.reshape(X.shape[0], -1), "T")).reshape(X.shape)
 
+    def tridiagonal_transpose(self, C: np.ndarray) -> np.ndarray:
+        """``Wᵀ C`` (so ``Vᵀ b = Wᵀ (Qᵀ b)``) for C = ``Qᵀ b`` of shape (D, m)."""
+        V, (_, _, W) = self._parts()
+        if V is not None:
+            raise RuntimeError("W was dropped when V was formed; use apply_transpose")
+        return W.T @ np.asarray(C, dtype=np.float64)
+
     def columns(self, keep: np.ndarray) -> np.ndarray:
         """The eigenvectors selected by ``keep`` (boolean mask or indices), shape (D, r),
         C order: ``Q W[:, keep]`` (``O(D²r)``), or a slice of :meth:`dense` once formed."""
@@ -110,10 +172,12 @@ class FactoredEigenvectors:
 
     def dense(self) -> np.ndarray:
         """``V`` as a (D, D) array (formed once, ``2D³`` flops; the factors are then dropped)."""
+        self._parts()  # W, formed if needed
         with self._lock:
             if self._dense is None:
                 self._dense = np.ascontiguousarray(self._apply_q(self.reflectors, self.tau, self.W, "N"))
                 self.reflectors = self.tau = self.W = None  # type: ignore[assignment]
+                self.diagonal = self.offdiagonal = None
             return self._dense
 
     def __getstate__(self) -> dict:
@@ -126,7 +190,19 @@ class FactoredEigenvectors:
         self._lock = threading.Lock()
 
 
-def factored_eigh(G: np.ndarray, overwrite: bool = False) -> tuple[np.ndarray, FactoredEigenvectors]:
+def tridiagonal_eigenvectors(d: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Eigenvectors (columns, ascending eigenvalues) of the symmetric tridiagonal matrix
+    ``(d, e)``: MRRR (``dstemr``, ``O(D²)``), or implicit QL/QR if it does not converge."""
+    try:
+        return scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stemr")[1]
+    except np.linalg.LinAlgError:  # MRRR did not converge (rare): implicit QL/QR, O(D³) but no back-transform
+        logger.info("dstemr did not converge on the %d × %d tridiagonal matrix; using dstev", d.shape[0], d.shape[0])
+        return scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stev")[1]
+
+
+def factored_eigh(
+    G: np.ndarray, overwrite: bool = False, vectors: bool = True
+) -> tuple[np.ndarray, FactoredEigenvectors]:
     """Eigenvalues (ascending) and factored eigenvectors of the symmetric float64 matrix ``G``.
 
     Parameters
@@ -135,6 +211,9 @@ def factored_eigh(G: np.ndarray, overwrite: bool = False) -> tuple[np.ndarray, F
         Exactly symmetric (one triangle is read: which one depends on the memory order).
     overwrite : bool, default=False
         Let the reduction overwrite ``G`` (no copy when ``G`` is C- or Fortran-contiguous).
+    vectors : bool, default=True
+        Compute the tridiagonal matrix's eigenvectors now (MRRR, ``dstemr``); False: the
+        eigenvalues only (``dsterf``), the eigenvectors formed when first read.
 
     Returns
     -------
@@ -156,9 +235,12 @@ def factored_eigh(G: np.ndarray, overwrite: bool = False) -> tuple[np.ndarray, F
         raise RuntimeError(f"LAPACK dsytrd failed (info={info})")
     reflectors = np.asfortranarray(c[1:, :-1])
     del c
+    if not vectors:
+        s = scipy.linalg.eigvalsh_tridiagonal(d, e, check_finite=False, lapack_driver="sterf")
+        return s, FactoredEigenvectors(reflectors, tau, diagonal=d, offdiagonal=e)
     try:
         s, W = scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stemr")
     except np.linalg.LinAlgError:  # MRRR did not converge (rare): implicit QL/QR, O(D³) but no back-transform
         logger.info("dstemr did not converge on the %d × %d tridiagonal matrix; using dstev", D, D)
         s, W = scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stev")
-    return s, FactoredEigenvectors(reflectors, tau, W)
+    return s, FactoredEigenvectors(reflectors, tau, W, diagonal=d, offdiagonal=e)
