@@ -107,6 +107,18 @@ def m_pass(n: int, D: int, dtype: str, chunk_rows: int, dask_threads: int) -> di
     return {"time_s": elapsed, "peak_rss_mb": peak_rss_mb(), "checksum": float(np.trace(stats.gram[0]))}
 
 
+def _use_route(route: str) -> None:
+    """Point this measurement process's solve at ``route`` (see :func:`m_ours`)."""
+    from bigkernel.numerics import primal
+
+    if route == "dense":
+        real = primal.eigen_path
+        primal.eigen_path = lambda *a, **kw: real(*a, **{**kw, "factored": False})
+    elif route == "eager":
+        real_eigh = primal.symmetric_eigh
+        primal.symmetric_eigh = lambda *a, **kw: real_eigh(*a, **{**kw, "vectors": True})
+
+
 def m_eigh(D: int) -> dict:
     """One float64 eigendecomposition of a D × D matrix, as in the fit's solve."""
     import numpy as np
@@ -119,9 +131,10 @@ def m_eigh(D: int) -> dict:
     return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb()}
 
 
-def m_solve(D: int) -> dict:
+def m_solve(D: int, route: str = "factored") -> dict:
     """The fit's solve after the pass (``solve_primal``: the factored eigendecomposition of the
-    centred D × D system, β, df, GCV and the evidence at α) on sums of D × 2D random features."""
+    centred D × D system, β, df, GCV and the evidence at α) on sums of D × 2D random features;
+    ``route`` as in :func:`m_ours`."""
     import numpy as np
 
     from bigkernel.numerics.primal import solve_primal
@@ -131,6 +144,7 @@ def m_solve(D: int) -> dict:
     P, y = rng.standard_normal((2 * D, D)), rng.standard_normal((2 * D, 1))
     st = SufficientStats(np.array([2.0 * D]), P.sum(0)[None], y.sum(0)[None], (y**2).sum(0)[None],
                          (P.T @ P)[None], (P.T @ y)[None])  # fmt: skip
+    _use_route(route)
     t = time.perf_counter()
     solve_primal(st, ALPHA, True, sums_precision("float32"))
     return {"time_s": time.perf_counter() - t, "peak_rss_mb": peak_rss_mb()}
@@ -159,6 +173,10 @@ def m_lapack(D: int, blas: int = 1) -> dict:
         s, F = factored_eigh(x, overwrite=True)
         return F.apply(F.apply_transpose(b) / (s + ALPHA)[:, None])
 
+    def shifted(x):  # eigenvalues (dsterf) and β = Q (T + αI)⁻¹ Qᵀb: no eigenvectors at all
+        s, F = factored_eigh(x, overwrite=True, vectors=False)
+        return s, F.apply_q(F.shifted_solve(ALPHA, F.apply_q_transpose(b)))
+
     steps = {
         "np.linalg.eigh": np.linalg.eigh,
         "eigh evd": lambda x: sl.eigh(x, driver="evd", check_finite=False, overwrite_a=True),
@@ -167,6 +185,7 @@ def m_lapack(D: int, blas: int = 1) -> dict:
         "dsytrd+dsterf": lambda x: lapack.dsterf(*trd(x)),
         "dsytrd+dstemr": lambda x: sl.eigh_tridiagonal(*trd(x), lapack_driver="stemr"),
         "factored+Vtb+beta": factored,
+        "dsytrd+dsterf+shifted beta (one α)": shifted,
         "cholesky+solve": lambda x: sl.cho_solve(sl.cho_factor(x, overwrite_a=True), b),
     }
     out = {}
@@ -220,17 +239,15 @@ def m_ours(
 ) -> dict:
     """RandomFeatureRidge.fit on the local threaded scheduler; holdout RMSE on fresh rows.
     ``route="dense"``: the solve forms the eigenvectors (LAPACK ``evd``, the route before the
-    factored eigendecomposition), for a before/after comparison in one run."""
+    factored eigendecomposition); ``"eager"``: the factored route with the tridiagonal
+    eigenvectors formed in the decomposition (MRRR, the route before they were left for first
+    use); for before/after comparisons in one run."""
     import dask
     import numpy as np
 
     from bigkernel import RandomFeatureRidge, open_source
 
-    if route == "dense":
-        from bigkernel.numerics import primal
-
-        real = primal.eigen_path
-        primal.eigen_path = lambda *a, **kw: real(*a, **{**kw, "factored": False})
+    _use_route(route)
 
     est = RandomFeatureRidge(
         gamma=gamma,
@@ -422,9 +439,11 @@ def case_a(n: int, D: int, with_sklearn: bool, repeat: int = 1, routes: tuple[st
         r = run("pass", n=n, D=D, dtype="float32", chunk_rows=131_072, dask_threads=2)
         rows.append({"case": case, "what": "  of which the pass (2 dask threads)", **r,
                      "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
-        r = run("solve", D=D)
-        rows.append({"case": case, "what": f"  of which the solve of {D}×{D} (factored eigh)", **r,
-                     "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
+        for route in order:
+            r = run("solve", D=D, route=route)
+            tag = "" if routes == ("factored",) else f" [{route}]"
+            rows.append({"case": case, "what": f"  of which the solve of {D}×{D} (factored eigh){tag}", **r,
+                         "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
         r = run("eigh", D=D)
         rows.append({"case": case, "what": f"  (for reference: a dense eigh (evd) of {D}×{D})", **r,
                      "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
@@ -566,9 +585,10 @@ def main() -> None:
     p.add_argument("--D", type=int, default=None, help="features (default 2048 for a/chunking, 1024 for b)")
     p.add_argument("--no-sklearn", action="store_true")
     p.add_argument(
-        "--solve-route", choices=["factored", "dense", "both"], default="factored",
+        "--solve-route", choices=["factored", "dense", "eager", "both", "eager-both"], default="factored",
         help="case a: the solve after the pass with factored eigenvectors (default), the dense evd "
-        "route before it, or both in the same run (before/after ratios)",
+        "route or the eager factored route (tridiagonal eigenvectors formed in the decomposition) "
+        "before it, or dense/eager and factored in the same run (before/after ratios)",
     )  # fmt: skip
     p.add_argument("--repeat", type=int, default=2, help="repetitions of case a (limit grid and fits)")
     p.add_argument("--no-rss-sweep", action="store_true", help="case b at n only (not also n/10 and 3n/10)")
@@ -579,7 +599,8 @@ def main() -> None:
     rows: list[dict] = []
     t0 = time.perf_counter()
     if args.case in ("a", "all"):
-        routes = ("dense", "factored") if args.solve_route == "both" else (args.solve_route,)
+        both = {"both": ("dense", "factored"), "eager-both": ("eager", "factored")}
+        routes = both.get(args.solve_route, (args.solve_route,))
         rows += case_a(int(args.n or 4e5), args.D or 2048, not args.no_sklearn, args.repeat, routes)
     if args.case in ("b", "all"):
         n = int(args.n or 1e7)
