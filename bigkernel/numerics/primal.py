@@ -22,7 +22,9 @@ well above the rounding of the eigenvalues, β(α) = Q (T + αI)⁻¹ Qᵀb and 
     Σ z²/(s + α) = cᵀu,  Σ z²/(s + α)² = uᵀu,  u = (T + αI)⁻¹ c,  c = Qᵀb
 
 cost ``O(D)`` per α after ``O(D²)`` for c, so a fit at one α never forms them; z (``spectrum_``,
-the saved state, α near the rounding floor) forms them on first read.
+the saved state, α near the rounding floor) forms them on first read. A fitted model's
+``spectrum_`` always reads z (``PathSpectrum.shifted`` False): its curves are then the same bits
+before and after a save and load, whatever was read first.
 """
 
 from __future__ import annotations
@@ -115,11 +117,13 @@ def _projection(source: np.ndarray | LazyProjection) -> np.ndarray:
     return source.value() if isinstance(source, LazyProjection) else source
 
 
-def _path_sums(eigvals: np.ndarray, source: np.ndarray | LazyProjection, alphas: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``(Σ z²/(s + α), Σ z²/(s + α)²)`` per α and target, each (A, k): by the shifted
-    tridiagonal solves while ``z`` is not formed and every α allows them, else from ``z``."""
+def _path_sums(
+    eigvals: np.ndarray, source: np.ndarray | LazyProjection, alphas: Any, shifted: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(Σ z²/(s + α), Σ z²/(s + α)²)`` per α and target, each (A, k): with ``shifted``, by the
+    shifted tridiagonal solves while ``z`` is not formed and every α allows them; else from ``z``."""
     a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
-    if isinstance(source, LazyProjection):
+    if shifted and isinstance(source, LazyProjection):
         us = source.shifted(a)
         if us is not None:
             cross = np.stack([np.einsum("dk,dk->k", source.qtb, u) for u in us])
@@ -143,6 +147,10 @@ class PathSpectrum:
     n: float
     fit_intercept: bool
     eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
+    # the fit's own α by (T + αI)⁻¹ while z is not formed; False (a fitted model's
+    # ``spectrum_``): always z, so its curves do not depend on what was read before (bitwise
+    # the same before and after save/load)
+    shifted: bool = False
 
     @property
     def z(self) -> np.ndarray:
@@ -158,7 +166,7 @@ class PathSpectrum:
         """Training residual sum of squares from the sums, shape (A, k):
         ``ycᵀyc − Σ z² (s + 2α)/(s + α)²``, the sum split as ``Σ z²/(s + α) + α Σ z²/(s + α)²``."""
         a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
-        cross, norm2 = _path_sums(self.eigvals, self.z_source, a)
+        cross, norm2 = _path_sums(self.eigvals, self.z_source, a, self.shifted)
         # clip: RSS is a difference of sums and may round just below zero
         return np.maximum(self.yy[np.newaxis, :] - (cross + a[:, np.newaxis] * norm2), 0.0)
 
@@ -168,7 +176,7 @@ class PathSpectrum:
         RSS is a difference of large sums; with small α, ‖β‖ is large and that difference can
         be pure rounding (even negative), which would make the worst α look best.
         """
-        cross, norm2 = _path_sums(self.eigvals, self.z_source, alphas)
+        cross, norm2 = _path_sums(self.eigvals, self.z_source, alphas, self.shifted)
         s_max = float(self.eigvals.max(initial=0.0))
         return self.eps * (self.yy[np.newaxis, :] + 2 * cross + s_max * norm2)
 
@@ -191,7 +199,7 @@ class PathSpectrum:
         NaN (never chosen) where it is not above 10× its rounding error.
         """
         a = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
-        explained = _path_sums(self.eigvals, self.z_source, a)[0]
+        explained = _path_sums(self.eigvals, self.z_source, a, self.shifted)[0]
         num = self.yy[np.newaxis, :] - explained
         err = self.eps * (self.yy[np.newaxis, :] + explained)
         quad = np.where(num > 10 * err, num, np.nan) / a[:, None]
@@ -252,25 +260,27 @@ class EigenPath:
         """b = ȳ - μᵀβ, shape (k,)."""
         return self.mean_y - self.mean_phi @ coef
 
-    def spectrum(self) -> PathSpectrum:
-        """The eigenvector-free part: df, RSS and GCV for any α."""
-        return PathSpectrum(self.eigvals, self.z_source, self.yy, self.n, self.fit_intercept, self.eps)
+    def spectrum(self, shifted: bool = False) -> PathSpectrum:
+        """The eigenvector-free part: df, RSS and GCV for any α (``shifted``: by the shifted
+        tridiagonal solves while z is not formed, for the fit's own α; see :class:`PathSpectrum`)."""
+        return PathSpectrum(self.eigvals, self.z_source, self.yy, self.n, self.fit_intercept, self.eps, shifted)
 
+    # the path's own df/RSS/GCV (the solve's): by the shifted solves while z is not formed
     def df(self, alphas: np.ndarray) -> np.ndarray:
         """Effective degrees of freedom (trace of the hat matrix), shape (A,)."""
-        return self.spectrum().df(alphas)
+        return self.spectrum(shifted=True).df(alphas)
 
     def rss(self, alphas: np.ndarray) -> np.ndarray:
         """Training residual sum of squares from the sums, shape (A, k)."""
-        return self.spectrum().rss(alphas)
+        return self.spectrum(shifted=True).rss(alphas)
 
     def rss_error(self, alphas: np.ndarray) -> np.ndarray:
         """Rounding-error bound of :meth:`rss` (see :meth:`PathSpectrum.rss_error`), shape (A, k)."""
-        return self.spectrum().rss_error(alphas)
+        return self.spectrum(shifted=True).rss_error(alphas)
 
     def gcv(self, alphas: np.ndarray) -> np.ndarray:
         """GCV score n·RSS/(n - df)², inf where unreliable (:meth:`PathSpectrum.gcv`), shape (A, k)."""
-        return self.spectrum().gcv(alphas)
+        return self.spectrum(shifted=True).gcv(alphas)
 
 
 def centred_system(
@@ -417,8 +427,8 @@ def solve_primal(
     path = eigen_path(stats, fit_intercept, eps, device)
     alphas, select = resolve_alphas(alpha, path)
     gcv = path.gcv(alphas)
-    spectrum = path.spectrum()
-    ev = spectrum.evidence(alphas)
+    spectrum = path.spectrum()  # the model's: z on first read
+    ev = path.spectrum(shifted=True).evidence(alphas)
     if isinstance(alpha, str) and alpha == "evidence":
         best = ev.best()
     else:

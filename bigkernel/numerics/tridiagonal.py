@@ -7,12 +7,16 @@ last step, the back-transformation ``Q W`` (``dormtr``, ``2D³`` flops): a ridge
 ``Vᵀb`` and ``V x`` for a few vectors, which the reflectors apply in ``O(D²)`` each
 (``dormqr``, as ``dormtr`` does for a lower ``dsytrd``), so the dense ``V`` is formed only when
 something asks for it (:meth:`FactoredEigenvectors.dense`: the posterior variance, fold
-coefficients of many α).
+coefficients of many α). With ``vectors=False`` even ``W`` waits (eigenvalues by ``dsterf``):
+a ridge solve at one α is ``Q (T + αI)⁻¹ Qᵀb`` (:meth:`FactoredEigenvectors.shifted_solve`),
+and ``W`` is formed when something reads it.
 
 Measured on the project's shared 2-core AMD EPYC (OpenBLAS 0.3.30, D = 2048, one BLAS thread,
 load average 3; ``bench_rff.py _measure lapack``, docs/benchmarks.md): ``scipy.linalg.eigh``
 (``evd``) 2.00 s, ``evr`` 2.18 s; ``dsytrd`` 0.61 s, with ``dstemr`` 1.22 s, with ``Vᵀb`` and
-``β`` (this module's route) 1.29 s.
+``β`` (this module's route) 1.29 s. Session 13, 2 BLAS threads, load 1.7: ``dsytrd`` 0.36 s,
+with ``dstemr``, ``Vᵀb`` and ``β`` 1.10 s, with ``dsterf`` and the shifted β (``vectors=False``)
+0.51 s.
 """
 
 from __future__ import annotations
