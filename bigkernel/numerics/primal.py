@@ -51,9 +51,12 @@ GCV_GRID = np.logspace(-9, 1, 41)
 
 
 #: the shifted tridiagonal route serves α only above this multiple of the most negative
-#: eigenvalue of T (rounding): there the clipped spectrum (s < 0 counted as 0) and T itself
-#: give the same β(α), RSS and evidence to 1e-6 relative in the rounding directions alone
-SHIFT_MARGIN = 1e6
+#: eigenvalue of T (the sums' rounding): T + αI is then safely definite, and β(α) differs from
+#: the clipped spectrum's (s < 0 counted as 0) by at most 1e-3 relative in those rounding
+#: directions alone. Both are solutions of the rounded system to within its own rounding:
+#: float32 features, D = 300, n = 3,000, α at 14× that eigenvalue moved predictions by 5e-4
+#: between the two, float32 against float64 features by 1.3e-2 (session 13)
+SHIFT_MARGIN = 1e3
 
 
 class LazyProjection:
