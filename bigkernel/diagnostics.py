@@ -1,6 +1,6 @@
 """Signs that a fitted model is useless, each with its fix: a chosen α or γ on the edge of the
 grid searched, feature scales far apart with ``standardize`` off, a holdout score no better
-than a constant.
+than a constant; and, at predict, rows far outside the training range (extrapolation).
 
 Read from what every fit already keeps (``alphas_``/``alpha_``, ``cv_results_``, the training
 range ``data_min_``/``data_max_``, the job's scores): no pass over the data. The estimators'
@@ -17,17 +17,24 @@ silenced (``logging.getLogger("bigkernel.diagnostics").setLevel(logging.ERROR)``
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from bigkernel._sparse import is_sparse
 from bigkernel.kernels.registry import is_precomputed, kernel_spec
 
 logger = logging.getLogger(__name__)
 
 #: feature ranges differing by more than this factor (``standardize`` off) are flagged
 SCALE_RATIO = 100.0
+#: a row to predict extrapolates when a feature lies beyond the training range by more than
+#: this fraction of the range's width (rows just past an edge are ordinary in new data)
+EXTRAPOLATION_MARGIN = 0.1
 #: kernels whose input domain standardising would break (histograms, the fixed Fourier basis on
 #: [0, 1]) or that ignore X: their column scales are the user's on purpose
 _SCALE_FREE_KERNELS = frozenset({"fourier", "chi2", "additive_chi2", "constant"})
@@ -292,3 +299,99 @@ def score_findings(scores: dict[str, dict[str, Any]]) -> list[Finding]:
                 "for rare classes.",
             )]  # fmt: skip
     return []
+
+
+# --------------------------------------------------------------------------------------------
+# At predict: rows far outside the training range
+# --------------------------------------------------------------------------------------------
+_quiet = threading.local()
+
+
+@contextmanager
+def no_predict_findings() -> Iterator[None]:
+    """Within this block (this thread), predict logs no findings: for internal passes that
+    predict the training data's own rows or the bootstrap's evaluation points (flagged by the
+    band itself)."""
+    before = getattr(_quiet, "on", False)
+    _quiet.on = True
+    try:
+        yield
+    finally:
+        _quiet.on = before
+
+
+def _training_range(est, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+    lo, hi = _first(est, "data_min_"), _first(est, "data_max_")
+    if lo is None or hi is None:
+        return None
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    return (lo, hi) if lo.shape[0] == d else None
+
+
+def far_rows_summary(X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``[[rows beyond the margin, largest excess in widths, its column, its value]]`` of one
+    block (shape (1, 4)); a column constant in training counts any other value (excess inf)."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.shape[0] == 0:
+        return np.array([[0.0, -np.inf, 0.0, np.nan]])
+    width = hi - lo
+    beyond = np.maximum(lo - X, X - hi) / np.where(width > 0, width, 1.0)  # in widths; ≤ 0 inside
+    beyond = np.where(width > 0, beyond, np.where(beyond > 0, np.inf, beyond))
+    row, col = np.unravel_index(int(np.argmax(beyond)), beyond.shape)
+    n_far = int(np.count_nonzero(beyond.max(axis=1) > EXTRAPOLATION_MARGIN))
+    return np.array([[float(n_far), float(beyond[row, col]), float(col), float(X[row, col])]])
+
+
+def extrapolation_summary(est, X: Any) -> Any:
+    """:func:`far_rows_summary` of every row block of ``X``: an (m, 4) array (numpy X: one row;
+    a dask array: a lazy one, one row per chunk, to compute with the pass that reads X); None
+    when the training range is unknown or X is sparse."""
+    import dask.array as da
+
+    if getattr(X, "ndim", 0) != 2 or is_sparse(X) or is_sparse(getattr(X, "_meta", None)):
+        return None
+    rng = _training_range(est, X.shape[1])
+    if rng is None:
+        return None
+    if not isinstance(X, da.Array):
+        return far_rows_summary(X, *rng)
+    X = X.rechunk({1: -1})
+    return X.map_blocks(far_rows_summary, *rng, dtype=np.float64, chunks=((1,) * X.numblocks[0], (4,)))
+
+
+def extrapolation_finding(est, summary: np.ndarray | None, n_rows: int) -> Finding | None:
+    """The finding of rows beyond the training range by more than :data:`EXTRAPOLATION_MARGIN` of
+    its width, from :func:`extrapolation_summary` (computed) of ``n_rows`` rows; None when none."""
+    if summary is None or n_rows == 0:
+        return None
+    summary = np.asarray(summary, dtype=np.float64).reshape(-1, 4)
+    n_far = int(summary[:, 0].sum())
+    if n_far == 0:
+        return None
+    excess, col, value = summary[int(np.argmax(summary[:, 1])), 1:]
+    col = int(col)
+    lo, hi = _training_range(est, int(_first(est, "n_features_in_") or col + 1)) or (None, None)
+    names = _first(est, "feature_names_in_")
+    name = repr(str(names[col])) if names is not None else f"feature {col}"
+    how = "outside a constant" if not np.isfinite(excess) else f"{excess:.3g} widths beyond"
+    bounds = "" if lo is None else f" [{lo[col]:.4g}, {hi[col]:.4g}]"
+    return Finding(
+        "extrapolation",
+        f"{n_far:,} of {n_rows:,} rows to predict lie beyond the training range by more than "
+        f"{EXTRAPOLATION_MARGIN:.0%} of its width (farthest: {name} = {value:.4g}, {how} the training range"
+        f"{bounds}): the model extrapolates there and its predictions can be far off. Check those rows "
+        "(data errors, other units), or fit on data that covers them.",
+    )
+
+
+def log_predict(est, X: Any, summary: Any = None) -> None:
+    """Log :func:`extrapolation_finding` at WARNING level: of numpy ``X`` (predict), or of a
+    computed ``summary`` of ``X`` (the passes that write predictions); not within
+    :func:`no_predict_findings`."""
+    if getattr(_quiet, "on", False):
+        return
+    if summary is None:
+        summary = extrapolation_summary(est, X)
+    f = extrapolation_finding(est, summary, int(X.shape[0]))
+    if f is not None:
+        logger.warning("predict: %s [%s]", f.message, f.code)

@@ -109,3 +109,116 @@ def test_range_is_saved_with_the_model(tmp_path, name):
     est = ESTIMATORS[name]().fit(X, y)
     back = load(est.save(str(tmp_path / f"{name}.zarr")))
     assert_range(back, X)
+
+
+# --------------------------------------------------------------------------------------------
+# predict: rows far outside the training range are logged (numpy input), once per call
+# --------------------------------------------------------------------------------------------
+def _extrapolation_records(caplog) -> list[str]:
+    import logging
+
+    out = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "bigkernel.diagnostics" and r.levelno == logging.WARNING and "[extrapolation]" in r.getMessage()
+    ]
+    caplog.clear()
+    return out
+
+
+def test_predict_logs_rows_far_outside_the_training_range(caplog):
+    """One WARNING per predict call naming how many rows, the farthest column by name and the
+    training range; rows inside, or just past an edge (within the margin), log nothing; the
+    return_std path too; internal passes (``block_predictor``) and dask input stay quiet."""
+    import logging
+
+    import pandas as pd
+
+    from bigkernel.diagnostics import EXTRAPOLATION_MARGIN
+    from bigkernel.models._base import block_predictor
+
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame(rng.uniform(0, 1, (400, 3)), columns=["a", "b", "c"])
+    y = np.sin(3 * X["a"]) + X["b"]
+    est = RandomFeatureRidge(gamma=1.0, n_components=64, alpha=1e-3, random_state=0, dtype="float64").fit(X, y)
+    lo, hi = est.data_min_, est.data_max_
+    inside = X.iloc[:5]
+    near = inside.copy()
+    near.iloc[0, 0] = hi[0] + 0.5 * EXTRAPOLATION_MARGIN * (hi[0] - lo[0])  # just past the edge
+    far = near.copy()
+    far.iloc[2, 1] = 6.0  # 'b' five widths beyond
+    far.iloc[3, 2] = -0.5  # 'c' half a width below
+    with caplog.at_level(logging.WARNING, logger="bigkernel"):
+        est.predict(inside)
+        est.predict(near)
+        assert _extrapolation_records(caplog) == []
+        est.predict(far)
+        (msg,) = _extrapolation_records(caplog)
+        assert "2 of 5 rows" in msg and "'b' = 6" in msg and "widths beyond" in msg
+        assert f"[{lo[1]:.4g}, {hi[1]:.4g}]" in msg
+        est.predict(far, return_std=True)
+        assert len(_extrapolation_records(caplog)) == 1
+        block_predictor(est)(far.to_numpy())
+        est.predict(da.from_array(far.to_numpy(), chunks=(2, 3))).compute()
+        assert _extrapolation_records(caplog) == []
+
+
+def test_predict_flags_a_value_in_a_column_constant_in_training_and_classifiers_log_once(caplog):
+    import logging
+
+    from bigkernel import RandomFeatureClassifier
+
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.normal(size=300), np.ones(300)])
+    y = (X[:, 0] > 0).astype(int)
+    clf = RandomFeatureClassifier(gamma=0.5, n_components=32, random_state=0).fit(X, y)
+    with caplog.at_level(logging.WARNING, logger="bigkernel"):
+        clf.predict(np.array([[0.1, 1.0], [0.2, 2.0]]))
+        (msg,) = _extrapolation_records(caplog)
+        assert "1 of 2 rows" in msg and "feature 1 = 2" in msg and "outside a constant" in msg
+
+
+@pytest.mark.parametrize("suffix", [".zarr", ""])
+def test_predictions_written_to_a_store_log_far_rows_from_their_own_pass(tmp_path, caplog, suffix):
+    """``predict_to_path`` to zarr (the job's predict stage) counts the rows beyond the training
+    range in the pass that writes the predictions and logs the finding once, for dask and numpy X."""
+    import logging
+
+    from bigkernel.io.predictions import predict_to_path
+
+    X, y = data(n=300)
+    est = RandomFeatureRidge(gamma=0.3, n_components=32, random_state=0, dtype="float64").fit(X, y)
+    new = X[:40].copy()
+    new[[3, 17, 30], 1] = est.data_max_[1] + 3 * (est.data_max_[1] - est.data_min_[1])
+    with caplog.at_level(logging.WARNING, logger="bigkernel"):
+        predict_to_path(est, da.from_array(new, chunks=(16, 3)), str(tmp_path / f"p{suffix}"))
+        (msg,) = _extrapolation_records(caplog)
+        assert "3 of 40 rows" in msg and "feature 1" in msg and "3 widths beyond" in msg
+        predict_to_path(est, X[:40], str(tmp_path / f"q{suffix}"))
+        assert _extrapolation_records(caplog) == []
+
+
+_BLOCKS_READ: list[int] = []
+
+
+def _read_block(b):
+    _BLOCKS_READ.append(b.shape[0])
+    return b
+
+
+def test_the_store_pass_reads_each_block_once_with_the_check(tmp_path, monkeypatch):
+    """The count rides on the prediction pass: X's blocks are read as often as without it."""
+    import bigkernel.io.predictions as predictions
+
+    X, y = data(n=300)
+    est = RandomFeatureRidge(gamma=0.3, n_components=16, random_state=0, dtype="float64").fit(X, y)
+
+    def reads(path: str) -> int:
+        _BLOCKS_READ.clear()
+        Xd = da.from_array(X[:100], chunks=(25, 3)).map_blocks(_read_block, dtype=np.float64)
+        predictions.predict_to_path(est, Xd, str(tmp_path / path))
+        return len(_BLOCKS_READ)
+
+    with_check = reads("a.zarr")
+    monkeypatch.setattr(predictions, "extrapolation_summary", lambda est, X: None)
+    assert with_check == reads("b.zarr") and with_check >= 4

@@ -41,6 +41,7 @@ from sklearn.base import is_classifier
 from bigkernel.bands.bootstrap import BootstrapResult, bootstrap, eval_grid
 from bigkernel.data.columns import feature_index
 from bigkernel.data.sources import Dataset
+from bigkernel.diagnostics import no_predict_findings
 from bigkernel.errors import ExtrapolationWarning, StoreMismatchError
 from bigkernel.jobs.band_table import band_columns, band_summary, write_band_csv
 from bigkernel.jobs.config import SourceConfig
@@ -203,7 +204,8 @@ def posterior_band(est: Any, X_eval: np.ndarray, fitted: np.ndarray, level: floa
         import pandas as pd
 
         X = pd.DataFrame(X_eval, columns=est.feature_names_in_)
-    _, std = est.predict(X, return_std=True)
+    with no_predict_findings():  # the band flags its own points outside the training range
+        _, std = est.predict(X, return_std=True)
     std = np.asarray(std, dtype=np.float64)
     sigma2 = np.asarray(est.sigma2_, dtype=np.float64)
     if interval == "prediction":

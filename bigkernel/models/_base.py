@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_array, check_consistent_length, valid
 from bigkernel._sparse import check_real
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.devices import CPU, Device, parse_device, resolve_device
-from bigkernel.diagnostics import log_fit
+from bigkernel.diagnostics import log_fit, log_predict, no_predict_findings
 from bigkernel.errors import DataError, DeviceError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.io.model_store import save_model
@@ -232,11 +232,23 @@ class _NamedBlocks:
         return self.est.predict(pd.DataFrame(X, columns=self.est.feature_names_in_, copy=False))
 
 
+class _Quiet:
+    """``predict`` without the predict-time findings (an internal pass's own rows)."""
+
+    def __init__(self, predict: Callable) -> None:
+        self.predict = predict
+
+    def __call__(self, X: np.ndarray):
+        with no_predict_findings():
+            return self.predict(X)
+
+
 def block_predictor(est):
     """The numpy predictor of internal passes over the training data's own columns (evaluation,
     bootstrap evaluation points): ``est.predict``, giving blocks the fitted column names when
-    the model has them."""
-    return _NamedBlocks(est) if hasattr(est, "feature_names_in_") else est.predict
+    the model has them, and logging no extrapolation finding (the holdout rows are the
+    training data's; the bootstrap flags its own points)."""
+    return _Quiet(_NamedBlocks(est) if hasattr(est, "feature_names_in_") else est.predict)
 
 
 def show_progress_when_verbose(cls: type) -> None:
@@ -405,6 +417,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         else:
             check_real(X, "X")
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
+            log_predict(self, X)
             out = map_rows(model, X, model.n_outputs)
         return out[:, 0] if single else out
 

@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.utils.validation import validate_data
 
 from bigkernel._sparse import check_real
+from bigkernel.diagnostics import log_predict
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph
 from bigkernel.models._base import SPARSE_OK, ArrayOut
@@ -152,6 +153,7 @@ def predict_output(
         (X,) = compute(ds.X, label="points of return_cov")
     check_real(X, "X")
     X = validate_data(est, X, reset=False, dtype=[np.float64, np.float32], **SPARSE_OK)
+    log_predict(est, X)
     if return_std:
         both = map_rows(model, X, model.n_outputs)
         mean, std = both[:, :k], both[:, k:]
