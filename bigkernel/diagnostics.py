@@ -35,6 +35,8 @@ SCALE_RATIO = 100.0
 #: a row to predict extrapolates when a feature lies beyond the training range by more than
 #: this fraction of the range's width (rows just past an edge are ordinary in new data)
 EXTRAPOLATION_MARGIN = 0.1
+#: values of numpy X checked at a time (bounds the check's float64 temporaries: 8 MiB each)
+SUMMARY_BLOCK_VALUES = 2**20
 #: kernels whose input domain standardising would break (histograms, the fixed Fourier basis on
 #: [0, 1]) or that ignore X: their column scales are the user's on purpose
 _SCALE_FREE_KERNELS = frozenset({"fourier", "chi2", "additive_chi2", "constant"})
@@ -353,8 +355,9 @@ def extrapolation_summary(est, X: Any) -> Any:
     rng = _training_range(est, X.shape[1])
     if rng is None:
         return None
-    if not isinstance(X, da.Array):
-        return far_rows_summary(X, *rng)
+    if not isinstance(X, da.Array):  # in row blocks: a float64 copy of a block at a time
+        step = max(1, SUMMARY_BLOCK_VALUES // max(X.shape[1], 1))
+        return np.concatenate([far_rows_summary(X[lo : lo + step], *rng) for lo in range(0, max(X.shape[0], 1), step)])
     X = X.rechunk({1: -1})
     return X.map_blocks(far_rows_summary, *rng, dtype=np.float64, chunks=((1,) * X.numblocks[0], (4,)))
 

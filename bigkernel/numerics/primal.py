@@ -132,8 +132,8 @@ def _path_sums(
             cross = np.stack([np.einsum("dk,dk->k", source.qtb, u) for u in us])
             return cross, np.stack([np.einsum("dk,dk->k", u, u) for u in us])
     z2 = _projection(source)[np.newaxis] ** 2
-    shifted = eigvals[np.newaxis, :, np.newaxis] + a[:, np.newaxis, np.newaxis]
-    return (z2 / shifted).sum(axis=1), (z2 / shifted**2).sum(axis=1)
+    denom = eigvals[np.newaxis, :, np.newaxis] + a[:, np.newaxis, np.newaxis]
+    return (z2 / denom).sum(axis=1), (z2 / denom**2).sum(axis=1)
 
 
 @dataclass(frozen=True)
