@@ -260,8 +260,11 @@ def test_the_shifted_route_declines_near_the_rounding_floor():
     lazy = primal.LazyProjection(F, b, primal.SHIFT_MARGIN * -s.min())
     assert lazy.shifted(np.array([-s.min()])) is None and not lazy.formed
     assert lazy.shifted(np.array([2 * lazy.floor])) is not None and not lazy.formed
+    back = pickle.loads(pickle.dumps(lazy))  # dask ships paths to tasks: no lock in the pickle
+    assert not back.formed and back.shifted(np.array([2 * lazy.floor])) is not None
     z = lazy.value()
     assert lazy.formed and lazy.shifted(np.array([2 * lazy.floor])) is None  # formed: z serves
+    np.testing.assert_allclose(back.value(), z, atol=1e-12)
     np.testing.assert_allclose(F.apply(z), b, atol=1e-12)
 
 

@@ -41,7 +41,7 @@ from bigkernel.devices import CPU, Device, task_device, to_host
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.evidence import EvidencePath, evidence_path
 from bigkernel.numerics.sums import SufficientStats
-from bigkernel.numerics.threads import lapack_limit
+from bigkernel.numerics.threads import PicklesWithoutLock, lapack_limit
 from bigkernel.numerics.tridiagonal import FactoredEigenvectors, factored_eigh
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ GCV_GRID = np.logspace(-9, 1, 41)
 SHIFT_MARGIN = 1e3
 
 
-class LazyProjection:
+class LazyProjection(PicklesWithoutLock):
     """``z = Vᵀb`` of a factored eigendecomposition whose tridiagonal eigenvectors are not formed
     (module notes): ``c = Qᵀb`` now, ``z`` on first read of :meth:`value`, and until then the
     path's sums and β at α by ``(T + αI)⁻¹ c`` (:meth:`shifted`).
@@ -105,15 +105,6 @@ class LazyProjection:
                 return None
             out.append(u)
         return out
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
 
 def _projection(source: np.ndarray | LazyProjection) -> np.ndarray:

@@ -28,6 +28,7 @@ import contextlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator
 
@@ -37,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "LAPACK_SAMPLE_MIN_N",
+    "PicklesWithoutLock",
     "REUSE_SECONDS",
     "blas_thread_limit",
     "lapack_limit",
@@ -45,6 +47,22 @@ __all__ = [
     "others_busy_cores",
     "threadpool_controller",
 ]
+
+
+class PicklesWithoutLock:
+    """Mixin for objects guarding lazily formed state with ``self._lock`` (a
+    :class:`threading.Lock`): pickled without the lock (dask ships them to tasks), a fresh one
+    made on load."""
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
 
 #: seconds over which the other processes' CPU use is sampled
 SAMPLE_SECONDS = 0.1

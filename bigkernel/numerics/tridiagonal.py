@@ -28,14 +28,14 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import lapack
 
-from bigkernel.numerics.threads import lapack_limit
+from bigkernel.numerics.threads import PicklesWithoutLock, lapack_limit
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["FactoredEigenvectors", "factored_eigh"]
 
 
-class FactoredEigenvectors:
+class FactoredEigenvectors(PicklesWithoutLock):
     """The eigenvectors ``V = Q W`` of a symmetric matrix, kept as ``dsytrd``'s reflectors and
     the tridiagonal matrix ``T`` (its eigenvectors ``W`` formed on first use).
 
@@ -183,15 +183,6 @@ class FactoredEigenvectors:
                 self.reflectors = self.tau = self.W = None  # type: ignore[assignment]
                 self.diagonal = self.offdiagonal = None
             return self._dense
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
 
 def tridiagonal_eigenvectors(d: np.ndarray, e: np.ndarray) -> np.ndarray:
