@@ -331,23 +331,24 @@ def _training_range(est, d: int) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def far_rows_summary(X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``[[rows beyond the margin, largest excess in widths, its column, its value]]`` of one
-    block (shape (1, 4)); a column constant in training counts any other value (excess inf)."""
+    """``[[rows beyond the margin, largest excess in widths, its column, its value, rows]]`` of
+    one block (shape (1, 5)); a column constant in training counts any other value (excess inf)."""
     X = np.asarray(X, dtype=np.float64)
     if X.shape[0] == 0:
-        return np.array([[0.0, -np.inf, 0.0, np.nan]])
+        return np.array([[0.0, -np.inf, 0.0, np.nan, 0.0]])
     width = hi - lo
     beyond = np.maximum(lo - X, X - hi) / np.where(width > 0, width, 1.0)  # in widths; ≤ 0 inside
     beyond = np.where(width > 0, beyond, np.where(beyond > 0, np.inf, beyond))
     row, col = np.unravel_index(int(np.argmax(beyond)), beyond.shape)
     n_far = int(np.count_nonzero(beyond.max(axis=1) > EXTRAPOLATION_MARGIN))
-    return np.array([[float(n_far), float(beyond[row, col]), float(col), float(X[row, col])]])
+    return np.array([[float(n_far), float(beyond[row, col]), float(col), float(X[row, col]), float(X.shape[0])]])
 
 
 def extrapolation_summary(est, X: Any) -> Any:
-    """:func:`far_rows_summary` of every row block of ``X``: an (m, 4) array (numpy X: one row;
-    a dask array: a lazy one, one row per chunk, to compute with the pass that reads X); None
-    when the training range is unknown or X is sparse."""
+    """:func:`far_rows_summary` of every row block of ``X``: an (m, 5) array (numpy X: blocks of
+    :data:`SUMMARY_BLOCK_VALUES`; a dask array: a lazy one, one row per chunk, to compute with
+    the pass that reads X — row counts need not be known); None when the training range is
+    unknown or X is sparse."""
     import dask.array as da
 
     if getattr(X, "ndim", 0) != 2 or is_sparse(X) or is_sparse(getattr(X, "_meta", None)):
@@ -358,32 +359,37 @@ def extrapolation_summary(est, X: Any) -> Any:
     if not isinstance(X, da.Array):  # in row blocks: a float64 copy of a block at a time
         step = max(1, SUMMARY_BLOCK_VALUES // max(X.shape[1], 1))
         return np.concatenate([far_rows_summary(X[lo : lo + step], *rng) for lo in range(0, max(X.shape[0], 1), step)])
-    X = X.rechunk({1: -1})
-    return X.map_blocks(far_rows_summary, *rng, dtype=np.float64, chunks=((1,) * X.numblocks[0], (4,)))
+    if X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})
+    return X.map_blocks(far_rows_summary, *rng, dtype=np.float64, chunks=((1,) * X.numblocks[0], (5,)))
 
 
-def extrapolation_finding(est, summary: np.ndarray | None, n_rows: int) -> Finding | None:
+def extrapolation_finding(est, summary: np.ndarray | None) -> Finding | None:
     """The finding of rows beyond the training range by more than :data:`EXTRAPOLATION_MARGIN` of
-    its width, from :func:`extrapolation_summary` (computed) of ``n_rows`` rows; None when none."""
-    if summary is None or n_rows == 0:
+    its width, from a computed :func:`extrapolation_summary`; None when there are none."""
+    if summary is None:
         return None
-    summary = np.asarray(summary, dtype=np.float64).reshape(-1, 4)
-    n_far = int(summary[:, 0].sum())
+    summary = np.asarray(summary, dtype=np.float64).reshape(-1, 5)
+    n_far, n_rows = int(summary[:, 0].sum()), int(summary[:, 4].sum())
     if n_far == 0:
         return None
-    excess, col, value = summary[int(np.argmax(summary[:, 1])), 1:]
+    excess, col, value = summary[int(np.argmax(summary[:, 1])), 1:4]
     col = int(col)
     lo, hi = _training_range(est, int(_first(est, "n_features_in_") or col + 1)) or (None, None)
     names = _first(est, "feature_names_in_")
     name = repr(str(names[col])) if names is not None else f"feature {col}"
-    how = "outside a constant" if not np.isfinite(excess) else f"{excess:.3g} widths beyond"
-    bounds = "" if lo is None else f" [{lo[col]:.4g}, {hi[col]:.4g}]"
+    if lo is None:
+        where = f"{excess:.3g} widths beyond the training range"
+    elif not np.isfinite(excess):
+        where = f"constant at {lo[col]:.4g} in training"
+    else:
+        where = f"{excess:.3g} widths beyond the training range [{lo[col]:.4g}, {hi[col]:.4g}]"
     return Finding(
         "extrapolation",
         f"{n_far:,} of {n_rows:,} rows to predict lie beyond the training range by more than "
-        f"{EXTRAPOLATION_MARGIN:.0%} of its width (farthest: {name} = {value:.4g}, {how} the training range"
-        f"{bounds}): the model extrapolates there and its predictions can be far off. Check those rows "
-        "(data errors, other units), or fit on data that covers them.",
+        f"{EXTRAPOLATION_MARGIN:.0%} of its width (farthest: {name} = {value:.4g}, {where}): the model "
+        "extrapolates there and its predictions can be far off. Check those rows (data errors, other "
+        "units), or fit on data that covers them.",
     )
 
 
@@ -395,6 +401,6 @@ def log_predict(est, X: Any, summary: Any = None) -> None:
         return
     if summary is None:
         summary = extrapolation_summary(est, X)
-    f = extrapolation_finding(est, summary, int(X.shape[0]))
+    f = extrapolation_finding(est, summary)
     if f is not None:
         logger.warning("predict: %s [%s]", f.message, f.code)

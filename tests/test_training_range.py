@@ -175,7 +175,7 @@ def test_predict_flags_a_value_in_a_column_constant_in_training_and_classifiers_
     with caplog.at_level(logging.WARNING, logger="bigkernel"):
         clf.predict(np.array([[0.1, 1.0], [0.2, 2.0]]))
         (msg,) = _extrapolation_records(caplog)
-        assert "1 of 2 rows" in msg and "feature 1 = 2" in msg and "outside a constant" in msg
+        assert "1 of 2 rows" in msg and "feature 1 = 2" in msg and "constant at 1 in training" in msg
 
 
 @pytest.mark.parametrize("suffix", [".zarr", ""])
