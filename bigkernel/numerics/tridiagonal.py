@@ -97,7 +97,7 @@ class FactoredEigenvectors(PicklesWithoutLock):
         between two attribute reads."""
         with self._lock:
             if self._dense is None and self.W is None:
-                self.W = tridiagonal_eigenvectors(self.diagonal, self.offdiagonal)
+                self.W = tridiagonal_eigh(self.diagonal, self.offdiagonal)[1]
             return self._dense, (self.reflectors, self.tau, self.W)
 
     @staticmethod
@@ -159,13 +159,6 @@ class FactoredEigenvectors(PicklesWithoutLock):
             return V.T @ X
         return (W.T @ self._apply_q(refl, tau, X.reshape(X.shape[0], -1), "T")).reshape(X.shape)
 
-    def tridiagonal_transpose(self, C: np.ndarray) -> np.ndarray:
-        """``Wᵀ C`` (so ``Vᵀ b = Wᵀ (Qᵀ b)``) for C = ``Qᵀ b`` of shape (D, m)."""
-        V, (_, _, W) = self._parts()
-        if V is not None:
-            raise RuntimeError("W was dropped when V was formed; use apply_transpose")
-        return W.T @ np.asarray(C, dtype=np.float64)
-
     def columns(self, keep: np.ndarray) -> np.ndarray:
         """The eigenvectors selected by ``keep`` (boolean mask or indices), shape (D, r),
         C order: ``Q W[:, keep]`` (``O(D²r)``), or a slice of :meth:`dense` once formed."""
@@ -185,14 +178,14 @@ class FactoredEigenvectors(PicklesWithoutLock):
             return self._dense
 
 
-def tridiagonal_eigenvectors(d: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Eigenvectors (columns, ascending eigenvalues) of the symmetric tridiagonal matrix
+def tridiagonal_eigh(d: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of the symmetric tridiagonal matrix
     ``(d, e)``: MRRR (``dstemr``, ``O(D²)``), or implicit QL/QR if it does not converge."""
     try:
-        return scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stemr")[1]
+        return scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stemr")
     except np.linalg.LinAlgError:  # MRRR did not converge (rare): implicit QL/QR, O(D³) but no back-transform
         logger.info("dstemr did not converge on the %d × %d tridiagonal matrix; using dstev", d.shape[0], d.shape[0])
-        return scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stev")[1]
+        return scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stev")
 
 
 def factored_eigh(
@@ -233,9 +226,5 @@ def factored_eigh(
     if not vectors:
         s = scipy.linalg.eigvalsh_tridiagonal(d, e, check_finite=False, lapack_driver="sterf")
         return s, FactoredEigenvectors(reflectors, tau, diagonal=d, offdiagonal=e)
-    try:
-        s, W = scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stemr")
-    except np.linalg.LinAlgError:  # MRRR did not converge (rare): implicit QL/QR, O(D³) but no back-transform
-        logger.info("dstemr did not converge on the %d × %d tridiagonal matrix; using dstev", D, D)
-        s, W = scipy.linalg.eigh_tridiagonal(d, e, check_finite=False, lapack_driver="stev")
+    s, W = tridiagonal_eigh(d, e)
     return s, FactoredEigenvectors(reflectors, tau, W, diagonal=d, offdiagonal=e)
