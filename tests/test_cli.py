@@ -163,6 +163,23 @@ def _nan_prediction_data(tmp_path, data_dir):
     return tmp_path / "nan.zarr"
 
 
+def test_a_job_predicting_far_outside_the_training_range_says_so(tmp_path, data_dir):
+    """Real CLI (in process): the predict stage's data hold one row far outside the training
+    range (x3 = 5, trained on [0, 1]); the job succeeds, and its log carries the extrapolation
+    finding counted in the prediction pass, naming the column and the range."""
+    X = zarr.open_group(data_dir / "new.zarr", mode="r")["X"][:]
+    X[7, 3] = 5.0
+    g = zarr.open_group(tmp_path / "far.zarr", mode="w")
+    g.create_array("X", data=X, chunks=(1024, 10))
+    job = _job(tmp_path, data_dir, f"predict:\n  path: {tmp_path / 'far.zarr'}\n  output: pred.zarr\n")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["-q", "run", str(job)]) == 0
+    log = (tmp_path / "out" / "job.log").read_text()
+    found = [line for line in log.splitlines() if "[extrapolation]" in line]
+    assert len(found) == 1 and " WARNING bigkernel.diagnostics: predict: 1 of 3,000 rows" in found[0], log[-3000:]
+    assert "feature 3 = 5" in found[0] and "widths beyond the training range [" in found[0]
+
+
 def test_a_job_failing_mid_run_records_its_error(tmp_path, data_dir):
     """Real CLI: the job fails at the predict stage, after fit and save. The terminal shows one
     error line; job.log has the run's log and the error (no traceback: a bigkernel error);
