@@ -363,3 +363,23 @@ def test_columns_are_taken_by_name_not_position(sources, named_model, tmp_path, 
     out = tmp_path / "p.csv"
     assert main(["-q", "predict", str(model), str(path), "-o", str(out)]) == 0
     np.testing.assert_allclose(pd.read_csv(out)["y_pred"], m.predict(df[COLS]), rtol=1e-12)
+
+
+def test_predict_command_names_a_far_column_of_a_users_table(sources, named_model, tmp_path, caplog):
+    """A user's CSV as they have it — target first, columns shuffled, a string column — with one
+    row far outside the training range: `bigkernel predict … -o out.zarr` writes the same values
+    as the API and logs one extrapolation finding naming that column by its name."""
+    import logging
+
+    m, model, df = named_model
+    far = df.copy()
+    far.loc[17, "x3"] = 7.0  # trained on [0, 1]
+    rng = np.random.default_rng(0)
+    user = far[["target", "name", *rng.permutation(COLS)]]
+    user.to_csv(tmp_path / "far.csv", index=False)
+    with caplog.at_level(logging.WARNING, logger="bigkernel"):
+        assert main(["-q", "predict", str(model), str(tmp_path / "far.csv"), "-o", str(tmp_path / "p.zarr")]) == 0
+    found = [r.getMessage() for r in caplog.records if "[extrapolation]" in r.getMessage()]
+    assert len(found) == 1 and "1 of 6,000 rows" in found[0] and "'x3' = 7" in found[0], found
+    got = zarr.open_group(tmp_path / "p.zarr", mode="r")["y_pred"][:]
+    np.testing.assert_allclose(got, m.predict(far[COLS]), rtol=1e-12)
