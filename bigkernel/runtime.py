@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import os
 import sys
 import threading
 import time
@@ -131,12 +130,16 @@ def local_threads() -> int:
     """Threads the local (non-distributed) scheduler will use."""
     if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
         return 1
-    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+    return int(dask.config.get("num_workers", None) or dask.system.CPU_COUNT)
 
 
 def blas_threads_for(dask_threads: int, cores: int | None = None) -> int:
-    """BLAS threads per Dask thread so that their product does not exceed the cores."""
-    cores = cores or os.cpu_count() or 1
+    """BLAS threads per Dask thread so that their product does not exceed the cores.
+
+    The cores are dask's count (``dask.system.CPU_COUNT``: the CPU affinity mask and a cgroup
+    quota, as the threaded scheduler's default pool), not ``os.cpu_count()``, which counts every
+    CPU of the machine under ``taskset``, in a container or a batch job's CPU allocation."""
+    cores = cores or dask.system.CPU_COUNT
     return max(1, cores // max(1, dask_threads))
 
 

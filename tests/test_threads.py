@@ -158,3 +158,20 @@ def test_a_local_pass_measures_the_load_for_the_lapack_call_after_it(monkeypatch
     monkeypatch.setattr(threads, "_last", {})
     monkeypatch.setattr(threads, "_pass_window", (real_time.monotonic() - threads.REUSE_SECONDS - 1, 0.0))
     assert threads.lapack_threads() == 2 and samples == [1]  # too old: sampled again
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="needs a CPU affinity mask (Linux)")
+def test_the_local_threads_follow_the_cpus_this_process_may_use():
+    """Under ``taskset`` (a container's or a batch job's CPU allocation) the local scheduler's
+    threads and the BLAS threads per dask thread count the allowed CPUs, as dask's own pool
+    does, not every CPU of the machine (which oversubscribed the allowed ones)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from bigkernel.runtime import blas_threads_for, local_threads; "
+        "print(local_threads(), blas_threads_for(1), blas_threads_for(1, cores=4), os.cpu_count())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:3] == ["1", "1", "4"]
