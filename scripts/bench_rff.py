@@ -4,14 +4,15 @@
 Friedman #1 (d=10), rbf γ=0.5, α=1e-2. Every measurement runs in its own subprocess, so its peak
 RSS (ru_maxrss) is its own. Timings are reported as ratios to the machine's LIMIT, measured in the
 same run: the best of float32 BLAS syrk ``PᵀP`` over n rows, in blocks of 8k/16k/32k/64k rows
-accumulated into float64, on 1 thread × 2 BLAS threads and 2 threads × 1 BLAS thread (all
-candidates are listed):
+accumulated into float64, on every split of the cores into threads × BLAS threads per thread
+(1 × c, the powers of two dividing c, c × 1; on 2 cores 1 × 2 and 2 × 1; all candidates are
+listed). The fits and passes run on c dask threads (and 1 dask thread × c BLAS threads):
 
 - ``a``: n=400,000, D=2048, float32 features, data in memory (``--repeat`` times: the limit grid,
-  the fit with both thread splits, the pass alone, the solve after the pass alone (factored
-  eigendecomposition) and a dense ``eigh`` for reference, the load average; in the first
-  repetition the post-pass candidates on 1 and 2 BLAS threads: eigh drivers, ``dsytrd`` alone,
-  with ``dsterf`` / ``dstemr``, the factored route, Cholesky);
+  the fit with both thread splits, the pass alone, the solve after the pass alone
+  (``solve_primal``: at one α a Cholesky factor) and a dense ``eigh`` for reference, the load average; in the first
+  repetition the post-pass candidates on 1 and c BLAS threads: eigh drivers, ``dsytrd`` alone,
+  with ``dsterf`` / ``dstemr``, the factored route, Cholesky, the one-α Cholesky sums);
   scikit-learn RBFSampler + Ridge on the same data; holdout RMSE on 100,000 fresh rows.
 - ``b``: n=10,000,000, D=1024, float32, read from a zarr store on disk; the limit grid is timed
   on 2M rows and scaled to n; peak RSS at n = 1M, 3M, 10M to show it is flat in n.
@@ -39,6 +40,8 @@ import os
 import tempfile
 import time
 
+import dask.system
+
 # scripts/ is on sys.path when a benchmark runs as a script
 from _bench import dispatch_measurement, machine_info, measurement_runner, peak_rss_mb, write_json
 
@@ -65,8 +68,10 @@ def m_syrk(n: int, D: int, dtype: str, block_rows: int, threads: int = 1, blas: 
     blas = blas or max(1, (os.cpu_count() or 1) // threads)
     full, rest = divmod(n, block_rows)
     counts = [full // threads + (t < full % threads) for t in range(threads)]
-    # one block per thread (as each dask thread has its own feature buffer)
-    blocks = [np.random.default_rng(t).standard_normal((block_rows, D)).astype(dtype) for t in range(threads)]
+    # one block per thread (as each dask thread has its own feature buffer), copies of one draw
+    # (drawing 16 × 65,536 × 2,048 normals took longer than the syrk)
+    first = np.random.default_rng(0).standard_normal((block_rows, D), dtype=np.float32).astype(dtype)
+    blocks = [first] + [first.copy() for _ in range(threads - 1)]
 
     def task(t: int):
         G, P = np.zeros((D, D)), blocks[t]
@@ -85,7 +90,16 @@ def m_syrk(n: int, D: int, dtype: str, block_rows: int, threads: int = 1, blas: 
     return {"time_s": elapsed, "peak_rss_mb": peak_rss_mb(), "checksum": float(G[0, 0])}
 
 
-def m_pass(n: int, D: int, dtype: str, chunk_rows: int, dask_threads: int) -> dict:
+def _use_sub_blocks(sub_blocks: int | None) -> None:
+    """Cut this measurement process's pass into tasks of ``sub_blocks`` feature sub-blocks
+    (default: the library's ``SUB_BLOCKS_PER_TASK``), to see what the task size costs."""
+    if sub_blocks:
+        from bigkernel.graph import stream
+
+        stream.SUB_BLOCKS_PER_TASK = sub_blocks
+
+
+def m_pass(n: int, D: int, dtype: str, chunk_rows: int, dask_threads: int, sub_blocks: int | None = None) -> dict:
     """The statistics pass of the fit alone (no eigendecomposition), data in memory."""
     import dask
     import dask.array as da
@@ -96,6 +110,7 @@ def m_pass(n: int, D: int, dtype: str, chunk_rows: int, dask_threads: int) -> di
     from bigkernel.numerics.fourier_features import make_feature_map
     from bigkernel.runtime import compute
 
+    _use_sub_blocks(sub_blocks)
     X, y = _data(n, seed=1)
     Xd, Yd = da.from_array(X, chunks=(chunk_rows, X.shape[1])), da.from_array(y[:, None], chunks=(chunk_rows, 1))
     fmap = make_feature_map("rbf", X.shape[1], D, seed=0, gamma=GAMMA)
@@ -111,6 +126,8 @@ def _use_route(route: str) -> None:
     """Point this measurement process's solve at ``route`` (see :func:`m_ours`)."""
     from bigkernel.numerics import primal
 
+    if route != "factored":  # the routes before the one-α Cholesky solve: an eigendecomposition
+        primal._solve_by_cholesky = lambda *a, **kw: None
     if route == "dense":
         real = primal.eigen_path
         primal.eigen_path = lambda *a, **kw: real(*a, **{**kw, "factored": False})
@@ -159,6 +176,7 @@ def m_lapack(D: int, blas: int = 1) -> dict:
     from scipy.linalg import lapack
     from threadpoolctl import threadpool_limits
 
+    from bigkernel.numerics.primal_cholesky import solve_one_alpha
     from bigkernel.numerics.tridiagonal import factored_eigh
 
     rng = np.random.default_rng(0)
@@ -187,6 +205,7 @@ def m_lapack(D: int, blas: int = 1) -> dict:
         "factored+Vtb+beta": factored,
         "dsytrd+dsterf+shifted beta (one α)": shifted,
         "cholesky+solve": lambda x: sl.cho_solve(sl.cho_factor(x, overwrite_a=True), b),
+        "one-α Cholesky sums (β, df, log det)": lambda x: solve_one_alpha(x, b, ALPHA, 1e3),
     }
     out = {}
     with threadpool_limits(blas):
@@ -201,9 +220,21 @@ def m_lapack(D: int, blas: int = 1) -> dict:
     return {"steps_s": out, "blas": blas, "load": os.getloadavg()}
 
 
+#: the cores this process may use (dask's count: affinity mask, cgroup quota): the limit's thread
+#: splits and the fits' follow them
+CORES = dask.system.CPU_COUNT
+
+
+def thread_splits(cores: int) -> tuple[tuple[int, int], ...]:
+    """(threads, BLAS threads per thread) that use every core: 1 × cores, then powers of two
+    that divide ``cores``, then cores × 1 (2 cores: 1 × 2 and 2 × 1)."""
+    splits = [(t, cores // t) for t in (2**k for k in range(cores.bit_length())) if cores % t == 0]
+    return tuple(dict.fromkeys([*splits, (cores, 1)]))
+
+
 #: the limit's candidates: syrk block sizes and (threads, BLAS threads per thread) splits
 LIMIT_BLOCKS = (8192, 16384, 32768, 65536)
-LIMIT_SPLITS = ((1, 2), (2, 1))
+LIMIT_SPLITS = thread_splits(CORES)
 
 
 def limit_rows(case: str, n: int, D: int, n_measured: int | None = None) -> tuple[list[dict], float]:
@@ -236,18 +267,22 @@ def m_ours(
     standardize: bool = False,
     gamma: float = GAMMA,
     route: str = "factored",
+    sub_blocks: int | None = None,
 ) -> dict:
     """RandomFeatureRidge.fit on the local threaded scheduler; holdout RMSE on fresh rows.
-    ``route="dense"``: the solve forms the eigenvectors (LAPACK ``evd``, the route before the
-    factored eigendecomposition); ``"eager"``: the factored route with the tridiagonal
-    eigenvectors formed in the decomposition (MRRR, the route before they were left for first
-    use); for before/after comparisons in one run."""
+    ``route="factored"``: this tree's solve (at one α a Cholesky factor, the eigendecomposition
+    deferred to first read); ``"eigen"``: the factored eigendecomposition at every α (the route
+    before the one-α Cholesky solve); ``"dense"``: the solve forms the eigenvectors (LAPACK
+    ``evd``, the route before the factored eigendecomposition); ``"eager"``: the factored route
+    with the tridiagonal eigenvectors formed in the decomposition (MRRR, the route before they
+    were left for first use); for before/after comparisons in one run."""
     import dask
     import numpy as np
 
     from bigkernel import RandomFeatureRidge, open_source
 
     _use_route(route)
+    _use_sub_blocks(sub_blocks)
 
     est = RandomFeatureRidge(
         gamma=gamma,
@@ -420,7 +455,14 @@ run = measurement_runner(__file__)
 
 
 # ----------------------------------------------------------------------------- cases
-def case_a(n: int, D: int, with_sklearn: bool, repeat: int = 1, routes: tuple[str, ...] = ("factored",)) -> list[dict]:
+def case_a(
+    n: int,
+    D: int,
+    with_sklearn: bool,
+    repeat: int = 1,
+    routes: tuple[str, ...] = ("factored",),
+    sub_blocks: int | None = None,
+) -> list[dict]:
     rows = []
     for rep in range(1, repeat + 1):
         case = f"a#{rep}"
@@ -429,26 +471,26 @@ def case_a(n: int, D: int, with_sklearn: bool, repeat: int = 1, routes: tuple[st
         rows.append({"case": case, "what": f"LIMIT: best syrk above, {n:,}×{D} float32→float64", "time_s": limit,
                      "ratio": 1.0, "peak_rss_mb": float("nan")})  # fmt: skip
         order = routes if rep % 2 else routes[::-1]  # alternate: no order advantage
-        for threads, label in ((2, "2 dask threads × 1 BLAS"), (1, "1 dask thread × 2 BLAS")):
+        for threads, label in ((CORES, f"{CORES} dask threads × 1 BLAS"), (1, f"1 dask thread × {CORES} BLAS")):
             for route in order:
                 r = run("ours", n=n, D=D, dtype="float32", source=None, chunk_rows=131_072, dask_threads=threads,
-                        n_test=100_000, route=route)  # fmt: skip
+                        n_test=100_000, route=route, sub_blocks=sub_blocks)  # fmt: skip
                 tag = "" if routes == ("factored",) else f" [{route}]"
                 rows.append({"case": case, "what": f"bigkernel fit float32, {label}{tag}", **r,
                              "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
-        r = run("pass", n=n, D=D, dtype="float32", chunk_rows=131_072, dask_threads=2)
-        rows.append({"case": case, "what": "  of which the pass (2 dask threads)", **r,
+        r = run("pass", n=n, D=D, dtype="float32", chunk_rows=131_072, dask_threads=CORES, sub_blocks=sub_blocks)
+        rows.append({"case": case, "what": f"  of which the pass ({CORES} dask threads)", **r,
                      "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
         for route in order:
             r = run("solve", D=D, route=route)
             tag = "" if routes == ("factored",) else f" [{route}]"
-            rows.append({"case": case, "what": f"  of which the solve of {D}×{D} (factored eigh){tag}", **r,
+            rows.append({"case": case, "what": f"  of which the solve of {D}×{D}{tag}", **r,
                          "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
         r = run("eigh", D=D)
         rows.append({"case": case, "what": f"  (for reference: a dense eigh (evd) of {D}×{D})", **r,
                      "ratio": r.get("time_s", float("nan")) / limit})  # fmt: skip
         if rep == 1:
-            for blas in (1, 2):
+            for blas in sorted({1, CORES}):
                 r = run("lapack", D=D, blas=blas)
                 rows.append({"case": case, "what": f"post-pass steps {D}×{D}, {blas} BLAS thread(s)", "lapack": r})
         rows.append({"case": case, "what": "uptime load average after this repetition", "load": os.getloadavg()})
@@ -471,7 +513,7 @@ def case_b(n: int, D: int, data_dir: str, rss_ns: list[int]) -> list[dict]:
         made = time.perf_counter() - t
         # the limit grid on at most 2M rows, scaled to m (syrk time is linear in the rows)
         grid, limit = limit_rows("b", m, D, n_measured=min(m, 2_000_000))
-        r = run("ours", n=m, D=D, dtype="float32", source=path, chunk_rows=131_072, dask_threads=2, n_test=100_000)
+        r = run("ours", n=m, D=D, dtype="float32", source=path, chunk_rows=131_072, dask_threads=CORES, n_test=100_000)
         rows += grid
         rows.append({"case": "b", "what": f"LIMIT {m:,}×{D}", "time_s": limit, "ratio": 1.0,
                      "peak_rss_mb": float("nan")})  # fmt: skip
@@ -496,7 +538,7 @@ def case_chunking(n: int, D: int) -> list[dict]:
             files = []
             for c in chunkings:
                 f = os.path.join(tmp, f"{dtype}_{c}.npy")
-                run("ours", n=n, D=D, dtype=dtype, source=None, chunk_rows=c, dask_threads=2, n_test=0, save_coef=f)
+                run("ours", n=n, D=D, dtype=dtype, source=None, chunk_rows=c, dask_threads=CORES, n_test=0, save_coef=f)
                 files.append(f)
             a, b = (np.load(f) for f in files)
             rel = float(np.linalg.norm(a - b) / np.linalg.norm(a))
@@ -516,12 +558,12 @@ def case_standardize(n: int, D: int, data_dir: str) -> list[dict]:
     path = os.path.join(data_dir, f"friedman1_{n}.zarr")
     if not os.path.exists(path):
         make_data(SyntheticSpec("friedman1", n, D_FEATURES, 1.0, 0), path, chunk_rows=131_072)
-    common = dict(n=n, D=D, dtype="float32", source=path, chunk_rows=131_072, dask_threads=2, n_test=100_000)
+    common = dict(n=n, D=D, dtype="float32", source=path, chunk_rows=131_072, dask_threads=CORES, n_test=100_000)
     plain = run("ours", **common)
     # γ applies to the standardized features: x ~ U(0, 1) has variance 1/12, so γ/12 is the
     # same kernel on the original scale (comparable RMSE)
     scaled = run("ours", **common, standardize=True, gamma=GAMMA / 12.0)
-    pre = run("prepass", source=path, chunk_rows=131_072, dask_threads=2)
+    pre = run("prepass", source=path, chunk_rows=131_072, dask_threads=CORES)
     base = plain.get("time_s", float("nan"))
     return [
         {"case": "std", "what": f"fit {n:,} rows from zarr, standardize=False", **plain, "ratio": 1.0},
@@ -585,11 +627,19 @@ def main() -> None:
     p.add_argument("--D", type=int, default=None, help="features (default 2048 for a/chunking, 1024 for b)")
     p.add_argument("--no-sklearn", action="store_true")
     p.add_argument(
-        "--solve-route", choices=["factored", "dense", "eager", "both", "eager-both"], default="factored",
-        help="case a: the solve after the pass with factored eigenvectors (default), the dense evd "
-        "route or the eager factored route (tridiagonal eigenvectors formed in the decomposition) "
-        "before it, or dense/eager and factored in the same run (before/after ratios)",
+        "--solve-route", choices=["factored", "eigen", "dense", "eager", "both", "eager-both", "eigen-both"],
+        default="factored",
+        help="case a: the solve after the pass as in this tree (default: Cholesky at one α), the "
+        "factored eigendecomposition at every α (eigen), the dense evd route or the eager factored "
+        "route (tridiagonal eigenvectors formed in the decomposition), or eigen/dense/eager and "
+        "this tree's in the same run (before/after ratios)",
     )  # fmt: skip
+    p.add_argument(
+        "--sub-blocks",
+        type=int,
+        default=None,
+        help="case a: feature sub-blocks per task of the pass (default: the library's)",
+    )
     p.add_argument("--repeat", type=int, default=2, help="repetitions of case a (limit grid and fits)")
     p.add_argument("--no-rss-sweep", action="store_true", help="case b at n only (not also n/10 and 3n/10)")
     p.add_argument("--data-dir", default="bench_results/data")
@@ -599,9 +649,9 @@ def main() -> None:
     rows: list[dict] = []
     t0 = time.perf_counter()
     if args.case in ("a", "all"):
-        both = {"both": ("dense", "factored"), "eager-both": ("eager", "factored")}
+        both = {"both": ("dense", "factored"), "eager-both": ("eager", "factored"), "eigen-both": ("eigen", "factored")}
         routes = both.get(args.solve_route, (args.solve_route,))
-        rows += case_a(int(args.n or 4e5), args.D or 2048, not args.no_sklearn, args.repeat, routes)
+        rows += case_a(int(args.n or 4e5), args.D or 2048, not args.no_sklearn, args.repeat, routes, args.sub_blocks)
     if args.case in ("b", "all"):
         n = int(args.n or 1e7)
         rows += case_b(n, args.D or 1024, args.data_dir, [] if args.no_rss_sweep else [n // 10, (3 * n) // 10])

@@ -126,6 +126,7 @@ def test_truncation_error_is_within_its_bound(rtol):
     full = m.posterior_
     path = SimpleNamespace(
         eigvals=np.maximum(s, 0),
+        n_features=s.size,
         eigvec_columns=lambda keep: V[:, keep],
         mean_phi=P.mean(axis=0),
         n=300.0,

@@ -136,9 +136,10 @@ def test_factored_path_equals_eigh_path(D, n, gamma, dtype, k, fit_intercept):
 @pytest.mark.parametrize("alpha", ["gcv", "evidence", 1e-9, [1e-6, 1e-3, 1.0]])
 def test_solve_primal_routes_choose_the_same_alpha(monkeypatch, alpha):
     st = _stats(80, 500, 2.0)
-    lazy = solve_primal(st, alpha)
+    lazy = solve_primal(st, alpha)  # at one α: a Cholesky factor where the α allows it
     real = primal.eigen_path
     monkeypatch.setattr(primal, "eigen_path", lambda *a, **kw: real(*a, **kw, factored=False))
+    _no_cholesky(monkeypatch)
     dense = solve_primal(st, alpha)
     assert isinstance(dense.path.vectors, np.ndarray)
     assert np.argmin(np.abs(lazy.alphas - lazy.alpha)) == np.argmin(np.abs(dense.alphas - dense.alpha))
@@ -186,9 +187,15 @@ def test_estimator_fit_forms_no_eigenvectors_until_a_variance_is_asked(monkeypat
     np.testing.assert_allclose(back.unit_variance(Xt), lazy.posterior_.unit_variance(Xt), rtol=1e-7)
 
 
+def _no_cholesky(monkeypatch):
+    """Solve at one α by the eigendecomposition (the route before the one-α Cholesky solve)."""
+    monkeypatch.setattr(primal, "_solve_by_cholesky", lambda *a, **kw: None)
+
+
 def _eager(monkeypatch):
     """Make the factored route form the tridiagonal eigenvectors in the decomposition (the
-    route before they were left for first use)."""
+    route before they were left for first use), at one α too (no Cholesky solve)."""
+    _no_cholesky(monkeypatch)
     real = primal.symmetric_eigh
     monkeypatch.setattr(primal, "symmetric_eigh", lambda *a, **kw: real(*a, **{**kw, "vectors": True}))
 
@@ -223,7 +230,9 @@ def test_one_alpha_forms_no_tridiagonal_eigenvectors(monkeypatch, D, n, gamma, d
     eps = sums_precision(dtype)
     s_max = float(eigen_path(st, True, eps).eigvals.max())
     alpha = 1e-3 * s_max
+    _no_cholesky(monkeypatch)  # the shifted tridiagonal route (α lists, α the Cholesky solve declines)
     lazy = solve_primal(st, alpha, True, eps)
+    assert lazy.path.decomposition.decomposed
     assert not lazy.path.vectors.formed and not lazy.path.z_source.formed
     _eager(monkeypatch)
     eager = solve_primal(st, alpha, True, eps)

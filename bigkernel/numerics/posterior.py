@@ -97,11 +97,12 @@ class PrimalPosterior:
         Anything with ``transform_unscaled(X, dtype)`` and ``scale``.
     mean_phi : ndarray of shape (D,)
         μ (zeros without intercept).
-    directions : ndarray of shape (D, r), or a callable returning it
-        The kept eigenvectors of ΦcᵀΦc, or what forms them on first use (:attr:`vecs`: a fit
-        whose eigenvectors were left factored pays for them only when a variance is asked for).
-    weights : ndarray of shape (r,)
-        Their ``s/(s + α)``.
+    directions : ndarray of shape (D, r), or a callable returning ``(directions, weights)``
+        The kept eigenvectors of ΦcᵀΦc, or what forms them and their weights on first use
+        (:attr:`vecs`: a fit whose eigendecomposition was deferred or left factored pays for
+        it only when a variance is asked for).
+    kept_weights : ndarray of shape (r,), or None while ``directions`` is a callable
+        Their ``s/(s + α)`` (:attr:`weights`).
     alpha : float
     n : float
         Rows of the fit (``Σc`` with sample weights).
@@ -115,8 +116,8 @@ class PrimalPosterior:
 
     fmap: Any
     mean_phi: np.ndarray
-    directions: np.ndarray | Callable[[], np.ndarray]
-    weights: np.ndarray
+    directions: np.ndarray | Callable[[], tuple[np.ndarray, np.ndarray]]
+    kept_weights: np.ndarray | None
     alpha: float
     n: float
     fit_intercept: bool
@@ -132,9 +133,17 @@ class PrimalPosterior:
             with _DIRECTIONS_LOCK:  # threads of one predict graph: form them once
                 d = self.directions
                 if callable(d):
-                    d = np.ascontiguousarray(d())
+                    d, w = d()
+                    d = np.ascontiguousarray(d)
+                    object.__setattr__(self, "kept_weights", w)
                     object.__setattr__(self, "directions", d)
         return d
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The kept directions' ``s/(s + α)``, shape (r,) (formed with :attr:`vecs`)."""
+        self.vecs  # noqa: B018 - forms both
+        return self.kept_weights
 
     def __getstate__(self) -> dict:
         self.vecs  # noqa: B018 - a pickled posterior (dask tasks) carries the directions, not their factors
@@ -218,18 +227,24 @@ def primal_posterior(
     path: EigenPath, alpha: float, fmap, *, dtype: str, rtol: float = POSTERIOR_RTOL
 ) -> PrimalPosterior:
     """The :class:`PrimalPosterior` of a fitted primal path at ``alpha``: keeps the directions
-    with ``s/(s + α) >= rtol``, formed from ``path`` when first used (``path.eigvec_columns``:
-    a factored path forms only the kept columns, and only if a variance is asked for)."""
-    w = path.eigvals / (path.eigvals + alpha)
-    keep = w >= rtol
-    D = path.eigvals.shape[0]
+    with ``s/(s + α) >= rtol``, formed from ``path`` when first used (the path's eigenvalues
+    then, when its decomposition was deferred, and ``path.eigvec_columns``: a factored path
+    forms only the kept columns), and only if a variance is asked for."""
+    D = path.n_features
     # float64 feature blocks of ≤ 32 MiB
     rows = int(max(256, min(8192, (32 * 2**20) // (8 * max(D, 1)))))
-    logger.info("posterior: %d of %d directions kept (s/(s+α) >= %.0e)", int(keep.sum()), D, rtol)
     return PrimalPosterior(
-        fmap, np.asarray(path.mean_phi, dtype=np.float64), functools.partial(path.eigvec_columns, keep),
-        w[keep].copy(), float(alpha), float(path.n), bool(path.fit_intercept), float(rtol), dtype, rows,
+        fmap, np.asarray(path.mean_phi, dtype=np.float64), functools.partial(_kept_directions, path, alpha, rtol),
+        None, float(alpha), float(path.n), bool(path.fit_intercept), float(rtol), dtype, rows,
     )  # fmt: skip
+
+
+def _kept_directions(path: EigenPath, alpha: float, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenvectors of ``path`` with ``s/(s + α) >= rtol`` and those weights."""
+    w = path.eigvals / (path.eigvals + alpha)
+    keep = w >= rtol
+    logger.info("posterior: %d of %d directions kept (s/(s+α) >= %.0e)", int(keep.sum()), w.size, rtol)
+    return path.eigvec_columns(keep), w[keep].copy()
 
 
 class DensePosterior:

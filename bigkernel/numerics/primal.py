@@ -25,6 +25,12 @@ cost ``O(D)`` per α after ``O(D²)`` for c, so a fit at one α never forms them
 the saved state, α near the rounding floor) forms them on first read. A fitted model's
 ``spectrum_`` always reads z (``PathSpectrum.shifted`` False): its curves are then the same bits
 before and after a save and load, whatever was read first.
+
+At one α not even the eigenvalues are needed: :func:`solve_primal` takes β, df, GCV and the
+evidence from one Cholesky factor of G + αI (:mod:`bigkernel.numerics.primal_cholesky`; a third
+of the decomposition's flops, all BLAS-3) and keeps G in a deferred :class:`SystemDecomposition`,
+decomposed on first read of the spectrum, the posterior variance or the saved state. It declines
+where the eigenvalues must decide (α near their rounding, a GCV score near its rounding bound).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import scipy.linalg
 from bigkernel.devices import CPU, Device, task_device, to_host
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.numerics.evidence import EvidencePath, evidence_path
+from bigkernel.numerics.primal_cholesky import solve_one_alpha
 from bigkernel.numerics.sums import SufficientStats
 from bigkernel.numerics.threads import PicklesWithoutLock, lapack_limit
 from bigkernel.numerics.tridiagonal import FactoredEigenvectors, factored_eigh
@@ -107,6 +114,72 @@ class LazyProjection(PicklesWithoutLock):
         return out
 
 
+class SystemDecomposition(PicklesWithoutLock):
+    """The eigendecomposition of a centred system ``G`` (symmetric, float64): the eigenvalues
+    (clipped at 0), the eigenvectors (dense or factored, :func:`symmetric_eigh`) and
+    ``z = Vᵀb`` (or its :class:`LazyProjection`), computed now or, ``deferred``, on first read.
+
+    A solve at one α by Cholesky (:mod:`bigkernel.numerics.primal_cholesky`) defers it: the
+    fitted model's spectrum, its posterior variance and its saved state read it when asked,
+    and a fit that reads none of them never pays for it. ``G`` is kept until then (and reduced
+    in place by the decomposition: no second D × D array).
+
+    Parameters
+    ----------
+    G : ndarray of shape (D, D)
+        Exactly symmetric; owned by this object from now on.
+    b : ndarray of shape (D, k)
+    device : Device, default=CPU
+    factored : bool, default=True
+        As :func:`eigen_path`'s.
+    deferred : bool, default=False
+    """
+
+    def __init__(
+        self,
+        G: np.ndarray | None,
+        b: np.ndarray | None,
+        *,
+        device: Device = CPU,
+        factored: bool = True,
+        deferred: bool = False,
+        parts: tuple | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        if parts is not None:  # already decomposed (:meth:`known`)
+            self._input, self._parts = None, parts
+            self.n_features = int(np.shape(parts[0])[0])
+            return
+        self._input = (G, np.asarray(b, dtype=np.float64), device, factored)
+        self._parts = None
+        self.n_features = int(G.shape[0])
+        if not deferred:
+            self.parts()
+
+    @classmethod
+    def known(cls, eigvals: np.ndarray, vectors: Any, z_source: np.ndarray | LazyProjection) -> SystemDecomposition:
+        """A decomposition from its parts (a saved spectrum: ``vectors`` None)."""
+        return cls(None, None, parts=(eigvals, vectors, z_source))
+
+    @property
+    def decomposed(self) -> bool:
+        """Whether the eigenvalues exist (a deferred decomposition has not been read yet: False)."""
+        return self._parts is not None
+
+    def parts(self) -> tuple[np.ndarray, Any, np.ndarray | LazyProjection]:
+        """``(eigenvalues clipped at 0, eigenvectors, z or its LazyProjection)``, formed once."""
+        with self._lock:
+            if self._parts is None:
+                G, b, device, factored = self._input
+                s, V = symmetric_eigh(G, device, factored=factored, overwrite=True, vectors=False)
+                if isinstance(V, FactoredEigenvectors):
+                    z = LazyProjection(V, b, SHIFT_MARGIN * max(-float(s.min(initial=0.0)), 0.0))
+                else:
+                    z = V.T @ b
+                self._parts, self._input = (np.maximum(s, 0.0), V, z), None
+            return self._parts
+
+
 def _projection(source: np.ndarray | LazyProjection) -> np.ndarray:
     return source.value() if isinstance(source, LazyProjection) else source
 
@@ -135,8 +208,7 @@ class PathSpectrum:
     curves around any α cost no pass over the data and no new eigendecomposition.
     """
 
-    eigvals: np.ndarray  # (D,), clipped at 0
-    z_source: np.ndarray | LazyProjection  # (D, k) = Vᵀ Φcᵀ yc, or what forms it when read
+    decomposition: SystemDecomposition  # eigenvalues and z (deferred until read after a Cholesky solve)
     yy: np.ndarray  # (k,) ycᵀyc
     n: float
     fit_intercept: bool
@@ -145,6 +217,16 @@ class PathSpectrum:
     # ``spectrum_``): always z, so its curves do not depend on what was read before (bitwise
     # the same before and after save/load)
     shifted: bool = False
+
+    @property
+    def eigvals(self) -> np.ndarray:
+        """Eigenvalues of ΦcᵀΦc, clipped at 0, shape (D,)."""
+        return self.decomposition.parts()[0]
+
+    @property
+    def z_source(self) -> np.ndarray | LazyProjection:
+        """``Vᵀ Φcᵀ yc`` (D, k), or what forms it when read."""
+        return self.decomposition.parts()[2]
 
     @property
     def z(self) -> np.ndarray:
@@ -210,15 +292,33 @@ class EigenPath:
     ``Vᵀb``.
     """
 
-    eigvals: np.ndarray  # (D,), clipped at 0
-    vectors: np.ndarray | FactoredEigenvectors  # V (D, D), dense or factored
-    z_source: np.ndarray | LazyProjection  # (D, k) = Vᵀ Φcᵀ yc, or what forms it when read
+    decomposition: SystemDecomposition  # eigenvalues, V and z (deferred until read after a Cholesky solve)
     mean_phi: np.ndarray  # (D,) μ (zeros without intercept)
     mean_y: np.ndarray  # (k,) ȳ (zeros without intercept)
     yy: np.ndarray  # (k,) ycᵀyc
     n: float
     fit_intercept: bool
     eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
+
+    @property
+    def eigvals(self) -> np.ndarray:
+        """Eigenvalues of ΦcᵀΦc, clipped at 0, shape (D,)."""
+        return self.decomposition.parts()[0]
+
+    @property
+    def vectors(self) -> np.ndarray | FactoredEigenvectors:
+        """``V`` (D, D), dense or factored."""
+        return self.decomposition.parts()[1]
+
+    @property
+    def z_source(self) -> np.ndarray | LazyProjection:
+        """``Vᵀ Φcᵀ yc`` (D, k), or what forms it when read."""
+        return self.decomposition.parts()[2]
+
+    @property
+    def n_features(self) -> int:
+        """D (known without the decomposition)."""
+        return self.decomposition.n_features
 
     @property
     def z(self) -> np.ndarray:
@@ -257,7 +357,7 @@ class EigenPath:
     def spectrum(self, shifted: bool = False) -> PathSpectrum:
         """The eigenvector-free part: df, RSS and GCV for any α (``shifted``: by the shifted
         tridiagonal solves while z is not formed, for the fit's own α; see :class:`PathSpectrum`)."""
-        return PathSpectrum(self.eigvals, self.z_source, self.yy, self.n, self.fit_intercept, self.eps, shifted)
+        return PathSpectrum(self.decomposition, self.yy, self.n, self.fit_intercept, self.eps, shifted)
 
     # the path's own df/RSS/GCV (the solve's): by the shifted solves while z is not formed
     def df(self, alphas: np.ndarray) -> np.ndarray:
@@ -342,14 +442,15 @@ def eigen_path(
     False forms them (LAPACK ``evd``).
     """
     G, b, yy, mu, ybar, n = centred_system(stats, fit_intercept)
-    G = G + G.T  # exact symmetry; float32 block products are symmetric only to rounding
-    G *= 0.5
-    s, V = symmetric_eigh(G, device, factored=factored, overwrite=True, vectors=False)
-    if isinstance(V, FactoredEigenvectors):
-        z = LazyProjection(V, b, SHIFT_MARGIN * max(-float(s.min(initial=0.0)), 0.0))
-    else:
-        z = V.T @ b
-    return EigenPath(np.maximum(s, 0.0), V, z, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept, eps)
+    decomposition = SystemDecomposition(symmetrized(G), b, device=device, factored=factored)
+    return EigenPath(decomposition, mu, ybar, np.maximum(yy, 0.0), n, fit_intercept, eps)
+
+
+def symmetrized(G: np.ndarray) -> np.ndarray:
+    """``(G + Gᵀ)/2``, a new array: float32 block products are symmetric only to rounding."""
+    S = G + G.T
+    S *= 0.5
+    return S
 
 
 #: the ``alpha`` words: a default grid scored by GCV, or by the evidence (maximum marginal likelihood)
@@ -418,6 +519,10 @@ def solve_primal(
     ``device``: where a system of more than 8192 features is decomposed (:func:`symmetric_eigh`).
     """
     resolve_alphas(alpha)  # validate before the eigendecomposition
+    if not isinstance(alpha, str) and np.size(alpha) == 1:
+        sol = _solve_by_cholesky(stats, float(np.ravel(alpha)[0]), fit_intercept, eps, device)
+        if sol is not None:
+            return sol
     path = eigen_path(stats, fit_intercept, eps, device)
     alphas, select = resolve_alphas(alpha, path)
     gcv = path.gcv(alphas)
@@ -430,6 +535,46 @@ def solve_primal(
     coef = path.coef(float(alphas[best]))
     return PrimalSolution(
         coef, path.intercept(coef), float(alphas[best]), alphas, path.df(alphas), gcv, spectrum, ev, path
+    )
+
+
+def _solve_by_cholesky(
+    stats: SufficientStats, alpha: float, fit_intercept: bool, eps: float, device: Device
+) -> PrimalSolution | None:
+    """:func:`solve_primal` at one α from one Cholesky factor
+    (:func:`~bigkernel.numerics.primal_cholesky.solve_one_alpha`), the eigendecomposition
+    deferred to first read (``spectrum_``, the posterior variance, the saved state); None where
+    the eigenvalue route must serve: α near G's rounding or too small for the factor's trace,
+    a GPU decomposition (D > :data:`EIGH_DEVICE_MIN_FEATURES`), or a GCV score whose
+    reliability (:meth:`PathSpectrum.gcv`) needs the largest eigenvalue rather than its bound."""
+    G, b, yy, mu, ybar, n = centred_system(stats, fit_intercept)
+    if G.shape[0] > EIGH_DEVICE_MIN_FEATURES and task_device(device).is_gpu:
+        return None
+    G = symmetrized(G)
+    one = solve_one_alpha(G, b, alpha, SHIFT_MARGIN)
+    if one is None:
+        return None
+    yy = np.maximum(yy, 0.0)
+    df = float(fit_intercept) + one.df_sum
+    rss = np.maximum(yy - (one.cross + alpha * one.norm2), 0.0)
+    # PathSpectrum.gcv's rounding test with ‖G‖_F for s_max: passing it, the test with s_max passes
+    rss_error = eps * (yy + 2 * one.cross + one.norm_bound * one.norm2)
+    resid_df = n - df
+    if resid_df > 0 and not np.all(rss > 10 * rss_error):
+        return None
+    gcv = np.where(resid_df > 0, n * rss / (resid_df if resid_df > 0 else 1.0) ** 2, np.inf)
+    # the evidence's quadratic form, NaN where it is rounding (as PathSpectrum.evidence)
+    num = yy - one.cross
+    quad = np.where(num > 10 * eps * (yy + one.cross), num, np.nan) / alpha
+    n_dims = n - 1.0 if fit_intercept else n
+    log_det = one.log_det + (n_dims - G.shape[0]) * np.log(alpha)
+    alphas = np.array([alpha])
+    ev = evidence_path(None, quad[np.newaxis], alphas, n, fit_intercept, log_det=np.array([log_det]))
+    decomposition = SystemDecomposition(G, b, device=device, deferred=True)
+    path = EigenPath(decomposition, mu, ybar, yy, n, fit_intercept, eps)
+    coef = one.coef
+    return PrimalSolution(
+        coef, path.intercept(coef), alpha, alphas, np.array([df]), gcv[np.newaxis], path.spectrum(), ev, path
     )
 
 

@@ -39,7 +39,7 @@ from bigkernel.numerics.precision import (
     float32_check,
     product_rounding,
 )
-from bigkernel.numerics.primal import PathSpectrum, PrimalSolution, solve_primal
+from bigkernel.numerics.primal import PathSpectrum, PrimalSolution, SystemDecomposition, solve_primal
 from bigkernel.numerics.scaling import column_moments, safe_scale
 from bigkernel.numerics.sums import FLOAT32_REDUCTION_ROWS, SufficientStats, sums_precision
 from bigkernel.runtime import compute
@@ -417,9 +417,12 @@ def _add_spectrum_state(sp: PathSpectrum | None, attrs: dict, arrays: dict[str, 
 
 def _read_spectrum_state(attrs: dict, arrays: dict[str, np.ndarray]) -> PathSpectrum | None:
     meta = attrs.get("spectrum")
-    return None if meta is None else PathSpectrum(
-        arrays["spectrum_eigvals"], arrays["spectrum_z"], arrays["spectrum_yy"], float(meta["n"]),
-        bool(meta["fit_intercept"]), float(meta["eps"]))  # fmt: skip
+    if meta is None:
+        return None
+    decomposition = SystemDecomposition.known(arrays["spectrum_eigvals"], None, arrays["spectrum_z"])
+    return PathSpectrum(
+        decomposition, arrays["spectrum_yy"], float(meta["n"]), bool(meta["fit_intercept"]), float(meta["eps"])
+    )
 
 
 def _add_posterior_state(post: PrimalPosterior | None, attrs: dict, arrays: dict[str, np.ndarray]) -> None:
