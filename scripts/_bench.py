@@ -70,6 +70,8 @@ def measurement_runner(
     ``{"error": <last stderr line, or "exit N">}`` (``on_error="tail"``),
     ``{"error": "exit N <last stderr line>"}`` (``"exit"``), or stops the benchmark (``"raise"``).
     ``env`` is read at each call, so a script may fill it after building the runner.
+    Each result is also written to stderr as it comes (a benchmark stopped by a time limit
+    keeps what it measured).
     """
 
     def run(kind: str, **kwargs: Any) -> dict:
@@ -80,9 +82,13 @@ def measurement_runner(
                 raise SystemExit(f"{kind} failed:\n{r.stderr}")
             tail = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
             if on_error == "exit":
-                return {"error": f"exit {r.returncode} {tail}".strip()}
-            return {"error": tail or f"exit {r.returncode}"}
-        return json.loads(r.stdout.strip().splitlines()[-1])
+                result = {"error": f"exit {r.returncode} {tail}".strip()}
+            else:
+                result = {"error": tail or f"exit {r.returncode}"}
+        else:
+            result = json.loads(r.stdout.strip().splitlines()[-1])
+        print(f"measured {kind} {json.dumps(kwargs)}: {json.dumps(result)}", file=sys.stderr, flush=True)
+        return result
 
     return run
 

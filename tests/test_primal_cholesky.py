@@ -131,14 +131,15 @@ def test_an_unresolved_gcv_score_falls_back_to_the_eigenvalues(monkeypatch):
     np.testing.assert_array_equal(sol.coef, ref.coef)
 
 
-def test_a_fitted_estimator_at_one_alpha_defers_its_eigendecomposition(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_fitted_estimator_at_one_alpha_defers_its_eigendecomposition(tmp_path, monkeypatch, dtype):
     """RandomFeatureRidge at one α: the fit decomposes nothing; the posterior std, the spectrum's
     curves, the saved-and-loaded model and a pickled estimator equal the eigenvalue route's."""
     rng = np.random.default_rng(5)
     X = rng.uniform(-2, 2, (700, 3))
     y = np.cos(X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(700)
     Xt = rng.uniform(-2, 2, (40, 3))
-    kw = dict(gamma=0.7, n_components=120, alpha=0.3, random_state=1, dtype="float32")
+    kw = dict(gamma=0.7, n_components=120, alpha=0.3, random_state=1, dtype=dtype)
     fast = RandomFeatureRidge(**kw).fit(X, y)
     assert callable(fast.posterior_.directions)
     assert not fast.spectrum_.decomposition.decomposed
@@ -163,4 +164,7 @@ def test_a_fitted_estimator_at_one_alpha_defers_its_eigendecomposition(tmp_path,
     fast.save(str(tmp_path / "m.zarr"))
     loaded = load(str(tmp_path / "m.zarr"))
     np.testing.assert_array_equal(loaded.spectrum_.gcv(grid), ref.spectrum_.gcv(grid))
+    # z is Vᵀb: each eigenvector's sign is arbitrary, so its square is compared
+    np.testing.assert_allclose(loaded.spectrum_.z**2, ref.spectrum_.z**2, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(loaded.predict(Xt), ref.predict(Xt), rtol=1e-9)
     np.testing.assert_allclose(loaded.predict(Xt, return_std=True)[1], std, rtol=1e-12)

@@ -275,28 +275,3 @@ def test_the_shifted_route_declines_near_the_rounding_floor():
     assert lazy.formed and lazy.shifted(np.array([2 * lazy.floor])) is None  # formed: z serves
     np.testing.assert_allclose(back.value(), z, atol=1e-12)
     np.testing.assert_allclose(F.apply(z), b, atol=1e-12)
-
-
-def test_estimator_at_one_alpha_keeps_its_spectrum_and_state(tmp_path, monkeypatch):
-    """A fitted RandomFeatureRidge at one α: ``spectrum_`` (df/GCV curves), the evidence, the
-    posterior std and a saved-and-loaded model equal those of the eigenvector route."""
-    import bigkernel
-
-    rng = np.random.default_rng(5)
-    X = rng.uniform(-2, 2, (700, 3))
-    y = np.cos(X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(700)
-    Xt = rng.uniform(-2, 2, (40, 3))
-    kw = dict(gamma=0.7, n_components=120, alpha=0.3, random_state=1, dtype="float64")
-    lazy = RandomFeatureRidge(**kw).fit(X, y)
-    _eager(monkeypatch)
-    eager = RandomFeatureRidge(**kw).fit(X, y)
-    grid = np.logspace(-3, 2, 6)
-    np.testing.assert_allclose(lazy.coef_, eager.coef_, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(lazy.spectrum_.gcv(grid), eager.spectrum_.gcv(grid), rtol=1e-9)
-    np.testing.assert_allclose(lazy.log_marginal_likelihood_, eager.log_marginal_likelihood_, rtol=1e-10)
-    np.testing.assert_allclose(lazy.predict(Xt, return_std=True)[1], eager.predict(Xt, return_std=True)[1], rtol=1e-8)
-    lazy.save(str(tmp_path / "m.zarr"))
-    back = bigkernel.load(str(tmp_path / "m.zarr"))
-    # z is Vᵀb: each eigenvector's sign is arbitrary, so its square is compared
-    np.testing.assert_allclose(back.spectrum_.z**2, eager.spectrum_.z**2, rtol=1e-6, atol=1e-12)
-    np.testing.assert_allclose(back.predict(Xt), eager.predict(Xt), rtol=1e-10)
