@@ -168,3 +168,18 @@ def test_a_fitted_estimator_at_one_alpha_defers_its_eigendecomposition(tmp_path,
     np.testing.assert_allclose(loaded.spectrum_.z**2, ref.spectrum_.z**2, rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(loaded.predict(Xt), ref.predict(Xt), rtol=1e-9)
     np.testing.assert_allclose(loaded.predict(Xt, return_std=True)[1], std, rtol=1e-12)
+
+
+def test_a_default_fit_decomposes_once_for_its_float32_check(monkeypatch):
+    """``dtype="auto"`` checks float32 with the eigendecomposition: the solve takes it at once
+    rather than a Cholesky factor first; an explicit dtype takes the Cholesky route."""
+    calls = []
+    real = primal.solve_one_alpha
+    monkeypatch.setattr(primal, "solve_one_alpha", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-2, 2, (500, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(500)
+    auto = RandomFeatureRidge(n_components=80, alpha=0.5, random_state=0).fit(X, y)
+    assert calls == [] and auto.dtype_ == "float32" and auto.dtype_check_ is not None
+    RandomFeatureRidge(n_components=80, alpha=0.5, random_state=0, dtype="float32").fit(X, y)
+    assert calls == [1]

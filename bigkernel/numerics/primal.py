@@ -508,7 +508,13 @@ def best_index(scores: np.ndarray, alphas: np.ndarray) -> int:
 
 
 def solve_primal(
-    stats: SufficientStats, alpha="gcv", fit_intercept: bool = True, eps: float = 1e-13, device: Device = CPU
+    stats: SufficientStats,
+    alpha="gcv",
+    fit_intercept: bool = True,
+    eps: float = 1e-13,
+    device: Device = CPU,
+    *,
+    decompose: bool = False,
 ) -> PrimalSolution:
     """Solve the ridge problem of ``stats`` for ``alpha`` (number, list, ``"gcv"`` or
     ``"evidence"``).
@@ -517,9 +523,11 @@ def solve_primal(
     scikit-learn's RidgeCV does by default) is chosen, among scores above their rounding error;
     ``alpha="evidence"`` chooses the largest profile evidence (summed over targets).
     ``device``: where a system of more than 8192 features is decomposed (:func:`symmetric_eigh`).
+    At one α the solve is a Cholesky factor, the eigendecomposition deferred to first read,
+    unless ``decompose`` (the caller reads it at once: the float32 check of ``dtype="auto"``).
     """
     resolve_alphas(alpha)  # validate before the eigendecomposition
-    if not isinstance(alpha, str) and np.size(alpha) == 1:
+    if not decompose and not isinstance(alpha, str) and np.size(alpha) == 1:
         sol = _solve_by_cholesky(stats, float(np.ravel(alpha)[0]), fit_intercept, eps, device)
         if sol is not None:
             return sol

@@ -30,8 +30,10 @@ from scipy.linalg import lapack
 from bigkernel.numerics.threads import lapack_limit
 
 #: the Cholesky route serves α at or above this multiple of ‖G‖_F (an upper bound of the
-#: largest eigenvalue): cond(G + αI) ≤ 1e10, so df = D − α·tr((G + αI)⁻¹) is rounded by at
-#: most about D²·1e-6 absolute at D = 2048, far less in practice (tests/test_primal_cholesky.py)
+#: largest eigenvalue): cond(G + αI) ≤ 1e10. The worst-case rounding of df = D − α·tr((G + αI)⁻¹),
+#: D²·ε·‖G‖/α, is far from what happens: at α = 1e-9·s_max (D = 150, rank-deficient) the two
+#: routes' df differed by 1.9e-6, within the eigenvalue route's own D·ε·s_max/α = 1.5e-5
+#: (tests/test_primal_cholesky.py checks D²·ε·s_max/α over α from 1e-12·s_max up)
 MIN_RELATIVE_ALPHA = 1e-10
 
 

@@ -293,7 +293,9 @@ class OnePassPrimal:
         spec = self.spec
         alpha = spec.alpha if alpha is None else alpha
         dtype = self.pass_dtype(fixed.fmap) if dtype is None else dtype
-        sol = solve_primal(stats, alpha, spec.fit_intercept, sums_precision(dtype), device=fixed.device or CPU)
+        checked = self._auto() and dtype == "float32"  # the float32 check reads the eigendecomposition
+        eps = sums_precision(dtype)
+        sol = solve_primal(stats, alpha, spec.fit_intercept, eps, device=fixed.device or CPU, decompose=checked)
         return self.solution(fixed, sol, stats, single=single, dtype=dtype)
 
     def solution(
