@@ -200,23 +200,9 @@ def _path_sums(
     return (z2 / denom).sum(axis=1), (z2 / denom**2).sum(axis=1)
 
 
-@dataclass(frozen=True)
-class PathSpectrum:
-    """What df(α), RSS(α) and GCV(α) need for any α: the eigenvalues and Vᵀ Φcᵀ yc, no eigenvectors.
-
-    O(D·k) numbers, kept by the fitted primal estimators (``spectrum_``) so that the GCV and df
-    curves around any α cost no pass over the data and no new eigendecomposition.
-    """
-
-    decomposition: SystemDecomposition  # eigenvalues and z (deferred until read after a Cholesky solve)
-    yy: np.ndarray  # (k,) ycᵀyc
-    n: float
-    fit_intercept: bool
-    eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
-    # the fit's own α by (T + αI)⁻¹ while z is not formed; False (a fitted model's
-    # ``spectrum_``): always z, so its curves do not depend on what was read before (bitwise
-    # the same before and after save/load)
-    shifted: bool = False
+class _ReadsDecomposition:
+    """The eigenvalues and ``z`` of a ``decomposition`` attribute (a :class:`SystemDecomposition`,
+    decomposed on first read): what :class:`PathSpectrum` and :class:`EigenPath` share."""
 
     @property
     def eigvals(self) -> np.ndarray:
@@ -232,6 +218,25 @@ class PathSpectrum:
     def z(self) -> np.ndarray:
         """``Vᵀ Φcᵀ yc``, shape (D, k) (formed on first read when the path is lazy)."""
         return _projection(self.z_source)
+
+
+@dataclass(frozen=True)
+class PathSpectrum(_ReadsDecomposition):
+    """What df(α), RSS(α) and GCV(α) need for any α: the eigenvalues and Vᵀ Φcᵀ yc, no eigenvectors.
+
+    O(D·k) numbers, kept by the fitted primal estimators (``spectrum_``) so that the GCV and df
+    curves around any α cost no pass over the data and no new eigendecomposition.
+    """
+
+    decomposition: SystemDecomposition  # eigenvalues and z (deferred until read after a Cholesky solve)
+    yy: np.ndarray  # (k,) ycᵀyc
+    n: float
+    fit_intercept: bool
+    eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
+    # the fit's own α by (T + αI)⁻¹ while z is not formed; False (a fitted model's
+    # ``spectrum_``): always z, so its curves do not depend on what was read before (bitwise
+    # the same before and after save/load)
+    shifted: bool = False
 
     def df(self, alphas: np.ndarray) -> np.ndarray:
         """Effective degrees of freedom (trace of the hat matrix), shape (A,)."""
@@ -283,7 +288,7 @@ class PathSpectrum:
 
 
 @dataclass(frozen=True)
-class EigenPath:
+class EigenPath(_ReadsDecomposition):
     """Eigendecomposition of a (centred) primal system, reusable for any α.
 
     ``vectors`` is the dense ``V`` or, from the host's tridiagonal route, a
@@ -301,29 +306,14 @@ class EigenPath:
     eps: float = 1e-13  # relative precision of the sums (see sums.sums_precision)
 
     @property
-    def eigvals(self) -> np.ndarray:
-        """Eigenvalues of ΦcᵀΦc, clipped at 0, shape (D,)."""
-        return self.decomposition.parts()[0]
-
-    @property
     def vectors(self) -> np.ndarray | FactoredEigenvectors:
         """``V`` (D, D), dense or factored."""
         return self.decomposition.parts()[1]
 
     @property
-    def z_source(self) -> np.ndarray | LazyProjection:
-        """``Vᵀ Φcᵀ yc`` (D, k), or what forms it when read."""
-        return self.decomposition.parts()[2]
-
-    @property
     def n_features(self) -> int:
         """D (known without the decomposition)."""
         return self.decomposition.n_features
-
-    @property
-    def z(self) -> np.ndarray:
-        """``Vᵀ Φcᵀ yc``, shape (D, k) (formed on first read when lazy)."""
-        return _projection(self.z_source)
 
     @property
     def eigvecs(self) -> np.ndarray:
