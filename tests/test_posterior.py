@@ -328,3 +328,47 @@ def test_cg_posterior_std_and_cov_with_weights_equal_the_dense_factor(monkeypatc
     np.testing.assert_allclose(cg_std, std, rtol=1e-6)
     np.testing.assert_allclose(cg_cov, cov, rtol=1e-6, atol=1e-9 * np.abs(cov).max())
     np.testing.assert_allclose(np.diag(cg_cov), cg_std**2, rtol=1e-7)
+
+
+def test_deferred_directions_form_once_per_posterior_and_do_not_wait_for_another():
+    """A posterior whose directions are deferred forms them once however many threads ask; its
+    lock is its own, so a second posterior forms its directions while the first one's are still
+    being formed (a process-wide lock made it wait), and a pickled one carries formed directions."""
+    import pickle
+    import threading
+
+    from bigkernel.numerics.posterior import PrimalPosterior
+
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow():
+        calls.append("slow")
+        started.set()
+        assert release.wait(30), "the test did not release the first posterior"
+        return np.eye(3)[:, :2], np.array([0.5, 0.25])
+
+    def fast():
+        calls.append("fast")
+        return np.eye(3)[:, :1], np.array([0.75])
+
+    def post(directions):
+        return PrimalPosterior(None, np.zeros(3), directions, None, alpha=1.0, n=10.0, fit_intercept=True)
+
+    first, second = post(slow), post(fast)
+    readers = [threading.Thread(target=lambda: first.vecs) for _ in range(4)]
+    for t in readers:
+        t.start()
+    assert started.wait(30)
+    other = threading.Thread(target=lambda: second.vecs)
+    other.start()
+    other.join(10)
+    done_meanwhile = not other.is_alive()
+    release.set()
+    for t in readers:
+        t.join(30)
+    assert done_meanwhile, "the second posterior waited for the first one's directions"
+    assert sorted(calls) == ["fast", "slow"]  # each formed once
+    np.testing.assert_array_equal(first.weights, [0.5, 0.25])
+    back = pickle.loads(pickle.dumps(post(fast)))
+    assert isinstance(back.directions, np.ndarray) and back.weights.tolist() == [0.75]
+    assert back.vecs.shape == (3, 1)

@@ -42,7 +42,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,7 @@ import scipy.linalg
 from bigkernel.errors import DataError
 from bigkernel.numerics.cg import conjugate_gradient
 from bigkernel.numerics.primal import EigenPath
-from bigkernel.numerics.threads import lapack_limit
+from bigkernel.numerics.threads import PicklesWithoutLock, lapack_limit
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +70,6 @@ __all__ = [
 #: directions with sⱼ/(sⱼ + α) below this are dropped: the variance is then over-estimated by
 #: at most POSTERIOR_RTOL/(1 − POSTERIOR_RTOL) of itself (see the module docstring)
 POSTERIOR_RTOL = 1e-3
-#: held while a posterior forms its kept eigenvectors from a factored decomposition
-_DIRECTIONS_LOCK = threading.Lock()
 #: ``return_cov`` refuses more points than this: the covariance is a dense m × m float64 matrix
 #: (4096² × 8 B = 128 MiB), and the dual path holds one more of that size
 COV_MAX_ROWS = 4096
@@ -88,7 +86,7 @@ def check_cov_rows(m: int) -> None:
 
 
 @dataclass(frozen=True)
-class PrimalPosterior:
+class PrimalPosterior(PicklesWithoutLock):
     """Unit posterior variance ``Var f(x) / σ²`` of a primal model (see the module docstring).
 
     Attributes
@@ -124,13 +122,16 @@ class PrimalPosterior:
     rtol: float = POSTERIOR_RTOL
     dtype: str = "float64"
     block_rows: int = 4096
+    # held while this posterior forms its directions (threads of one predict graph form them
+    # once; other posteriors do not wait for it)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @property
     def vecs(self) -> np.ndarray:
         """The kept eigenvectors, shape (D, r) (formed on first use, once)."""
         d = self.directions
         if callable(d):
-            with _DIRECTIONS_LOCK:  # threads of one predict graph: form them once
+            with self._lock:
                 d = self.directions
                 if callable(d):
                     d, w = d()
@@ -147,7 +148,7 @@ class PrimalPosterior:
 
     def __getstate__(self) -> dict:
         self.vecs  # noqa: B018 - a pickled posterior (dask tasks) carries the directions, not their factors
-        return dict(self.__dict__)
+        return super().__getstate__()
 
     def _centred(self, X: np.ndarray) -> np.ndarray:
         """``φ(X) − μ`` in float64, shape (m, D)."""

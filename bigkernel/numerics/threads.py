@@ -61,7 +61,7 @@ class PicklesWithoutLock:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._lock = threading.Lock()
+        object.__setattr__(self, "_lock", threading.Lock())  # also for frozen dataclasses
 
 
 #: seconds over which the other processes' CPU use is sampled
