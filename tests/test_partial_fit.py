@@ -217,6 +217,7 @@ def test_update_through_the_cli_equals_a_refit(two_parts, tmp_path, make, cli):
     printed = json.loads(r.stdout)
     assert printed == json.loads(metrics.read_text())
     assert (printed["n_samples_before"], printed["n_samples_added"], printed["n_samples_after"]) == (3000, 1100, 4100)
+    assert printed["scaling"] is None  # no standardize
     updated = bigkernel.load(str(out))
     got = getattr(updated, "estimator_", updated)
     Xa, ya = np.vstack([X0, X1]), np.concatenate([y0, y1])
@@ -288,6 +289,7 @@ def test_update_of_a_standardized_job_model_finds_its_target_by_name(two_parts, 
     model_path = str(tmp_path / "out" / "model.zarr")
     r = cli("update", model_path, str(tmp_path / "new.csv"), "-o", str(tmp_path / "u.zarr"), "-q")
     assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["scaling"] == "from the first fit, kept fixed"  # said, not silent
     updated = bigkernel.load(str(tmp_path / "u.zarr"))
     api = bigkernel.load(model_path).partial_fit(pd.DataFrame(X1, columns=cols), y1)
     assert updated.n_samples_fit_ == 4100

@@ -102,10 +102,21 @@ def update_model(
     -------
     dict
         ``model``, ``output``, ``n_samples_before``, ``n_samples_added``, ``n_samples_after``,
-        ``alpha`` and ``df`` of the updated model.
+        ``alpha`` and ``df`` of the updated model, and ``scaling``: with ``standardize``, the
+        column scaling is the first fit's, kept fixed (None without ``standardize``).
     """
     inner = updatable_part(model)
     before = int(inner.n_samples_fit_)
+    scaled = bool(getattr(inner, "standardize", False))
+    if scaled:
+        # the scaling was estimated by the first fit and frozen in the feature map (a loaded
+        # model keeps it there only): the new rows are scaled by it
+        logger.info(
+            "standardize: the new rows are scaled with the column means and deviations of the "
+            "model's first fit (%s rows), kept fixed; the updated model equals a fit on all rows "
+            "with that scaling, not with one re-estimated from all rows",
+            f"{before:,}" if before else "its",
+        )
     inner.partial_fit_dataset(ds)
     if inner is not model:
         model.set_fitted_estimator(inner, model.solver_, model.solver_reason_)
@@ -119,6 +130,7 @@ def update_model(
         "n_samples_after": int(inner.n_samples_fit_),
         "alpha": float(inner.alpha_),
         "df": float(inner.df_),
+        "scaling": "from the first fit, kept fixed" if scaled else None,
     }
     if metrics_path is not None:
         with atomic_folder(metrics_path, overwrite=True, what="metrics") as tmp, open(tmp, "w") as f:
