@@ -335,6 +335,11 @@ def test_address_alone_is_fine_and_local_defaults_otherwise(tmp_path: Path) -> N
         ("{train: {path: t.csv, x: [a], categoricals: [a]}}", "did you mean 'categorical'"),
         ("{train: {path: x.zarr, missing: drop}}", "missing: is for a table (Parquet or CSV) source"),
         ("{train: {path: x.zarr, categorical: [a]}}", "categorical: is for a table"),
+        (
+            "{train: {path: t.parquet, y: label}}",
+            "data.train.x: missing: a Parquet/CSV table needs its feature columns",
+        ),
+        ("{train: {path: t.csv}}", "beside y: 'y'"),
     ],
 )
 def test_data_section_rules(tmp_path: Path, data: str, fragment: str) -> None:
@@ -347,7 +352,7 @@ def test_missing_and_categorical_on_the_training_table(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, text))
     assert cfg.data.train.missing == "impute" and cfg.data.train.categorical == ("city",)
     assert config_from_dict(cfg.to_dict(), base_dir=str(tmp_path)) == cfg
-    cfg = load_config(write(tmp_path, "output: runs/job\ndata: {train: {path: t.csv, categorical: null}}\n"))
+    cfg = load_config(write(tmp_path, "output: runs/job\ndata: {train: {path: t.csv, x: [a], categorical: null}}\n"))
     assert cfg.data.train.categorical is None
     # the keys belong to the training data: a predict source has the model's encoding
     message = error_of(write(tmp_path, MINIMAL + "predict: {path: p.csv, missing: drop}\n"))

@@ -136,6 +136,13 @@ def _parse_source(
 def _parse_train(sec: _Section) -> TrainSourceConfig:
     """Parse ``data.train``: a source with targets, plus ``missing`` and ``categorical``."""
     source = _parse_source(sec, y_default="y", needs_y=True)
+    if sec.clean and is_table(source["path"]) and not sec.is_set("x"):
+        # no default: "every column but y" would make an id or a leaking column a feature unasked
+        sec.report(
+            "x",
+            f"missing: a Parquet/CSV table needs its feature columns named, e.g. x: [carat, cut, depth] "
+            f"beside y: {source['y']!r} (the default, the array 'X', is for zarr groups)",
+        )
     missing = sec.value("missing", _choice(get_args(Missing)), "error")
     categorical = sec.value("categorical", _categorical, "auto", nullable=True)
     if sec.clean and (missing != "error" or isinstance(categorical, tuple)) and not is_table(source["path"]):
