@@ -42,7 +42,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -122,9 +122,12 @@ class PrimalPosterior(PicklesWithoutLock):
     rtol: float = POSTERIOR_RTOL
     dtype: str = "float64"
     block_rows: int = 4096
-    # held while this posterior forms its directions (threads of one predict graph form them
-    # once; other posteriors do not wait for it)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # held while this posterior forms its directions (threads of one predict graph form them
+        # once; other posteriors do not wait for it); an attribute, not a field, so that dask
+        # tokenizes the posterior by its fields, deterministically
+        object.__setattr__(self, "_lock", threading.Lock())
 
     @property
     def vecs(self) -> np.ndarray:
