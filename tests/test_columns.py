@@ -259,6 +259,14 @@ def test_api_bootstrap_refuses_reordered_frames_and_names_features():
         bootstrap(m, df, y, pd.DataFrame(E, columns=["b", "a", "c"]), n_bootstraps=2, random_state=0)
     with pytest.warns(ExtrapolationWarning, match=r"feature c: 4 points"):
         bootstrap(m, df, y, E + [0, 0, 5], n_bootstraps=2, random_state=0)
+    # an unfitted estimator (the usual call): X_eval is checked against X's columns (it was
+    # used by position, silently, when reordered or renamed)
+    fresh = RandomFeatureRidge(n_components=16, alpha=0.1, random_state=0)
+    for other in (["c", "a", "b"], ["q", "b", "c"]):
+        with pytest.raises(DataError, match=r"but X has \['a', 'b', 'c'\]: names and order must match X's"):
+            bootstrap(fresh, df, y, pd.DataFrame(E, columns=other), n_bootstraps=2, random_state=0)
+    same = bootstrap(fresh, df, y, pd.DataFrame(E, columns=["a", "b", "c"]), n_bootstraps=2, random_state=0)
+    np.testing.assert_array_equal(same.mean, bootstrap(fresh, df, y, E, n_bootstraps=2, random_state=0).mean)
 
 
 def test_band_figure_names_the_feature(tables):
