@@ -187,7 +187,12 @@ def check_real(a: Any, name: str = "X") -> None:
     """
     dtypes = getattr(a, "dtypes", None)  # a DataFrame: one dtype per column
     if dtypes is not None and not isinstance(dtypes, np.dtype) and hasattr(dtypes, "items"):
-        bad = {str(c): str(t) for c, t in dtypes.items() if _bad_kind(t) or _object_problem(a[c].to_numpy(), t)}
+        lazy = hasattr(a, "npartitions")  # a dask DataFrame: its dtypes only (object columns refused)
+
+        def problem(c: Any, t: Any) -> Any:
+            return _kind(t) == "O" if lazy else _object_problem(a[c].to_numpy(), t)
+
+        bad = {str(c): str(t) for c, t in dtypes.items() if _bad_kind(t) or problem(c, t)}
         if bad:
             raise DataError(
                 f"{name} must hold real numbers; found non-numeric columns {bad}. Convert them "

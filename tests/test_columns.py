@@ -259,6 +259,14 @@ def test_api_bootstrap_refuses_reordered_frames_and_names_features():
         bootstrap(m, df, y, pd.DataFrame(E, columns=["b", "a", "c"]), n_bootstraps=2, random_state=0)
     with pytest.warns(ExtrapolationWarning, match=r"feature c: 4 points"):
         bootstrap(m, df, y, E + [0, 0, 5], n_bootstraps=2, random_state=0)
+    # an unfitted estimator (the usual call): X_eval is checked against X's columns (it was
+    # used by position, silently, when reordered or renamed)
+    fresh = RandomFeatureRidge(n_components=16, alpha=0.1, random_state=0)
+    for other in (["c", "a", "b"], ["q", "b", "c"]):
+        with pytest.raises(DataError, match=r"but X has \['a', 'b', 'c'\]: names and order must match X's"):
+            bootstrap(fresh, df, y, pd.DataFrame(E, columns=other), n_bootstraps=2, random_state=0)
+    same = bootstrap(fresh, df, y, pd.DataFrame(E, columns=["a", "b", "c"]), n_bootstraps=2, random_state=0)
+    np.testing.assert_array_equal(same.mean, bootstrap(fresh, df, y, E, n_bootstraps=2, random_state=0).mean)
 
 
 def test_band_figure_names_the_feature(tables):
@@ -295,3 +303,38 @@ def test_config_checks_id_and_grid_names(tmp_path):
 
     cfg = load_config(write(tmp_path, table + "bootstrap: {eval_grid: {feature: x3}}\npredict: {path: d.csv, id: y}\n"))
     assert cfg.bootstrap.eval_grid.feature == "x3" and cfg.predict.x is None and cfg.predict.id == "y"
+
+
+def test_dask_dataframes_are_read_lazily_by_their_column_names():
+    """A dask DataFrame X (and Series y): fit and predict as the pandas ones, lazily (predict
+    returns a dask array), names remembered and checked; reordered columns are refused on every
+    path (they raised AttributeError before; taken into memory they would have been used by
+    position); a text column is refused from the dtypes, without reading the values."""
+    import dask.array as da
+    import dask.dataframe as dd
+
+    from bigkernel import ExactKernelRidge
+
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame(rng.normal(size=(600, 3)), columns=["a", "b", "c"])
+    y = np.sin(df.a.to_numpy()) + df.b.to_numpy()
+    ddf, ys = dd.from_pandas(df, npartitions=3), dd.from_pandas(pd.Series(y, name="t"), npartitions=3)
+    for make in (
+        lambda: RandomFeatureRidge(n_components=32, random_state=0, dtype="float64"),
+        lambda: ExactKernelRidge(alpha=0.1),
+    ):
+        ref = make().fit(df, y)
+        m = make().fit(ddf, ys)
+        assert list(m.feature_names_in_) == ["a", "b", "c"] and m.target_names_in_ == ["t"]
+        out = m.predict(ddf)
+        assert isinstance(out, da.Array)
+        # the exact path: CG to tol 1e-6 over other row blocks
+        np.testing.assert_allclose(out.compute(), ref.predict(df), rtol=1e-6, atol=1e-6)
+        bad = ddf[["c", "a", "b"]]
+        with pytest.raises(DataError, match="the same columns in another order"):
+            m.predict(bad)
+        with pytest.raises(ValueError, match="same order"):
+            m.predict(bad, return_std=True)
+    text = dd.from_pandas(df.assign(city=["x", "y", "z"] * 200), npartitions=3)
+    with pytest.raises(DataError, match="non-numeric columns"):
+        RandomFeatureRidge(n_components=8).fit(text, ys)

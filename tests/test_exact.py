@@ -264,3 +264,24 @@ def test_fit_stays_within_its_memory_budget(rng):
     g = m.solver_info_["gram"]
     assert 0 < g["cached_fraction"] < 1.0
     assert peak <= budget, f"peak {peak / MiB:.1f} MiB > {budget / MiB:.0f} MiB: {g}"
+
+
+def test_a_tol_below_round_offs_reach_stops_early_with_the_best_iterate():
+    """tol = 1e-10 at α = 1e-6 (n = 900) is below what round-off lets CG reach (~3e-9 here):
+    CG used to run to max_iter = 9,000 while its iterates drifted and blew up (predictions
+    ~1e45, one ConvergenceWarning). It now stops when it makes no more progress, keeps its
+    least-residual iterate (scikit-learn's direct solve to ~1e-8) and says what to change."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 3))
+    y = np.sin(X[:, 0]) + 0.3 * rng.normal(size=900)
+    ref = SkKernelRidge(kernel="rbf", gamma=1 / 3, alpha=1e-6).fit(X, y).predict(X[:50])
+    with pytest.warns(ConvergenceWarning, match="stopped improving") as record:
+        m = ExactKernelRidge(alpha=1e-6, fit_intercept=False, tol=1e-10).fit(X, y)
+    assert "Loosen tol" in str(record[0].message)
+    assert m.n_iter_ < 2000 and m.residual_ < 1e-7
+    np.testing.assert_allclose(m.predict(X[:50]), ref, atol=1e-6)
+    # a reachable tol converges as before, with no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        loose = ExactKernelRidge(alpha=1e-6, fit_intercept=False, tol=1e-8).fit(X, y)
+    np.testing.assert_allclose(loose.predict(X[:50]), ref, atol=1e-6)

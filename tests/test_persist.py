@@ -56,6 +56,30 @@ def test_predict_to_zarr(tmp_path, fitted):
     assert [p for p in os.listdir(tmp_path) if "partial" in p] == []
 
 
+def test_predict_and_transform_to_zarr_take_a_dataframe_by_its_column_names(tmp_path):
+    """A pandas DataFrame (it raised AttributeError: no 'dtype') is checked against the fitted
+    columns as predict does — reordered columns are refused, not used by position — and
+    writes what predict / transform give."""
+    import pandas as pd
+
+    from bigkernel.errors import DataError
+
+    X, y = friedman(600, seed=4)
+    df = pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])])
+    m = RandomFeatureRidge(n_components=32, random_state=0, dtype="float64").fit(df, y)
+    g = zarr.open_group(m.predict_to_zarr(df, str(tmp_path / "p.zarr")), mode="r")
+    np.testing.assert_allclose(g["y_pred"][:], m.predict(df), rtol=1e-12)
+    f = zarr.open_group(m.transform_to_zarr(df, str(tmp_path / "f.zarr")), mode="r")
+    np.testing.assert_allclose(f["features"][:], m.transform(df), rtol=1e-12)
+    with pytest.raises(DataError, match="the same columns in another order"):
+        m.predict_to_zarr(df[df.columns[::-1]], str(tmp_path / "q.zarr"))
+    assert not (tmp_path / "q.zarr").exists()
+    # fitted on numpy: a DataFrame's values are used (scikit-learn's rule: no names to check)
+    plain = RandomFeatureRidge(n_components=32, random_state=0, dtype="float64").fit(X, y)
+    g = zarr.open_group(plain.predict_to_zarr(df, str(tmp_path / "r.zarr")), mode="r")
+    np.testing.assert_allclose(g["y_pred"][:], plain.predict(X), rtol=1e-12)
+
+
 KINDS = {
     "RandomFeatureRidge": lambda: bigkernel.RandomFeatureRidge(
         gamma=0.5, n_components=16, random_state=0, dtype="float64"

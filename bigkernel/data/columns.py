@@ -114,9 +114,10 @@ def _zarr_holds(path: str, names: Sequence[str]) -> bool:
     return "X" not in members and set(names) <= members
 
 
-def check_frame_columns(names: Sequence[str] | None, X: Any, what: str) -> None:
+def check_frame_columns(names: Sequence[str] | None, X: Any, what: str, source: str | None = None) -> None:
     """Refuse a DataFrame whose columns are not ``names`` in order (scikit-learn's rule at
-    predict), where the array behind it would otherwise be used by position.
+    predict), where the array behind it would otherwise be used by position; ``source`` names
+    the data ``names`` come from (default: the model's fit).
 
     Raises
     ------
@@ -129,22 +130,26 @@ def check_frame_columns(names: Sequence[str] | None, X: Any, what: str) -> None:
     found = [str(c) for c in columns]
     if found != list(names):
         order = " (the same columns in another order)" if sorted(found) == sorted(names) else ""
+        where, match = ("the model was fitted on", "the fit") if source is None else (f"{source} has", f"{source}'s")
         raise DataError(
-            f"{what} has columns {found}{order}, but the model was fitted on {list(names)}: names and "
-            f"order must match the fit; select them as {what}[{list(names)}]"
+            f"{what} has columns {found}{order}, but {where} {list(names)}: names and order must "
+            f"match {match}; select them as {what}[{list(names)}]"
         )
 
 
 def checked_columns(est: Any, **frames: Any) -> list[str] | None:
-    """The column names of the data an estimator is used on: its ``feature_names_in_`` (each
-    DataFrame in ``frames`` checked against them by :func:`check_frame_columns`), else the
-    first DataFrame's columns, else None."""
-    names = model_columns(est)
-    for what, X in frames.items():
-        check_frame_columns(names, X, what)
+    """The column names of the data an estimator is used on: its ``feature_names_in_``, else
+    the first DataFrame's columns in ``frames``, else None; every DataFrame in ``frames`` is
+    checked against them by :func:`check_frame_columns` (an unfitted estimator's X_eval against
+    its X: the arrays behind them are used by position)."""
+    names, source = model_columns(est), None
     if names is None:
-        found = [getattr(X, "columns", None) for X in frames.values()]
-        names = next(([str(c) for c in cols] for cols in found if cols is not None), None)
+        for first, X in frames.items():
+            if getattr(X, "columns", None) is not None:
+                names, source = [str(c) for c in X.columns], first
+                break
+    for what, X in frames.items():
+        check_frame_columns(names, X, what, source)
     return names
 
 

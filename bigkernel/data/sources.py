@@ -362,7 +362,8 @@ def open_zarr_columns(
 
 
 def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
-    """numpy / array-like / scipy.sparse / dask input as a dask array chunked along rows only.
+    """numpy / array-like / scipy.sparse / dask input (arrays, DataFrames, Series) as a dask array
+    chunked along rows only.
 
     scipy.sparse input (CSR, CSC, … ; sparray or spmatrix) becomes a dask array of CSR chunks
     (row slices of one CSR copy, so memory stays O(nnz)); strings, objects and complex numbers
@@ -371,6 +372,10 @@ def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
     if isinstance(a, da.Array):
         return a
     check_real(a, name)
+    if hasattr(a, "to_dask_array") and hasattr(a, "npartitions"):  # a dask DataFrame or Series
+        # lengths=True: one light pass counting each partition's rows (row chunks must be known)
+        arr = a.to_dask_array(lengths=True)
+        return arr if arr.ndim == 1 else arr.rechunk({1: -1})
     if is_sparse(a):
         if a.ndim != 2:
             raise DataError(f"{name} must be 2-D (n_samples, n_features); got a sparse array of shape {a.shape}")

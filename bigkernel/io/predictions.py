@@ -10,6 +10,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from bigkernel.data.columns import checked_columns
 from bigkernel.diagnostics import extrapolation_summary, log_predict
 from bigkernel.errors import DataError
 from bigkernel.io.atomic import atomic_folder
@@ -22,21 +23,28 @@ def _lazy_predictions(estimator, X) -> tuple[da.Array, tuple[Any, Callable[[Any]
     """The lazy predictions of ``X`` and, to compute in the same pass (it shares the reads of X),
     the rows-beyond-the-training-range summary with the callable that logs its finding
     (:func:`~bigkernel.diagnostics.log_predict`)."""
-    Xd = _as_dask(X, 100_000)
+    Xd = _as_dask(X, 100_000, estimator)
     summary = extrapolation_summary(estimator, Xd)
     check = None if summary is None else (summary, lambda s: log_predict(estimator, Xd, s))
     return estimator.predict(Xd), check
 
 
-def _as_dask(X, chunk_rows: int) -> da.Array:
-    """``X`` as a dask array (numpy X: chunks of ``chunk_rows`` rows)."""
-    return X if isinstance(X, da.Array) else da.from_array(X, chunks=(max(1, min(len(X), chunk_rows)), -1))
+def _as_dask(X, chunk_rows: int, estimator: Any) -> da.Array:
+    """``X`` as a dask array (numpy X: chunks of ``chunk_rows`` rows); a pandas DataFrame's
+    columns are checked against the ``estimator``'s (names and order, as its ``predict`` does)
+    before its values are taken."""
+    if isinstance(X, da.Array):
+        return X
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):
+        checked_columns(getattr(estimator, "estimator_", estimator), X=X)
+        X = X.to_numpy()
+    return da.from_array(X, chunks=(max(1, min(len(X), chunk_rows)), -1))
 
 
 def _lazy_output(method, X, chunk_rows: int) -> da.Array:
     """``method`` (predict, transform) of ``X`` as a lazy dask array (numpy X: chunks of
     ``chunk_rows`` rows)."""
-    return method(_as_dask(X, chunk_rows))
+    return method(_as_dask(X, chunk_rows, method.__self__))
 
 
 def _write_zarr(
@@ -155,7 +163,7 @@ def predict_to_table(
 
     # no extrapolation count here: computed beside the dataframe writers it read X a second time
     # (their graphs do not share the array's keys; measured session 13), so tables go unchecked
-    pred = estimator.predict(_as_dask(X, 100_000))
+    pred = estimator.predict(_as_dask(X, 100_000, estimator))
     columns = prediction_columns(None if pred.ndim == 1 else pred.shape[1], name)
     ids = _aligned_ids(ids, pred, columns)
     write_table(

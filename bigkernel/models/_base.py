@@ -14,10 +14,12 @@ import dask.array as da
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_array, check_consistent_length, validate_data
+from sklearn.utils.validation import check_array, check_consistent_length
 
 from bigkernel._sparse import check_real
-from bigkernel.data.sources import Dataset, as_dataset
+from bigkernel.data.columns import check_frame_columns, model_columns
+from bigkernel.data.frames import is_dask_frame, validate_data
+from bigkernel.data.sources import Dataset, as_dask, as_dataset
 from bigkernel.devices import CPU, Device, parse_device, resolve_device
 from bigkernel.diagnostics import log_fit, log_predict, no_predict_findings
 from bigkernel.errors import DataError, DeviceError, ParameterError
@@ -367,8 +369,23 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         ds, _ = self._as_dataset(X, y, reset=True)
         return ds
 
+    def _lazy_frame(self, X, *, reset: bool) -> tuple[Any, list[str] | None]:
+        """A dask DataFrame X as a dask array and its column names (checked against the fit's
+        when ``reset`` is False, as a pandas DataFrame's are); other X unchanged, None."""
+        if not is_dask_frame(X):
+            return X, None
+        names = [str(c) for c in X.columns]
+        if not reset:
+            check_frame_columns(model_columns(self), X, "X")
+        return as_dask(X), names
+
     def _as_dataset(self, X, y=None, *, reset: bool) -> tuple[Dataset, bool]:
-        """Validated dask data set and whether the input was dask (so output should be)."""
+        """Validated dask data set and whether the input was dask (so output should be); a
+        dask DataFrame X (or Series y) is read lazily, by its column names."""
+        X, names = self._lazy_frame(X, reset=reset)
+        y_names = target_names_of(y) if is_dask_frame(y) else None
+        if is_dask_frame(y):
+            y = as_dask(y, name="y")
         if isinstance(X, da.Array) or isinstance(y, da.Array):
             ds = as_dataset(X, y)
             if not reset:
@@ -376,7 +393,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             elif ds.X.shape[0] < 1:
                 raise DataError("X is empty")
             else:
-                self.set_input_facts(ds.X.dtype)  # a dask array has no column names
+                self.set_input_facts(ds.X.dtype, names, y_names)  # a dask array has no column names
             return ds, True
         check_real(X, "X")
         check_real(y, "y")
@@ -411,6 +428,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
     def _predict_with(self, X, model, single: bool):
         """Predictions of ``model`` (a callable on numpy blocks with ``n_outputs``): numpy X in,
         numpy out; dask X in, lazy dask out; 1-D for a single target."""
+        X, _ = self._lazy_frame(X, reset=False)
         if isinstance(X, da.Array):
             ds, _ = self._as_dataset(X, reset=False)
             out = predict_graph(ds.X, model, model.n_outputs)

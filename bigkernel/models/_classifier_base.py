@@ -25,9 +25,10 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from bigkernel._sparse import check_real
+from bigkernel.data.frames import validate_data
 from bigkernel.data.sources import Dataset, as_dask, as_dataset
 from bigkernel.data.validate import check_X_metadata
 from bigkernel.diagnostics import log_fit

@@ -8,9 +8,9 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-from sklearn.utils.validation import validate_data
 
 from bigkernel._sparse import check_real
+from bigkernel.data.frames import validate_data
 from bigkernel.diagnostics import log_predict
 from bigkernel.errors import DataError, ParameterError
 from bigkernel.graph.stream import predict_graph

@@ -17,9 +17,10 @@ import dask.array as da
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import check_real
+from bigkernel.data.frames import validate_data
 from bigkernel.data.sources import Dataset, as_dataset
 from bigkernel.errors import DataError
 from bigkernel.io.model_store import register_model, save_model

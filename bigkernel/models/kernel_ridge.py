@@ -37,9 +37,10 @@ from typing import Any, ClassVar, Self
 import dask.array as da
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bigkernel._sparse import check_real
+from bigkernel.data.frames import validate_data
 from bigkernel.data.sources import Dataset
 from bigkernel.diagnostics import log_fit
 from bigkernel.errors import DataError, ParameterError
