@@ -573,3 +573,21 @@ def test_eval_points_with_other_features_fail_before_the_fit(tmp_path, inline):
     with pytest.raises(DataError, match=fragment):
         check_inputs(cfg(2))
     check_inputs(cfg(3))  # three values per point fit
+
+
+def test_too_few_replicates_for_the_level_are_logged(caplog):
+    """B = 1 gave a 0-width "90 % band" silently; below one replicate beyond each end (B < 20 at
+    90 %) the band's ends are interpolated, and the log says so and what B to use."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (200, 1))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(200)
+    est = RandomFeatureRidge(n_components=16, alpha=0.1, random_state=0)
+    E = np.linspace(-1, 1, 5)[:, None]
+    with caplog.at_level("WARNING", logger="bigkernel.bands.bootstrap"):
+        one = bootstrap(est, X, y, E, n_bootstraps=1, random_state=0)
+    assert "n_bootstraps=1 is too few for a 90 % band" in caplog.text and "n_bootstraps >= 200" in caplog.text
+    np.testing.assert_array_equal(one.lower, one.upper)  # what the warning is about
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="bigkernel.bands.bootstrap"):
+        bootstrap(est, X, y, E, n_bootstraps=20, random_state=0)  # one replicate beyond each end
+    assert "too few" not in caplog.text

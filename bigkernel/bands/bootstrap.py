@@ -462,6 +462,15 @@ def _check_request(
     B = check_int("n_bootstraps", n_bootstraps, 1, caller="bootstrap", default=200)
     verbose = check_int("verbose", verbose, 0, caller="bootstrap", default=0)
     level = _check_confidence(confidence_level, "bootstrap")
+    if B * (1 - level) / 2 < 1 - 1e-9:  # not one replicate beyond either end: the ends are interpolated
+        logger.warning(
+            "n_bootstraps=%d is too few for a %g %% band: fewer than one replicate lies beyond each "
+            "end, so its ends are interpolated between the most extreme replicates (one replicate "
+            "gives a band of width 0); use n_bootstraps >= %d (ten replicates beyond each end)",
+            B,
+            100 * level,
+            math.ceil(20 / (1 - level) - 1e-9),
+        )
     interval = _check_interval(interval)
     if method not in METHODS:
         raise ParameterError(f"method must be one of {METHODS}; found {method!r}.")
