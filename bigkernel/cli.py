@@ -409,12 +409,39 @@ def _missing_package(exc: ImportError) -> str:
     )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (how Slurm, Kubernetes and systemd stop a job), raised where Ctrl-C would be, so
+    the job stops the same way: its log and status say so, a bootstrap keeps what it stored."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM raises :class:`Terminated` in the main thread (elsewhere, or where signals
+    cannot be set, nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``bigkernel`` command; returns the exit code."""
+    """Entry point of the ``bigkernel`` command; returns the exit code (130 after Ctrl-C, 143
+    after SIGTERM)."""
     args = _parser().parse_args(argv)
     _configure_logging(args)
     try:
-        with _library_output_to_log():
+        with _sigterm_as_interrupt(), _library_output_to_log():
             return _COMMANDS[args.command](args)
     except BigkernelError as exc:
         logger.error("%s: %s", type(exc).__name__, exc)
@@ -424,15 +451,17 @@ def main(argv: list[str] | None = None) -> int:
             raise  # a bug of ours, not a missing package: the traceback says where
         logger.error("%s", _missing_package(exc))
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         if args.command == "run":
             logger.error(
-                "interrupted; job.log has what ran. Rerun the same command to run the job again "
-                "(a bootstrap resumes from the replicates it stored)"
+                "%s; job.log has what ran. Rerun the same command to run the job again "
+                "(a bootstrap resumes from the replicates it stored)",
+                how,
             )
         else:
-            logger.error("interrupted")
-        return 130
+            logger.error("%s", how)
+        return 143 if isinstance(exc, Terminated) else 130
 
 
 _COMMANDS = {

@@ -176,10 +176,11 @@ def _done(path) -> int:
 
 
 @pytest.mark.slow
-def test_job_interrupted_by_sigint_resumes_only_the_missing(tmp_path):
-    """A real `bigkernel run` subprocess gets SIGINT once the first batch is in the store; the
-    rerun computes only the missing replicates (metrics and log say so) and its band equals an
-    uninterrupted job's bitwise."""
+@pytest.mark.parametrize(("sig", "rc"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_job_interrupted_by_sigint_resumes_only_the_missing(tmp_path, sig, rc):
+    """A real `bigkernel run` subprocess gets SIGINT (Ctrl-C) or SIGTERM (a scheduler's stop)
+    once the first batch is in the store; the rerun computes only the missing replicates
+    (metrics and log say so) and its band equals an uninterrupted job's bitwise."""
     B, size = 24, {"n": 60_000, "chunk": 15_000, "D": 256}  # 4 chunks: one batch at a time
     job = _job(tmp_path, B=B, **size)
     store = tmp_path / "out" / "bootstrap.zarr"
@@ -194,13 +195,15 @@ def test_job_interrupted_by_sigint_resumes_only_the_missing(tmp_path):
             assert child.poll() is None, child.communicate()
             assert time.monotonic() < deadline, "no replicate landed in time"
             time.sleep(0.05)
-        child.send_signal(signal.SIGINT)
+        child.send_signal(sig)
         _, err = child.communicate(timeout=120)
     finally:
         child.kill()
     time.sleep(1)  # the child's worker processes are gone with it; nothing lands after this
     kept = _done(store)
-    assert child.returncode == 130, err
+    assert child.returncode == rc, err
+    status = json.loads((tmp_path / "out" / "status.json").read_text())  # the stop is on record
+    assert status["status"] == "failed", status
     assert 0 < kept < B, kept  # landed during the run, not all at its end
     said = re.search(rf"bootstrap interrupted: (\d+) of {B} replicates are in the store", err)
     assert said and 0 < int(said[1]) <= kept, err  # (a task may finish while the cluster stops)
