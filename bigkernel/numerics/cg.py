@@ -324,9 +324,9 @@ def conjugate_gradient(
         if bad.any():  # stopped before a step: x0 (or zero) is their iterate
             X, active, (Xa, Ra, Ba, Pa, rz) = _retire(xp, X, active, bad, Xa, Ra, Ba, Pa, rz)
 
-    # stagnation (at recomputes): per column the least energy φ and its iterate (restorable
-    # only when no step_callback tracks the iterates) and residual, and when φ and the true
-    # residual last improved
+    # stagnation (at recomputes): per column the least energy φ, the least true residual and
+    # its iterate (restorable only when no step_callback tracks the iterates; one more n × m
+    # array), and when each last improved
     watch = _Progress(xp, X, Bm, R, residual, step_callback is None, max(STALL_ITERATIONS, 2 * recompute_every))
     stagnated = np.zeros(m, dtype=bool)
     it = 0
@@ -386,7 +386,7 @@ def conjugate_gradient(
     X = watch.restore(X, np.flatnonzero(stagnated), residual)
 
     _report(n_iter, residual, converged | (False if broken is None else broken), tols, max_iter, op.calls,
-            warn_not_converged, stagnated)  # fmt: skip
+            warn_not_converged, stagnated, restored=watch.X_best is not None)  # fmt: skip
     if squeeze:
         b0 = None if broken is None else bool(broken[0])
         return CGResult(
@@ -500,6 +500,7 @@ def _report(
     calls: int,
     warn: bool = True,
     stagnated: np.ndarray | None = None,
+    restored: bool = True,
 ) -> None:
     if converged.all():
         logger.info(
@@ -523,7 +524,8 @@ def _report(
             f"CG stopped before tol={tol_text} for {bad.size} of {len(n_iter)} right-hand side(s): relative "
             f"residual {shown}. {stuck.size} of them stopped improving after {int(n_iter[stuck].max())} "
             f"iterations, at about {reached}: round-off (about 1e-16 × the system's condition number) "
-            f"keeps CG from going lower, and the best iterate was kept. Loosen tol to {reached} or more, "
+            f"keeps CG from going lower{', and the best iterate was kept' if restored else ''}. Loosen tol "
+            f"to {reached} or more, "
             "or increase alpha (it lowers the condition number).",
             ConvergenceWarning,
             stacklevel=3,
