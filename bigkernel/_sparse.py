@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bigkernel.data.frames import is_dask_frame
 from bigkernel.errors import DataError
 
 
@@ -187,7 +188,7 @@ def check_real(a: Any, name: str = "X") -> None:
     """
     dtypes = getattr(a, "dtypes", None)  # a DataFrame: one dtype per column
     if dtypes is not None and not isinstance(dtypes, np.dtype) and hasattr(dtypes, "items"):
-        lazy = hasattr(a, "npartitions")  # a dask DataFrame: its dtypes only (object columns refused)
+        lazy = is_dask_frame(a)  # its dtypes only (object columns refused): the values are not read here
 
         def problem(c: Any, t: Any) -> Any:
             return _kind(t) == "O" if lazy else _object_problem(a[c].to_numpy(), t)

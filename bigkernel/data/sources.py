@@ -15,6 +15,7 @@ import scipy.sparse as sp
 import zarr
 
 from bigkernel._sparse import as_csr, check_real, is_sparse
+from bigkernel.data.frames import is_dask_frame
 from bigkernel.data.validate import check_X_metadata, check_y_metadata, default_chunk_rows
 from bigkernel.errors import DataError, DataNotFoundError
 
@@ -372,7 +373,7 @@ def as_dask(a, chunk_rows: int | None = None, name: str = "X") -> da.Array:
     if isinstance(a, da.Array):
         return a
     check_real(a, name)
-    if hasattr(a, "to_dask_array") and hasattr(a, "npartitions"):  # a dask DataFrame or Series
+    if is_dask_frame(a):
         # lengths=True: one light pass counting each partition's rows (row chunks must be known)
         arr = a.to_dask_array(lengths=True)
         return arr if arr.ndim == 1 else arr.rechunk({1: -1})

@@ -393,7 +393,7 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
             elif ds.X.shape[0] < 1:
                 raise DataError("X is empty")
             else:
-                self.set_input_facts(ds.X.dtype, names, y_names)  # a dask array has no column names
+                self.set_input_facts(ds.X.dtype, names, y_names)  # names: a dask DataFrame's (an array has none)
             return ds, True
         check_real(X, "X")
         check_real(y, "y")
