@@ -131,7 +131,8 @@ def read_table(
     if absent:
         raise DataNotFoundError(
             f"{path!r} has no column(s) {absent}; columns found: {available}. "
-            "Name them with the source's x: [..] and y: keys"
+            "Give a table with those columns (a saved model reads the columns it was fitted on), or "
+            "name the table's own columns: x: [..] and y: in a job config, --x/--y in bigkernel update"
         )
     # dask-expr's "tune" step merges the partitions of a column subset of a multi-file Parquet
     # dataset, by a factor that depends on the columns selected: the len() pass (no columns)
