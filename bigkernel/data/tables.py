@@ -132,7 +132,7 @@ def read_table(
         raise DataNotFoundError(
             f"{path!r} has no column(s) {absent}; columns found: {available}. "
             "Give a table with those columns (a saved model reads the columns it was fitted on), or "
-            "name the table's own columns: x: [..] and y: in a job config, --x/--y in bigkernel update"
+            "name the table's own columns: x: [..] and y: in a job config, --x (and --y) in bigkernel predict / update"
         )
     # dask-expr's "tune" step merges the partitions of a column subset of a multi-file Parquet
     # dataset, by a factor that depends on the columns selected: the len() pass (no columns)
