@@ -48,14 +48,18 @@ def threaded(store):
     return NystroemRidge(**KW).fit(src.X, src.y)
 
 
-def _wait_for_task(client, prefix: str, timeout: float = 120.0) -> str:
-    deadline = time.monotonic() + timeout
+def _wait_for_task(client, prefix: str, after: int = 0, timeout: float = 120.0) -> str:
+    """The worker running a task named ``prefix…`` once more than ``after`` such tasks were seen
+    (passes run one after the other: more than one pass's tasks seen means a later pass runs)."""
+    deadline, seen = time.monotonic() + timeout, set()
     while time.monotonic() < deadline:
         for worker, keys in client.processing().items():
-            if any(str(k).startswith(prefix) for k in keys):
+            running = {str(k) for k in keys if str(k).startswith(prefix)}
+            seen |= running
+            if running and len(seen) > after:
                 return worker
-        time.sleep(0.01)
-    raise AssertionError(f"no {prefix!r} task ran within {timeout} s")
+        time.sleep(0.002)
+    raise AssertionError(f"no {prefix!r} task beyond the first {after} ran within {timeout} s (saw {len(seen)})")
 
 
 def test_cluster_fit_equals_threaded_and_survives_a_worker_kill(store, threaded):
@@ -81,10 +85,10 @@ def test_cluster_fit_equals_threaded_and_survives_a_worker_kill(store, threaded)
         pids = client.run(os.getpid)
         runner = threading.Thread(target=fit)
         runner.start()
-        # a CG iteration's pass (not the moments pass): its tasks are falkon-block tasks too,
-        # so wait past the first few passes first
-        time.sleep(1.0)
-        victim = _wait_for_task(client, "falkon-block")
+        # a CG iteration's pass, not the moments pass (its tasks are falkon-block tasks too): past
+        # the first pass's tasks, one per chunk (a fixed 1 s wait lost the race: the whole fit
+        # takes 1.04 s on today's machine, 10 CG passes)
+        victim = _wait_for_task(client, "falkon-block", after=len(src.X.chunks[0]))
         os.kill(pids[victim], signal.SIGKILL)
         runner.join(timeout=600)
         assert not errors, errors
