@@ -74,6 +74,15 @@ def test_predict_and_transform_to_zarr_take_a_dataframe_by_its_column_names(tmp_
     with pytest.raises(DataError, match="the same columns in another order"):
         m.predict_to_zarr(df[df.columns[::-1]], str(tmp_path / "q.zarr"))
     assert not (tmp_path / "q.zarr").exists()
+    # a dask DataFrame likewise, read lazily (it raised AttributeError as well)
+    import dask.dataframe as dd
+
+    ddf = dd.from_pandas(df, npartitions=3)
+    g = zarr.open_group(m.predict_to_zarr(ddf, str(tmp_path / "d.zarr")), mode="r")
+    np.testing.assert_allclose(g["y_pred"][:], m.predict(df), rtol=1e-12)
+    with pytest.raises(DataError, match="the same columns in another order"):
+        m.predict_to_zarr(ddf[list(df.columns[::-1])], str(tmp_path / "e.zarr"))
+    assert not (tmp_path / "e.zarr").exists()
     # fitted on numpy: a DataFrame's values are used (scikit-learn's rule: no names to check)
     plain = RandomFeatureRidge(n_components=32, random_state=0, dtype="float64").fit(X, y)
     g = zarr.open_group(plain.predict_to_zarr(df, str(tmp_path / "r.zarr")), mode="r")

@@ -11,6 +11,7 @@ import dask.array as da
 import numpy as np
 
 from bigkernel.data.columns import checked_columns
+from bigkernel.data.sources import as_dask
 from bigkernel.diagnostics import extrapolation_summary, log_predict
 from bigkernel.errors import DataError
 from bigkernel.io.atomic import atomic_folder
@@ -30,15 +31,14 @@ def _lazy_predictions(estimator, X) -> tuple[da.Array, tuple[Any, Callable[[Any]
 
 
 def _as_dask(X, chunk_rows: int, estimator: Any) -> da.Array:
-    """``X`` as a dask array (numpy X: chunks of ``chunk_rows`` rows); a pandas DataFrame's
-    columns are checked against the ``estimator``'s (names and order, as its ``predict`` does)
-    before its values are taken."""
+    """``X`` as a dask array (numpy X: chunks of ``chunk_rows`` rows; a dask DataFrame lazily); a
+    DataFrame's columns are checked against the ``estimator``'s (names and order, as its
+    ``predict`` does) before its values are taken."""
     if isinstance(X, da.Array):
         return X
-    if hasattr(X, "columns") and hasattr(X, "to_numpy"):
+    if hasattr(X, "columns"):
         checked_columns(getattr(estimator, "estimator_", estimator), X=X)
-        X = X.to_numpy()
-    return da.from_array(X, chunks=(max(1, min(len(X), chunk_rows)), -1))
+    return as_dask(X, chunk_rows)
 
 
 def _lazy_output(method, X, chunk_rows: int) -> da.Array:

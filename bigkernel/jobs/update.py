@@ -115,7 +115,7 @@ def update_model(
             "standardize: the new rows are scaled with the column means and deviations of the "
             "model's first fit (%s rows), kept fixed; the updated model equals a fit on all rows "
             "with that scaling, not with one re-estimated from all rows",
-            f"{before:,}" if before else "its",
+            f"{before:,}",
         )
     inner.partial_fit_dataset(ds)
     if inner is not model:

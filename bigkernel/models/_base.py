@@ -383,9 +383,9 @@ class _EstimatorBase(RegressorMixin, BaseEstimator):
         """Validated dask data set and whether the input was dask (so output should be); a
         dask DataFrame X (or Series y) is read lazily, by its column names."""
         X, names = self._lazy_frame(X, reset=reset)
-        y_names = target_names_of(y) if is_dask_frame(y) else None
+        y_names = None
         if is_dask_frame(y):
-            y = as_dask(y, name="y")
+            y_names, y = target_names_of(y), as_dask(y, name="y")
         if isinstance(X, da.Array) or isinstance(y, da.Array):
             ds = as_dataset(X, y)
             if not reset:
